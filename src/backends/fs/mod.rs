@@ -1,0 +1,239 @@
+//! The filesystem backend: opening an export root beneath the workdir, opening a regular file
+//! beneath the root under a containment class, walking the root for a listing, and landing a
+//! fetched file (D-2, D-3, D-10.4).
+//!
+//! Two implementations answer identically, which one conformance suite checks
+//! (`tests/fs_conformance.rs`): [`OsFilesystem`] lets the kernel contain every open
+//! (`openat2` + `RESOLVE_BENEATH`, with a component-by-component fallback), and
+//! [`MemoryFilesystem`] runs the same rules over an in-memory tree.
+
+mod memory;
+mod os;
+mod resolve;
+
+pub use memory::MemoryFilesystem;
+pub use os::OsFilesystem;
+
+use crate::path::RelPath;
+use crate::refusal::{Code, Refusal};
+use std::fmt::{self, Debug};
+use std::io::Read;
+
+/// The containment class the embedding runtime achieved for this session, taken as given.
+/// It decides symlinks below an export root (D-2.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Containment {
+    /// Follows relative symlinks that stay beneath the root (the CLI's default).
+    #[default]
+    Advisory,
+    /// Refuses every symlink below the root with `symlink_refused`.
+    Scoped,
+    /// Like `advisory` for symlinks.
+    Sealed,
+}
+
+impl Containment {
+    /// The header and trace spelling: `advisory`, `scoped` or `sealed`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Containment::Advisory => "advisory",
+            Containment::Scoped => "scoped",
+            Containment::Sealed => "sealed",
+        }
+    }
+
+    /// Parses the header spelling.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "advisory" => Some(Containment::Advisory),
+            "scoped" => Some(Containment::Scoped),
+            "sealed" => Some(Containment::Sealed),
+            _ => None,
+        }
+    }
+
+    /// Whether symlinks below the root are followed (D-2.5).
+    pub const fn follows_symlinks(self) -> bool {
+        !matches!(self, Containment::Scoped)
+    }
+
+    /// All three classes, for suites that run under each.
+    pub const ALL: [Containment; 3] = [
+        Containment::Advisory,
+        Containment::Scoped,
+        Containment::Sealed,
+    ];
+}
+
+/// An export root as declared (`out/`, `.`, `./out`), validated by D-1.2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootPath {
+    declared: String,
+    components: Vec<String>,
+}
+
+impl RootPath {
+    /// Validates a declared root (trimmed): relative, no `..` component, no NUL. `.` components
+    /// and a trailing `/` are dropped; an empty result is the workdir itself.
+    ///
+    /// # Errors
+    /// A description of what is accepted, for `E-MAN-003`.
+    pub fn parse(declared: &str) -> Result<Self, String> {
+        const ACCEPTED: &str =
+            "a relative path inside the workdir such as out/ or . (no leading /, no ..)";
+        let declared = declared.trim();
+        if declared.is_empty() || declared.starts_with('/') || declared.contains('\0') {
+            return Err(ACCEPTED.into());
+        }
+        let mut components = Vec::new();
+        for c in declared.split('/') {
+            match c {
+                "" | "." => {}
+                ".." => return Err(ACCEPTED.into()),
+                name => components.push(name.to_owned()),
+            }
+        }
+        Ok(RootPath {
+            declared: declared.to_owned(),
+            components,
+        })
+    }
+
+    /// The root as declared (trimmed): echoed verbatim in headers and listings.
+    pub fn declared(&self) -> &str {
+        &self.declared
+    }
+
+    /// The path to open beneath the workdir: `.` for the workdir itself.
+    pub fn relative(&self) -> String {
+        if self.components.is_empty() {
+            ".".into()
+        } else {
+            self.components.join("/")
+        }
+    }
+}
+
+/// Why a filesystem operation refused; maps one-to-one onto a public [`Code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsErrorKind {
+    /// Nothing there (`ENOENT`, `ENOTDIR`, `ENAMETOOLONG`, a loop under a follow class).
+    NotFound,
+    /// Resolution left the root (`EXDEV`, an absolute link, `..` above the root).
+    OutsideRoot,
+    /// A symlink under `scoped`.
+    SymlinkRefused,
+    /// A directory, FIFO, socket or device.
+    NotARegularFile,
+    /// Landing met a symlink or a non-directory.
+    PathRefused,
+    /// Anything else.
+    Io,
+}
+
+/// A filesystem refusal: its kind plus OS detail for the trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsError {
+    /// The kind, which decides the public code.
+    pub kind: FsErrorKind,
+    /// Detail for the trace's `reason` (never sent on the wire).
+    pub detail: String,
+}
+
+impl FsError {
+    /// An error of `kind` with `detail`.
+    pub fn new(kind: FsErrorKind, detail: impl Into<String>) -> Self {
+        FsError {
+            kind,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for FsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.kind, self.detail)
+    }
+}
+
+impl From<FsError> for Refusal {
+    fn from(e: FsError) -> Self {
+        let code = match e.kind {
+            FsErrorKind::NotFound => Code::NotFound,
+            FsErrorKind::OutsideRoot => Code::OutsideRoot,
+            FsErrorKind::SymlinkRefused => Code::SymlinkRefused,
+            FsErrorKind::NotARegularFile => Code::NotARegularFile,
+            FsErrorKind::PathRefused => Code::PathRefused,
+            FsErrorKind::Io => Code::IoError,
+        };
+        Refusal::new(code, e.detail)
+    }
+}
+
+/// What one descriptor says about its file (D-2.7, D-3.3, D-3.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMeta {
+    /// Size in bytes at open.
+    pub size: u64,
+    /// Modification time, Unix milliseconds.
+    pub mtime_ms: i64,
+    /// Device and inode: the file's identity, for the hash cache.
+    pub dev: u64,
+    /// See `dev`.
+    pub ino: u64,
+    /// Modification time, Unix nanoseconds.
+    pub mtime_ns: i128,
+    /// Status-change time, Unix nanoseconds.
+    pub ctime_ns: i128,
+}
+
+/// An open regular file: bytes and metadata both come from this one descriptor.
+pub trait OpenFile: Read + Send + Debug {
+    /// The descriptor's metadata, read at open.
+    fn meta(&self) -> FileMeta;
+}
+
+/// An export root opened beneath the workdir for one request, under one containment class.
+pub trait RootDir: Send + Debug {
+    /// Opens `target` beneath this root and confirms from the descriptor that it is a regular
+    /// file, without running any device's or FIFO's open routine (D-2.4 to D-2.6).
+    ///
+    /// # Errors
+    /// `NotFound`, `OutsideRoot`, `SymlinkRefused`, `NotARegularFile` or `Io`, per D-2.5/D-2.8.
+    fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError>;
+
+    /// Every regular file and symlink beneath the root with a UTF-8 path, never descending a
+    /// symlinked directory; the caller decides each candidate with `open_file` (D-3.2, D-3.4).
+    ///
+    /// # Errors
+    /// `Io` when the root itself cannot be read; unreadable subdirectories are skipped.
+    fn walk(&self) -> Result<Vec<RelPath>, FsError>;
+}
+
+/// The filesystem a capsule's workdir lives on.
+pub trait Filesystem: Debug + Send + Sync {
+    /// Opens the export root beneath the workdir; symlinks in the root's own path are followed
+    /// only while they stay inside the workdir (D-2.4, D-2.5).
+    ///
+    /// # Errors
+    /// `NotFound` when the root is missing or not a directory, `OutsideRoot` when it escapes the
+    /// workdir, `Io` otherwise.
+    fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError>;
+
+    /// The launch check of D-1.9 (`E-CAP-007`): `Ok` when the root does not exist or resolves
+    /// inside the workdir through relative links only.
+    ///
+    /// # Errors
+    /// `OutsideRoot` for a relative link out (dangling or not) or any absolute link in the
+    /// root's path; `Io` when the workdir cannot be read.
+    fn check_root(&self, root: &RootPath) -> Result<(), FsError>;
+
+    /// Writes `bytes` to `<dir>/<name>` under the workdir by temp file, fsync and rename,
+    /// following no symlink; `dir` is created when missing (D-10.4). No partial file remains
+    /// on failure.
+    ///
+    /// # Errors
+    /// `PathRefused` when `dir` is a symlink or not a directory, or `name` is a directory;
+    /// `Io` otherwise (`ENOSPC`, ...).
+    fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
+}

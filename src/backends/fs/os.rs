@@ -1,0 +1,465 @@
+//! The real filesystem: the workdir held as a directory descriptor from launch, every open
+//! contained by the kernel (D-2.4).
+//!
+//! Primary path: `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS` (plus
+//! `RESOLVE_NO_SYMLINKS` below the root under `scoped`), retried on `EAGAIN`. Fallback, when the
+//! kernel lacks `openat2` or a test forces it: the shared resolver of `resolve.rs` driven one
+//! component at a time with `O_PATH | O_NOFOLLOW`. Either way the final file is probed with
+//! `O_PATH`, typed with `fstat`, and only a regular file is reopened for reading, through its
+//! own descriptor, so a FIFO never blocks and a device's open routine never runs (D-2.6).
+
+use super::resolve::{self, Lookup, Node, Symlinks};
+use super::{
+    Containment, FileMeta, Filesystem, FsError, FsErrorKind, OpenFile, RootDir, RootPath,
+};
+use crate::path::RelPath;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+/// How many times an `openat2` that answers `EAGAIN` (a concurrent rename) is retried.
+const EAGAIN_RETRIES: usize = 16;
+
+/// Which resolution strategy an [`OsFilesystem`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Kernel-contained `openat2`.
+    Openat2,
+    /// Component-by-component walk with `O_NOFOLLOW`.
+    FallbackWalk,
+}
+
+/// The host filesystem under one workdir.
+pub struct OsFilesystem {
+    workdir: Arc<OwnedFd>,
+    strategy: Strategy,
+}
+
+impl fmt::Debug for OsFilesystem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OsFilesystem")
+            .field("workdir_fd", &self.workdir.as_raw_fd())
+            .field("strategy", &self.strategy)
+            .finish()
+    }
+}
+
+impl OsFilesystem {
+    /// Opens `workdir` and keeps it as a directory handle; uses `openat2` when the kernel has it.
+    ///
+    /// # Errors
+    /// The OS error when `workdir` cannot be opened as a directory.
+    pub fn open(workdir: &Path) -> io::Result<Self> {
+        let fd = rustix::fs::open(
+            workdir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let strategy = if openat2_available(&fd) {
+            Strategy::Openat2
+        } else {
+            Strategy::FallbackWalk
+        };
+        Ok(OsFilesystem {
+            workdir: Arc::new(fd),
+            strategy,
+        })
+    }
+
+    /// Like [`OsFilesystem::open`], but always uses the fallback walk (for tests, and for
+    /// kernels whose seccomp policy hides `openat2`).
+    ///
+    /// # Errors
+    /// As [`OsFilesystem::open`].
+    pub fn open_with_fallback_walk(workdir: &Path) -> io::Result<Self> {
+        let mut fs = Self::open(workdir)?;
+        fs.strategy = Strategy::FallbackWalk;
+        Ok(fs)
+    }
+
+    /// The strategy in use.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+}
+
+fn openat2_available(dir: &OwnedFd) -> bool {
+    !matches!(
+        rustix::fs::openat2(
+            dir,
+            ".",
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH,
+        ),
+        Err(Errno::NOSYS | Errno::PERM)
+    )
+}
+
+/// The one errno → kind mapping of D-2.8.
+fn kind_of(errno: Errno, class: Containment) -> FsErrorKind {
+    match errno {
+        Errno::NOENT | Errno::NOTDIR | Errno::NAMETOOLONG => FsErrorKind::NotFound,
+        Errno::XDEV => FsErrorKind::OutsideRoot,
+        Errno::LOOP if class.follows_symlinks() => FsErrorKind::NotFound,
+        Errno::LOOP => FsErrorKind::SymlinkRefused,
+        Errno::NXIO => FsErrorKind::NotARegularFile,
+        _ => FsErrorKind::Io,
+    }
+}
+
+fn fs_error(errno: Errno, class: Containment, what: &str) -> FsError {
+    FsError::new(kind_of(errno, class), format!("{what}: {errno}"))
+}
+
+fn openat2_retrying(
+    dir: BorrowedFd<'_>,
+    path: &str,
+    flags: OFlags,
+    resolve: ResolveFlags,
+) -> Result<OwnedFd, Errno> {
+    let mut attempts = 0;
+    loop {
+        match rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve) {
+            Err(Errno::AGAIN) if attempts < EAGAIN_RETRIES => attempts += 1,
+            other => return other,
+        }
+    }
+}
+
+fn special_kind(file_type: FileType) -> &'static str {
+    match file_type {
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symlink",
+        _ => "not a regular file",
+    }
+}
+
+fn meta_of(stat: &rustix::fs::Stat) -> FileMeta {
+    let mtime_ns = i128::from(stat.st_mtime) * 1_000_000_000 + i128::from(stat.st_mtime_nsec);
+    let ctime_ns = i128::from(stat.st_ctime) * 1_000_000_000 + i128::from(stat.st_ctime_nsec);
+    FileMeta {
+        size: u64::try_from(stat.st_size).unwrap_or(0),
+        mtime_ms: i64::try_from(mtime_ns.div_euclid(1_000_000)).unwrap_or(i64::MAX),
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        mtime_ns,
+        ctime_ns,
+    }
+}
+
+/// Turns an `O_PATH` descriptor into a readable one for the same inode, if and only if it is a
+/// regular file. The reopen goes through `/proc/self/fd`, so it cannot land on another inode.
+fn reopen_regular(probe: OwnedFd, class: Containment) -> Result<Box<dyn OpenFile>, FsError> {
+    let probed = rustix::fs::fstat(&probe).map_err(|e| fs_error(e, class, "fstat"))?;
+    let file_type = FileType::from_raw_mode(probed.st_mode);
+    match file_type {
+        FileType::RegularFile => {}
+        FileType::Symlink => {
+            return Err(FsError::new(
+                FsErrorKind::SymlinkRefused,
+                "final component is a symlink under the scoped class",
+            ));
+        }
+        other => {
+            return Err(FsError::new(
+                FsErrorKind::NotARegularFile,
+                format!("the target is {}", special_kind(other)),
+            ));
+        }
+    }
+    let proc_path = format!("/proc/self/fd/{}", probe.as_raw_fd());
+    let fd = rustix::fs::open(
+        proc_path.as_str(),
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| fs_error(e, class, "reopen through /proc/self/fd"))?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| fs_error(e, class, "fstat"))?;
+    if stat.st_dev != probed.st_dev
+        || stat.st_ino != probed.st_ino
+        || FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
+    {
+        return Err(FsError::new(FsErrorKind::Io, "the inode changed during reopen"));
+    }
+    Ok(Box::new(OsOpenFile {
+        file: File::from(fd),
+        meta: meta_of(&stat),
+    }))
+}
+
+#[derive(Debug)]
+struct OsOpenFile {
+    file: File,
+    meta: FileMeta,
+}
+
+impl Read for OsOpenFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.file.read(buf)
+    }
+}
+
+impl OpenFile for OsOpenFile {
+    fn meta(&self) -> FileMeta {
+        self.meta
+    }
+}
+
+/// `O_PATH | O_NOFOLLOW` lookups, one name at a time: the fallback walk's primitive.
+struct OsLookup {
+    class: Containment,
+}
+
+impl Lookup for OsLookup {
+    type Dir = Arc<OwnedFd>;
+    type File = OwnedFd;
+
+    fn lookup(&self, dir: &Self::Dir, name: &[u8]) -> Result<Node<Self::Dir, OwnedFd>, FsError> {
+        let fd = rustix::fs::openat(
+            dir.as_fd(),
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| fs_error(e, self.class, "openat"))?;
+        let stat = rustix::fs::fstat(&fd).map_err(|e| fs_error(e, self.class, "fstat"))?;
+        Ok(match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Directory => Node::Dir(Arc::new(fd)),
+            FileType::RegularFile => Node::File(fd),
+            FileType::Symlink => Node::Symlink(
+                rustix::fs::readlinkat(&fd, "", Vec::new())
+                    .map_err(|e| fs_error(e, self.class, "readlinkat"))?
+                    .into_bytes(),
+            ),
+            other => Node::Special(special_kind(other)),
+        })
+    }
+}
+
+impl Filesystem for OsFilesystem {
+    fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError> {
+        let relative = root.relative();
+        let fd = match self.strategy {
+            Strategy::Openat2 => Arc::new(
+                openat2_retrying(
+                    self.workdir.as_fd(),
+                    &relative,
+                    OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+                )
+                // The root's own path follows symlinks in every class: a loop is "missing".
+                .map_err(|e| fs_error(e, Containment::Advisory, "open export root"))?,
+            ),
+            Strategy::FallbackWalk => {
+                let lookup = OsLookup {
+                    class: Containment::Advisory,
+                };
+                match resolve::resolve(&lookup, &self.workdir, relative.as_bytes(), Symlinks::Follow)? {
+                    Node::Dir(d) => d,
+                    _ => {
+                        return Err(FsError::new(
+                            FsErrorKind::NotFound,
+                            "export root is not a directory",
+                        ));
+                    }
+                }
+            }
+        };
+        Ok(Box::new(OsRootDir {
+            fd,
+            class,
+            strategy: self.strategy,
+        }))
+    }
+
+    fn check_root(&self, root: &RootPath) -> Result<(), FsError> {
+        let lookup = OsLookup {
+            class: Containment::Advisory,
+        };
+        let relative = root.relative();
+        match resolve::resolve(
+            &lookup,
+            &self.workdir,
+            relative.as_bytes(),
+            Symlinks::FollowLexicallyContained,
+        ) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind == FsErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
+        land_in(self.workdir.as_fd(), dir, name, bytes)
+    }
+}
+
+fn land_error(errno: Errno, what: &str) -> FsError {
+    let kind = match errno {
+        Errno::LOOP | Errno::NOTDIR | Errno::ISDIR | Errno::EXIST => FsErrorKind::PathRefused,
+        _ => FsErrorKind::Io,
+    };
+    FsError::new(kind, format!("{what}: {errno}"))
+}
+
+fn land_in(workdir: BorrowedFd<'_>, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
+    match rustix::fs::mkdirat(workdir, dir, Mode::from_raw_mode(0o755)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(land_error(e, "create landing directory")),
+    }
+    let dir_fd = rustix::fs::openat(
+        workdir,
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| land_error(e, "open landing directory"))?;
+    let temp = format!(".{name}.{}.part", super::super::random::hex::<8>());
+    let fd = rustix::fs::openat(
+        &dir_fd,
+        temp.as_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )
+    .map_err(|e| land_error(e, "create temp file"))?;
+    let mut file = File::from(fd);
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| FsError::new(FsErrorKind::Io, format!("write temp file: {e}")));
+    drop(file);
+    let renamed = written.and_then(|()| {
+        rustix::fs::renameat(&dir_fd, temp.as_str(), &dir_fd, name)
+            .map_err(|e| land_error(e, "rename into place"))
+    });
+    if let Err(e) = renamed {
+        let _ = rustix::fs::unlinkat(&dir_fd, temp.as_str(), AtFlags::empty());
+        return Err(e);
+    }
+    // Make the rename durable; a failure here leaves a whole file, so it is not an error.
+    let _ = rustix::fs::fsync(&dir_fd);
+    Ok(())
+}
+
+#[derive(Debug)]
+struct OsRootDir {
+    fd: Arc<OwnedFd>,
+    class: Containment,
+    strategy: Strategy,
+}
+
+impl RootDir for OsRootDir {
+    fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError> {
+        let class = self.class;
+        let probe = match self.strategy {
+            Strategy::Openat2 => {
+                let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+                let mut resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+                if !class.follows_symlinks() {
+                    flags |= OFlags::NOFOLLOW;
+                    resolve |= ResolveFlags::NO_SYMLINKS;
+                }
+                openat2_retrying(self.fd.as_fd(), target.as_str(), flags, resolve)
+                    .map_err(|e| fs_error(e, class, "open beneath the export root"))?
+            }
+            Strategy::FallbackWalk => {
+                let symlinks = if class.follows_symlinks() {
+                    Symlinks::Follow
+                } else {
+                    Symlinks::Refuse
+                };
+                let lookup = OsLookup { class };
+                match resolve::resolve(&lookup, &self.fd, target.as_str().as_bytes(), symlinks)? {
+                    Node::File(fd) => fd,
+                    Node::Dir(_) => {
+                        return Err(FsError::new(
+                            FsErrorKind::NotARegularFile,
+                            "the target is a directory",
+                        ));
+                    }
+                    Node::Special(kind) => {
+                        return Err(FsError::new(
+                            FsErrorKind::NotARegularFile,
+                            format!("the target is {kind}"),
+                        ));
+                    }
+                    Node::Symlink(_) => {
+                        return Err(FsError::new(FsErrorKind::SymlinkRefused, "symlink"));
+                    }
+                }
+            }
+        };
+        reopen_regular(probe, class)
+    }
+
+    fn walk(&self) -> Result<Vec<RelPath>, FsError> {
+        let dir = rustix::fs::openat(
+            self.fd.as_fd(),
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| fs_error(e, self.class, "open export root for listing"))?;
+        let mut out = Vec::new();
+        walk_dir(dir, None, &mut out)
+            .map_err(|e| fs_error(e, self.class, "read export root"))?;
+        Ok(out)
+    }
+}
+
+/// Collects regular files and symlinks under `dir`, descending real directories only.
+fn walk_dir(dir: OwnedFd, prefix: Option<&RelPath>, out: &mut Vec<RelPath>) -> Result<(), Errno> {
+    let mut entries = rustix::fs::Dir::read_from(&dir)?;
+    let mut subdirs = Vec::new();
+    while let Some(entry) = entries.read() {
+        let entry = entry?;
+        let raw = entry.file_name().to_bytes();
+        if raw == b"." || raw == b".." {
+            continue;
+        }
+        // D-3.4: a name that is not UTF-8 cannot round-trip into a read.
+        let Ok(name) = std::str::from_utf8(raw) else {
+            continue;
+        };
+        let mut file_type = entry.file_type();
+        if file_type == FileType::Unknown {
+            match rustix::fs::statat(&dir, raw, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => file_type = FileType::from_raw_mode(st.st_mode),
+                Err(_) => continue,
+            }
+        }
+        let path = match prefix {
+            Some(p) => p.join(name),
+            None => RelPath::from_name(name),
+        };
+        match file_type {
+            FileType::RegularFile | FileType::Symlink => out.push(path),
+            FileType::Directory => subdirs.push((name.to_owned(), path)),
+            _ => {}
+        }
+    }
+    for (name, path) in subdirs {
+        // O_NOFOLLOW: a directory swapped for a symlink since getdents is not descended.
+        let Ok(child) = rustix::fs::openat(
+            &dir,
+            name.as_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            continue;
+        };
+        // An unreadable subdirectory is omitted, not fatal (D-3.3).
+        let _ = walk_dir(child, Some(&path), out);
+    }
+    Ok(())
+}

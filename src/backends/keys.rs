@@ -1,0 +1,165 @@
+//! The minting key (D-7.5, design habit 2): the key never leaves its `KeyStore`. The store signs
+//! and verifies; it never exposes the bytes, never prints them, and zeroes them on `destroy`.
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use std::fmt;
+use std::sync::RwLock;
+use zeroize::Zeroizing;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// An HMAC-SHA256 key that can sign and verify but never be read.
+pub trait KeyStore: fmt::Debug + Send + Sync {
+    /// HMAC-SHA256 over the concatenation of `parts`, or `None` once the key is destroyed.
+    fn sign(&self, parts: &[&[u8]]) -> Option<[u8; 32]>;
+
+    /// Constant-time check of `tag` against the HMAC of `parts`. Always `false` once destroyed.
+    fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool;
+
+    /// Zeroes the key; every later `sign` is `None` and every `verify` is `false` (D-12).
+    fn destroy(&self);
+}
+
+/// Shared implementation: the key bytes in a zeroizing box behind a lock.
+struct KeyCell {
+    key: RwLock<Option<Zeroizing<[u8; 32]>>>,
+}
+
+impl KeyCell {
+    fn new(key: [u8; 32]) -> Self {
+        KeyCell {
+            key: RwLock::new(Some(Zeroizing::new(key))),
+        }
+    }
+
+    fn mac(&self, parts: &[&[u8]]) -> Option<HmacSha256> {
+        let guard = self.key.read().unwrap_or_else(|e| e.into_inner());
+        let key = guard.as_ref()?;
+        let mut mac = HmacSha256::new_from_slice(key.as_slice()).ok()?;
+        for part in parts {
+            mac.update(part);
+        }
+        Some(mac)
+    }
+
+    fn sign(&self, parts: &[&[u8]]) -> Option<[u8; 32]> {
+        let tag = self.mac(parts)?.finalize().into_bytes();
+        let mut out = [0u8; 32];
+        out.copy_from_slice(&tag);
+        Some(out)
+    }
+
+    fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        // `verify_slice` compares in constant time and rejects a tag of the wrong length.
+        self.mac(parts).is_some_and(|m| m.verify_slice(tag).is_ok())
+    }
+
+    fn destroy(&self) {
+        // Dropping the `Zeroizing` box overwrites the bytes before the memory is freed.
+        self.key.write().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// A key of 32 bytes from the OS random source, generated at launch and held only in memory.
+pub struct OsRandomKeyStore {
+    cell: KeyCell,
+}
+
+impl OsRandomKeyStore {
+    /// Generates a fresh key (D-7.5).
+    pub fn generate() -> Self {
+        OsRandomKeyStore {
+            cell: KeyCell::new(super::random::bytes::<32>()),
+        }
+    }
+}
+
+impl fmt::Debug for OsRandomKeyStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OsRandomKeyStore(<redacted>)")
+    }
+}
+
+impl KeyStore for OsRandomKeyStore {
+    fn sign(&self, parts: &[&[u8]]) -> Option<[u8; 32]> {
+        self.cell.sign(parts)
+    }
+    fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        self.cell.verify(parts, tag)
+    }
+    fn destroy(&self) {
+        self.cell.destroy();
+    }
+}
+
+/// A caller-chosen key: the test double, so two stores can share or differ on purpose.
+pub struct FixedKeyStore {
+    cell: KeyCell,
+}
+
+impl FixedKeyStore {
+    /// A store holding `key`.
+    pub fn new(key: [u8; 32]) -> Self {
+        FixedKeyStore {
+            cell: KeyCell::new(key),
+        }
+    }
+}
+
+impl fmt::Debug for FixedKeyStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FixedKeyStore(<redacted>)")
+    }
+}
+
+impl KeyStore for FixedKeyStore {
+    fn sign(&self, parts: &[&[u8]]) -> Option<[u8; 32]> {
+        self.cell.sign(parts)
+    }
+    fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        self.cell.verify(parts, tag)
+    }
+    fn destroy(&self) {
+        self.cell.destroy();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conformance(store: &dyn KeyStore) {
+        let tag = store.sign(&[b"a", b"b"]).expect("live key signs");
+        assert!(store.verify(&[b"ab"], &tag), "split does not matter");
+        assert!(!store.verify(&[b"abc"], &tag));
+        let mut bad = tag;
+        bad[31] ^= 1;
+        assert!(!store.verify(&[b"ab"], &bad));
+        assert!(!store.verify(&[b"ab"], &tag[..31]));
+        assert!(!format!("{store:?}").contains(&crate::hex::encode(&tag)));
+        store.destroy();
+        assert!(store.sign(&[b"ab"]).is_none());
+        assert!(!store.verify(&[b"ab"], &tag), "destroyed key verifies nothing");
+    }
+
+    #[test]
+    fn os_random_store_conforms() {
+        conformance(&OsRandomKeyStore::generate());
+    }
+
+    #[test]
+    fn fixed_store_conforms_and_matches_rfc4231_shape() {
+        conformance(&FixedKeyStore::new([7; 32]));
+        let a = FixedKeyStore::new([1; 32]).sign(&[b"x"]).unwrap();
+        let b = FixedKeyStore::new([2; 32]).sign(&[b"x"]).unwrap();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn two_random_stores_differ() {
+        let a = OsRandomKeyStore::generate().sign(&[b"x"]).unwrap();
+        let b = OsRandomKeyStore::generate().sign(&[b"x"]).unwrap();
+        assert_ne!(a, b);
+    }
+}

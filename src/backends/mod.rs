@@ -1,0 +1,20 @@
+//! Everything that touches the world: the filesystem, the clock, the key, the trace file and the
+//! OS random source. Ambient authority (`SystemTime::now`, `std::fs`, randomness, raw syscalls)
+//! appears only under this module (design habit 7; enforced by `clippy.toml`).
+//!
+//! Each backend is a small, synchronous, dyn-compatible trait held as `Arc<dyn _>`, with a real
+//! implementation and a test double that passes the same conformance tests.
+
+pub mod clock;
+pub mod fs;
+pub mod keys;
+pub mod random;
+pub mod trace;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use fs::{
+    Containment, FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, OpenFile,
+    OsFilesystem, RootDir, RootPath,
+};
+pub use keys::{FixedKeyStore, KeyStore, OsRandomKeyStore};
+pub use trace::{FailingTraceSink, JsonlTraceSink, RecordingTraceSink, TraceSink};

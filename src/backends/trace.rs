@@ -1,0 +1,236 @@
+//! The trace (D-6): one JSON object per line, written before the response or tool result leaves.
+//!
+//! [`Tracer`] builds the envelope, redacts tokens (D-6.5) and hands one finished line to a
+//! [`TraceSink`], so every sink, the test doubles included, only ever sees redacted lines.
+
+use super::clock::Clock;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::fmt::Debug;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// Where finished trace lines go. `append_line` receives one whole line, newline included.
+pub trait TraceSink: Debug + Send + Sync {
+    /// Appends `line` atomically: all of it or an error (D-6.4).
+    ///
+    /// # Errors
+    /// Any I/O failure, including a short write; the caller then fails closed.
+    fn append_line(&self, line: &[u8]) -> io::Result<()>;
+}
+
+/// `trace.jsonl`: an `O_APPEND` descriptor, one `write(2)` per line (D-6.4).
+#[derive(Debug)]
+pub struct JsonlTraceSink {
+    fd: OwnedFd,
+}
+
+impl JsonlTraceSink {
+    /// Opens (creating with mode 0600) `path` for appending.
+    ///
+    /// # Errors
+    /// The OS error of the open.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        use rustix::fs::{Mode, OFlags, open};
+        let fd = open(
+            path,
+            OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o600),
+        )?;
+        Ok(JsonlTraceSink { fd })
+    }
+}
+
+impl TraceSink for JsonlTraceSink {
+    fn append_line(&self, line: &[u8]) -> io::Result<()> {
+        // One write(2): with O_APPEND the kernel places the whole buffer at the end atomically
+        // with respect to other appenders. A short write is an error, not a retry, so a line is
+        // never split around another writer's line.
+        let written = rustix::io::write(&self.fd, line)?;
+        if written == line.len() {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short trace write: {written} of {} bytes", line.len()),
+            ))
+        }
+    }
+}
+
+/// Keeps every line in memory: the test double.
+#[derive(Debug, Default)]
+pub struct RecordingTraceSink {
+    lines: Mutex<Vec<String>>,
+}
+
+impl RecordingTraceSink {
+    /// An empty recorder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every line so far, without the trailing newline.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Every line so far, parsed.
+    pub fn events(&self) -> Vec<Value> {
+        self.lines()
+            .iter()
+            .map(|l| serde_json::from_str(l).expect("trace lines are JSON"))
+            .collect()
+    }
+}
+
+impl TraceSink for RecordingTraceSink {
+    fn append_line(&self, line: &[u8]) -> io::Result<()> {
+        let text = std::str::from_utf8(line)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let text = text.strip_suffix('\n').ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "trace line without newline")
+        })?;
+        self.lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(text.to_owned());
+        Ok(())
+    }
+}
+
+/// A sink whose every write fails: proves the fail-closed rule of D-6.4.
+#[derive(Debug, Default)]
+pub struct FailingTraceSink;
+
+impl TraceSink for FailingTraceSink {
+    fn append_line(&self, _line: &[u8]) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::StorageFull, "trace sink refuses"))
+    }
+}
+
+/// One kind of trace event: its `event_type` and its fields after the envelope, in order.
+pub trait TraceEvent: Serialize {
+    /// The `event_type` string.
+    const EVENT_TYPE: &'static str;
+}
+
+/// Builds and writes trace lines for one session.
+#[derive(Debug, Clone)]
+pub struct Tracer {
+    sink: Arc<dyn TraceSink>,
+    clock: Arc<dyn Clock>,
+    session_id: String,
+}
+
+impl Tracer {
+    /// A tracer stamping `session_id` on every line.
+    pub fn new(sink: Arc<dyn TraceSink>, clock: Arc<dyn Clock>, session_id: String) -> Self {
+        Tracer {
+            sink,
+            clock,
+            session_id,
+        }
+    }
+
+    /// The session id stamped on every line.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// Writes `event` as one line: envelope, then the event's fields, redacted (D-6).
+    ///
+    /// # Errors
+    /// The sink's error; the caller must fail closed (D-6.4).
+    pub fn emit<E: TraceEvent>(&self, event: &E) -> io::Result<()> {
+        let mut line = Map::new();
+        line.insert("event_type".into(), E::EVENT_TYPE.into());
+        line.insert(
+            "event_id".into(),
+            format!("evt_{}", super::random::hex::<16>()).into(),
+        );
+        line.insert("session_id".into(), self.session_id.clone().into());
+        line.insert("timestamp".into(), self.clock.now_ms().into());
+        match serde_json::to_value(event)? {
+            Value::Object(fields) => line.extend(fields),
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("trace event is not an object: {other}"),
+                ));
+            }
+        }
+        let mut value = Value::Object(line);
+        crate::redact::redact_json(&mut value);
+        let mut bytes = serde_json::to_vec(&value)?;
+        bytes.push(b'\n');
+        self.sink.append_line(&bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::clock::ManualClock;
+
+    #[derive(Serialize)]
+    struct Probe {
+        path: Option<String>,
+        n: u64,
+    }
+    impl TraceEvent for Probe {
+        const EVENT_TYPE: &'static str = "probe";
+    }
+
+    #[test]
+    fn envelope_then_fields_in_order_with_nulls() {
+        let sink = Arc::new(RecordingTraceSink::new());
+        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(42)), "ses_x".into());
+        tracer.emit(&Probe { path: None, n: 3 }).unwrap();
+        let line = &sink.lines()[0];
+        assert!(
+            line.starts_with(r#"{"event_type":"probe","event_id":"evt_"#),
+            "{line}"
+        );
+        assert!(line.ends_with(r#""session_id":"ses_x","timestamp":42,"path":null,"n":3}"#));
+    }
+
+    #[test]
+    fn tokens_are_redacted_before_any_sink() {
+        let sink = Arc::new(RecordingTraceSink::new());
+        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(0)), "s".into());
+        tracer
+            .emit(&Probe {
+                path: Some("see mh1.abc.def".into()),
+                n: 0,
+            })
+            .unwrap();
+        assert!(!sink.lines()[0].contains("mh1."));
+    }
+
+    #[test]
+    fn failing_sink_reports_error() {
+        let tracer = Tracer::new(
+            Arc::new(FailingTraceSink),
+            Arc::new(ManualClock::new(0)),
+            "s".into(),
+        );
+        assert!(tracer.emit(&Probe { path: None, n: 0 }).is_err());
+    }
+
+    #[test]
+    fn jsonl_sink_appends_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let sink = JsonlTraceSink::open(&path).unwrap();
+        sink.append_line(b"{\"a\":1}\n").unwrap();
+        let again = JsonlTraceSink::open(&path).unwrap();
+        again.append_line(b"{\"b\":2}\n").unwrap();
+        sink.append_line(b"{\"c\":3}\n").unwrap();
+        #[allow(clippy::disallowed_methods)]
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n");
+    }
+}

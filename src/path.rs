@@ -1,0 +1,198 @@
+//! Request-path decoding and the lexical refusals of D-2.1 to D-2.3: pure, no I/O.
+//!
+//! A caller never sanitises a path. Everything here either yields a [`RelPath`] whose every
+//! component is a plain name, or refuses with `outside_root`; nothing is ever normalised into
+//! something servable.
+
+use crate::refusal::{Code, Refusal};
+use std::fmt;
+
+/// The longest single component the kernel accepts (`NAME_MAX`); longer is `ENAMETOOLONG`.
+pub const NAME_MAX: usize = 255;
+/// The longest path the kernel accepts (`PATH_MAX` less the NUL); longer is `ENAMETOOLONG`.
+pub const PATH_MAX: usize = 4095;
+
+/// A relative path whose components are all plain names: non-empty, not `.` or `..`, no `/`,
+/// no NUL, valid UTF-8. Only [`decode_request_path`] and [`RelPath::parse_canonical`] build one.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RelPath {
+    joined: String,
+}
+
+impl RelPath {
+    /// The components, in order.
+    pub fn components(&self) -> impl Iterator<Item = &str> {
+        self.joined.split('/')
+    }
+
+    /// The `/`-joined form, as it appears in listings, handles and traces.
+    pub fn as_str(&self) -> &str {
+        &self.joined
+    }
+
+    /// The last component.
+    pub fn file_name(&self) -> &str {
+        self.joined.rsplit('/').next().unwrap_or(&self.joined)
+    }
+
+    /// Parses an already-decoded `/`-separated path (a handle's `p`, a listing entry, a tool's
+    /// `path` after decoding) with the D-2.3 lexical rules.
+    ///
+    /// # Errors
+    /// `outside_root` for an empty or absolute path, a NUL, or an `""`, `.` or `..` component.
+    pub fn parse_canonical(path: &str) -> Result<Self, Refusal> {
+        if path.is_empty() {
+            return Err(lexical("empty path"));
+        }
+        if path.starts_with('/') {
+            return Err(lexical("absolute path"));
+        }
+        if path.contains('\0') {
+            return Err(lexical("NUL byte in path"));
+        }
+        for component in path.split('/') {
+            match component {
+                "" => return Err(lexical("empty path component")),
+                "." => return Err(lexical("`.` path component")),
+                ".." => return Err(lexical("`..` path component")),
+                _ => {}
+            }
+        }
+        Ok(RelPath {
+            joined: path.to_owned(),
+        })
+    }
+
+    /// Joins a child name (one plain component) under this path.
+    pub(crate) fn join(&self, name: &str) -> RelPath {
+        RelPath {
+            joined: format!("{}/{}", self.joined, name),
+        }
+    }
+
+    /// A one-component path from a plain name (a directory entry's name).
+    pub(crate) fn from_name(name: &str) -> RelPath {
+        RelPath {
+            joined: name.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for RelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.joined)
+    }
+}
+
+fn lexical(why: &str) -> Refusal {
+    Refusal::new(Code::OutsideRoot, format!("refused lexically: {why}"))
+}
+
+/// Cuts a raw request target at its first `?` (D-2.1): the query never selects anything.
+pub fn strip_query(raw: &str) -> &str {
+    raw.split_once('?').map_or(raw, |(path, _)| path)
+}
+
+/// Strictly percent-decodes `raw` (D-2.2): `%` must be followed by two hex digits; `+` stays a
+/// plus; backslash is an ordinary byte.
+///
+/// # Errors
+/// `outside_root` for an invalid escape or decoded bytes that are not UTF-8.
+pub fn percent_decode_strict(raw: &str) -> Result<String, Refusal> {
+    let bytes = raw.as_bytes();
+    if !bytes.contains(&b'%') {
+        return Ok(raw.to_owned());
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hi = bytes.get(i + 1).and_then(|b| hex_value(*b));
+            let lo = bytes.get(i + 2).and_then(|b| hex_value(*b));
+            match (hi, lo) {
+                (Some(hi), Some(lo)) => out.push(hi << 4 | lo),
+                _ => return Err(lexical("invalid percent escape")),
+            }
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| lexical("decoded path is not UTF-8"))
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Decodes the `<relpath>` of `GET /resources/files/<relpath>` (query already cut) into a
+/// [`RelPath`], in the order of D-2.2 and D-2.3, touching no filesystem.
+///
+/// # Errors
+/// `outside_root` for an invalid escape, non-UTF-8, an empty or absolute path, a NUL, or an
+/// `""`, `.` or `..` component (so `a//b`, `./a`, `a/`, `sub/../a`, `%2e%2e/x` are refused).
+pub fn decode_request_path(raw: &str) -> Result<RelPath, Refusal> {
+    let decoded = percent_decode_strict(raw)?;
+    RelPath::parse_canonical(&decoded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(raw: &str) -> Result<String, Code> {
+        decode_request_path(raw)
+            .map(|p| p.as_str().to_owned())
+            .map_err(|r| r.code)
+    }
+
+    #[test]
+    fn plain_paths_pass() {
+        assert_eq!(code("report.md"), Ok("report.md".into()));
+        assert_eq!(code("a/b/c.txt"), Ok("a/b/c.txt".into()));
+        assert_eq!(code("a+b"), Ok("a+b".into()));
+        assert_eq!(code("a\\..\\b"), Ok("a\\..\\b".into()));
+        assert_eq!(code("..."), Ok("...".into()));
+        assert_eq!(code(".hidden"), Ok(".hidden".into()));
+    }
+
+    #[test]
+    fn escapes_decode() {
+        assert_eq!(code("a%20b"), Ok("a b".into()));
+        assert_eq!(code("a%2Fb"), Ok("a/b".into()));
+        assert_eq!(code("a%2fb"), Ok("a/b".into()));
+        assert_eq!(code("%C3%A9"), Ok("é".into()));
+    }
+
+    #[test]
+    fn lexical_refusals_are_outside_root() {
+        for raw in [
+            "", "/etc/passwd", "a//b", "./a", "a/", "sub/../a", "..", ".", "%2e%2e/x", "%2E%2E",
+            "a%2f..%2fb", "%2fetc", "a%00b", "a\0b", "%", "%zz", "%2", "%u002e", "a%2", "%C3",
+            "%ff", "%c0%ae%c0%ae", "a/%2e", "a%2F", "%2F",
+        ] {
+            assert_eq!(code(raw), Err(Code::OutsideRoot), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn query_is_cut_at_first_question_mark() {
+        assert_eq!(strip_query("a?b?c"), "a");
+        assert_eq!(strip_query("a"), "a");
+        assert_eq!(strip_query("?x"), "");
+    }
+
+    #[test]
+    fn canonical_helpers() {
+        let p = RelPath::parse_canonical("a/b/c").unwrap();
+        assert_eq!(p.file_name(), "c");
+        assert_eq!(p.components().collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(p.join("d").as_str(), "a/b/c/d");
+    }
+}
