@@ -1,0 +1,474 @@
+//! The typed manifest (D-1) and the launch checks that can refuse a launch before anything is
+//! created: `E-MAN-003` (malformed), `E-CAP-008` (a persistent capsule's handle lifetime) and
+//! `E-CAP-007` (an export root that escapes the workdir).
+
+use crate::backends::fs::{Filesystem, FsErrorKind, RootPath};
+use crate::policy::{AllowList, AllowRule};
+use crate::units::{parse_byte_size, parse_duration_secs};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// Default `max_bytes` for both exports: 10 MiB.
+pub const DEFAULT_MAX_BYTES: u64 = 10 * 1024 * 1024;
+/// Default `exports.peer_files.max_ttl`: one hour.
+pub const DEFAULT_MAX_TTL_SECS: u64 = 3600;
+/// The ceiling on `max_ttl` for `after_task: sleep` (D-1.8).
+pub const SLEEP_MAX_TTL_SECS: u64 = 900;
+
+/// `exports.files`: the operator plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilesExport {
+    /// The export root.
+    pub root: RootPath,
+    /// The largest file a read serves.
+    pub max_bytes: u64,
+}
+
+/// `exports.peer_files`: the peer plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerFilesExport {
+    /// The export root.
+    pub root: RootPath,
+    /// `max_ttl` as declared, in seconds; `None` when absent.
+    pub declared_max_ttl_secs: Option<u64>,
+    /// The largest file a redeem serves.
+    pub max_bytes: u64,
+}
+
+impl PeerFilesExport {
+    /// The effective `max_ttl` in seconds: as declared, else one hour (D-1.5).
+    pub fn max_ttl_secs(&self) -> u64 {
+        self.declared_max_ttl_secs.unwrap_or(DEFAULT_MAX_TTL_SECS)
+    }
+}
+
+/// `lifecycle.after_task`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AfterTask {
+    /// The capsule exits after its task (the default).
+    #[default]
+    Exit,
+    /// The capsule sleeps and may be woken for another task.
+    Sleep,
+}
+
+/// The typed manifest a runtime hands the plugin (D-1.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// The capsule's name: its agent card's `name` and the head of its audience.
+    pub name: String,
+    /// `exports.files`, when declared.
+    pub files: Option<FilesExport>,
+    /// `exports.peer_files`, when declared.
+    pub peer_files: Option<PeerFilesExport>,
+    /// `capabilities.peer_fetch.allow`, when `capabilities.peer_fetch` is declared.
+    pub peer_fetch: Option<AllowList>,
+    /// `capabilities.network.allow`, when declared. Absent means no outbound authority.
+    pub network: Option<AllowList>,
+    /// `lifecycle.after_task`.
+    pub after_task: AfterTask,
+}
+
+/// A refused launch: the diagnostic code, the message and a hint for the operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchError {
+    /// `E-MAN-003`, `E-CAP-007`, `E-CAP-008` or `E-CLI-001`.
+    pub code: &'static str,
+    /// What is wrong.
+    pub message: String,
+    /// What to do about it.
+    pub hint: String,
+}
+
+impl LaunchError {
+    fn malformed(field: &str, accepted: &str) -> Self {
+        LaunchError {
+            code: "E-MAN-003",
+            message: format!("{field}: {accepted}"),
+            hint: "fix the manifest field named above; see decisions.md D-1".into(),
+        }
+    }
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error[{}]: {}\n  hint: {}", self.code, self.message, self.hint)
+    }
+}
+
+impl std::error::Error for LaunchError {}
+
+/// A parsed manifest plus the warnings (unknown keys) it produced.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// One line per unknown key, for stderr (D-1.1).
+    pub warnings: Vec<String>,
+}
+
+type Res<T> = Result<T, LaunchError>;
+
+struct Fields<'a> {
+    path: String,
+    map: &'a Map<String, Value>,
+}
+
+impl<'a> Fields<'a> {
+    fn of(path: &str, value: &'a Value, warnings: &mut Vec<String>, known: &[&str]) -> Res<Self> {
+        let map = value
+            .as_object()
+            .ok_or_else(|| LaunchError::malformed(path, "a mapping"))?;
+        for key in map.keys() {
+            if !known.contains(&key.as_str()) {
+                let full = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                warnings.push(format!("warning: unknown manifest key `{full}` ignored"));
+            }
+        }
+        Ok(Fields {
+            path: path.to_owned(),
+            map,
+        })
+    }
+
+    fn field(&self, key: &str) -> String {
+        if self.path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{}.{key}", self.path)
+        }
+    }
+
+    /// A present, non-null value.
+    fn get(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+}
+
+impl Manifest {
+    /// Parses a YAML manifest (the CLI's format).
+    ///
+    /// # Errors
+    /// `E-MAN-003` naming the first malformed field.
+    pub fn from_yaml(text: &str) -> Result<Parsed, LaunchError> {
+        let value: Value = serde_norway::from_str(text)
+            .map_err(|e| LaunchError::malformed("manifest", &format!("a YAML mapping ({e})")))?;
+        Self::from_value(&value)
+    }
+
+    /// Parses a manifest from a JSON-shaped value (what a runtime holds after its own parsing).
+    ///
+    /// # Errors
+    /// `E-MAN-003` naming the first malformed field.
+    pub fn from_value(value: &Value) -> Result<Parsed, LaunchError> {
+        let mut warnings = Vec::new();
+        let top = Fields::of(
+            "",
+            value,
+            &mut warnings,
+            &["name", "exports", "capabilities", "lifecycle"],
+        )
+        .map_err(|_| LaunchError::malformed("manifest", "a mapping with at least `name`"))?;
+
+        let name = match top.get("name") {
+            Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+            _ => return Err(LaunchError::malformed("name", "a non-empty string")),
+        };
+
+        let (mut files, mut peer_files) = (None, None);
+        if let Some(exports) = top.get("exports") {
+            let exports = Fields::of("exports", exports, &mut warnings, &["files", "peer_files"])?;
+            if let Some(v) = exports.get("files") {
+                let f = Fields::of("exports.files", v, &mut warnings, &["root", "mode", "max_bytes"])?;
+                let root = parse_root(&f)?;
+                match f.get("mode") {
+                    Some(Value::String(m)) if m == "read-only" => {}
+                    _ => return Err(LaunchError::malformed(&f.field("mode"), "exactly read-only")),
+                }
+                files = Some(FilesExport {
+                    root,
+                    max_bytes: parse_max_bytes(&f)?,
+                });
+            }
+            if let Some(v) = exports.get("peer_files") {
+                let f = Fields::of(
+                    "exports.peer_files",
+                    v,
+                    &mut warnings,
+                    &["root", "max_ttl", "max_bytes"],
+                )?;
+                let root = parse_root(&f)?;
+                let declared_max_ttl_secs = match f.get("max_ttl") {
+                    None => None,
+                    Some(v) => Some(parse_duration_secs(v).ok_or_else(|| {
+                        LaunchError::malformed(
+                            &f.field("max_ttl"),
+                            "a positive duration: seconds, or digits with one of s, m, h, d (15m)",
+                        )
+                    })?),
+                };
+                peer_files = Some(PeerFilesExport {
+                    root,
+                    declared_max_ttl_secs,
+                    max_bytes: parse_max_bytes(&f)?,
+                });
+            }
+        }
+
+        let (mut peer_fetch, mut network) = (None, None);
+        if let Some(caps) = top.get("capabilities") {
+            let caps = Fields::of("capabilities", caps, &mut warnings, &["peer_fetch", "network"])?;
+            for (key, slot) in [("peer_fetch", &mut peer_fetch), ("network", &mut network)] {
+                if let Some(block) = caps.map.get(key) {
+                    let path = caps.field(key);
+                    let block = if block.is_null() { &Value::Object(Map::new()) } else { block };
+                    let f = Fields::of(&path, block, &mut warnings, &["allow"])?;
+                    *slot = Some(parse_allow(&f)?);
+                }
+            }
+        }
+
+        let mut after_task = AfterTask::Exit;
+        if let Some(lifecycle) = top.get("lifecycle") {
+            let l = Fields::of("lifecycle", lifecycle, &mut warnings, &["after_task"])?;
+            after_task = match l.get("after_task") {
+                None => AfterTask::Exit,
+                Some(Value::String(s)) if s.trim() == "exit" => AfterTask::Exit,
+                Some(Value::String(s)) if s.trim() == "sleep" => AfterTask::Sleep,
+                Some(_) => {
+                    return Err(LaunchError::malformed("lifecycle.after_task", "exit or sleep"));
+                }
+            };
+        }
+
+        Ok(Parsed {
+            manifest: Manifest {
+                name,
+                files,
+                peer_files,
+                peer_fetch,
+                network,
+                after_task,
+            },
+            warnings,
+        })
+    }
+
+    /// The launch checks, in order: `E-CAP-008` then `E-CAP-007` for `exports.files.root` and
+    /// `exports.peer_files.root` (D-1.8, D-1.9). Touches nothing but lookups.
+    ///
+    /// # Errors
+    /// The first refusal.
+    pub fn check_launch(&self, fs: &dyn Filesystem) -> Result<(), LaunchError> {
+        if let Some(peer) = &self.peer_files {
+            if self.after_task == AfterTask::Sleep
+                && peer
+                    .declared_max_ttl_secs
+                    .is_none_or(|ttl| ttl > SLEEP_MAX_TTL_SECS)
+            {
+                return Err(LaunchError {
+                    code: "E-CAP-008",
+                    message: "exports.peer_files.max_ttl must be declared and at most 900s when \
+                              lifecycle.after_task: sleep"
+                        .into(),
+                    hint: "declare exports.peer_files.max_ttl of 15m or less: a handle's \
+                           lifetime is not a durability mechanism"
+                        .into(),
+                });
+            }
+        }
+        let roots = [
+            ("exports.files.root", self.files.as_ref().map(|f| &f.root)),
+            ("exports.peer_files.root", self.peer_files.as_ref().map(|f| &f.root)),
+        ];
+        for (field, root) in roots {
+            let Some(root) = root else { continue };
+            if let Err(e) = fs.check_root(root) {
+                let message = match e.kind {
+                    FsErrorKind::OutsideRoot => {
+                        format!("{field}: `{}` resolves outside the workdir", root.declared())
+                    }
+                    _ => format!("{field}: `{}` cannot be checked ({})", root.declared(), e.detail),
+                };
+                return Err(LaunchError {
+                    code: "E-CAP-007",
+                    message,
+                    hint: "point the export root at a directory inside the workdir, reached \
+                           through no absolute symlink"
+                        .into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn parse_root(f: &Fields<'_>) -> Res<RootPath> {
+    match f.get("root") {
+        Some(Value::String(s)) => {
+            RootPath::parse(s).map_err(|accepted| LaunchError::malformed(&f.field("root"), &accepted))
+        }
+        _ => Err(LaunchError::malformed(
+            &f.field("root"),
+            "a relative path inside the workdir such as out/ or . (required)",
+        )),
+    }
+}
+
+fn parse_max_bytes(f: &Fields<'_>) -> Res<u64> {
+    match f.get("max_bytes") {
+        None => Ok(DEFAULT_MAX_BYTES),
+        Some(v) => parse_byte_size(v).ok_or_else(|| {
+            LaunchError::malformed(
+                &f.field("max_bytes"),
+                "a positive integer, or digits with one suffix Ki, Mi or Gi (10Mi)",
+            )
+        }),
+    }
+}
+
+fn parse_allow(f: &Fields<'_>) -> Res<AllowList> {
+    const NON_EMPTY: &str =
+        "a non-empty list of host, host:port, http://host[:port] or https://host[:port]";
+    let field = f.field("allow");
+    let Some(Value::Array(items)) = f.get("allow") else {
+        return Err(LaunchError::malformed(&field, NON_EMPTY));
+    };
+    let mut rules = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let rule = match item {
+            Value::String(s) => AllowRule::parse(s),
+            _ => Err(NON_EMPTY.to_owned()),
+        };
+        rules.push(rule.map_err(|accepted| LaunchError::malformed(&format!("{field}[{i}]"), &accepted))?);
+    }
+    AllowList::new(rules).ok_or_else(|| LaunchError::malformed(&field, NON_EMPTY))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::fs::MemoryFilesystem;
+
+    fn parse(yaml: &str) -> Result<Manifest, LaunchError> {
+        Manifest::from_yaml(yaml).map(|p| p.manifest)
+    }
+
+    fn field_of(yaml: &str) -> String {
+        let e = parse(yaml).expect_err("must be refused");
+        assert_eq!(e.code, "E-MAN-003");
+        e.message.split(':').next().unwrap().to_owned()
+    }
+
+    #[test]
+    fn contract_example_parses_with_defaults() {
+        let m = parse(
+            "name: reporter\nexports:\n  files: { root: out/, mode: read-only, max_bytes: 10Mi }\n  \
+             peer_files: { root: out/, max_ttl: 15m }\ncapabilities:\n  peer_fetch: { allow: [\"localhost:41234\"] }\n  \
+             network: { allow: [\"localhost\"] }\nlifecycle: { after_task: exit }\n",
+        )
+        .unwrap();
+        assert_eq!(m.name, "reporter");
+        assert_eq!(m.files.as_ref().unwrap().root.declared(), "out/");
+        assert_eq!(m.files.as_ref().unwrap().max_bytes, 10 << 20);
+        let peer = m.peer_files.unwrap();
+        assert_eq!(peer.max_ttl_secs(), 900);
+        assert_eq!(peer.max_bytes, DEFAULT_MAX_BYTES);
+        assert!(m.peer_fetch.is_some() && m.network.is_some());
+    }
+
+    #[test]
+    fn minimal_manifest_declares_nothing() {
+        let m = parse("name: x").unwrap();
+        assert!(m.files.is_none() && m.peer_files.is_none());
+        assert!(m.peer_fetch.is_none() && m.network.is_none());
+        assert_eq!(m.after_task, AfterTask::Exit);
+        let m = parse("name: x\nexports:\n  peer_files: { root: . }").unwrap();
+        assert_eq!(m.peer_files.unwrap().max_ttl_secs(), 3600);
+    }
+
+    #[test]
+    fn unknown_keys_warn() {
+        let p = Manifest::from_yaml("name: x\ncolour: blue\nexports: { files: { root: o, mode: read-only, extra: 1 } }")
+            .unwrap();
+        assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+        assert!(p.warnings[1].contains("exports.files.extra"));
+    }
+
+    #[test]
+    fn malformed_fields_are_named() {
+        let cases = [
+            ("", "manifest"),
+            ("- a", "manifest"),
+            ("name: ''", "name"),
+            ("name: 3", "name"),
+            ("exports: {}", "name"),
+            ("name: x\nexports: 3", "exports"),
+            ("name: x\nexports: { files: { mode: read-only } }", "exports.files.root"),
+            ("name: x\nexports: { files: { root: /abs, mode: read-only } }", "exports.files.root"),
+            ("name: x\nexports: { files: { root: a/../b, mode: read-only } }", "exports.files.root"),
+            ("name: x\nexports: { files: { root: out } }", "exports.files.mode"),
+            ("name: x\nexports: { files: { root: out, mode: read-write } }", "exports.files.mode"),
+            ("name: x\nexports: { files: { root: out, mode: read-only, max_bytes: 10MB } }", "exports.files.max_bytes"),
+            ("name: x\nexports: { files: { root: out, mode: read-only, max_bytes: 0 } }", "exports.files.max_bytes"),
+            ("name: x\nexports: { peer_files: { root: out, max_bytes: -1 } }", "exports.peer_files.max_bytes"),
+            ("name: x\nexports: { peer_files: { root: out, max_ttl: 1h30m } }", "exports.peer_files.max_ttl"),
+            ("name: x\nexports: { peer_files: { root: out, max_ttl: 30S } }", "exports.peer_files.max_ttl"),
+            ("name: x\nexports: { peer_files: { max_ttl: 30s } }", "exports.peer_files.root"),
+            ("name: x\ncapabilities: { peer_fetch: { allow: [] } }", "capabilities.peer_fetch.allow"),
+            ("name: x\ncapabilities: { peer_fetch: {} }", "capabilities.peer_fetch.allow"),
+            ("name: x\ncapabilities: { peer_fetch: }", "capabilities.peer_fetch.allow"),
+            ("name: x\ncapabilities: { network: { allow: [\"h/p\"] } }", "capabilities.network.allow[0]"),
+            ("name: x\ncapabilities: { network: { allow: [3] } }", "capabilities.network.allow[0]"),
+            ("name: x\nlifecycle: { after_task: nap }", "lifecycle.after_task"),
+        ];
+        for (yaml, field) in cases {
+            assert_eq!(field_of(yaml), field, "{yaml}");
+        }
+    }
+
+    #[test]
+    fn cap_008_sleep_needs_short_ttl() {
+        let fs = MemoryFilesystem::new();
+        let refused = |yaml: &str| parse(yaml).unwrap().check_launch(&fs).err().map(|e| e.code);
+        let base = "name: x\nlifecycle: { after_task: sleep }\nexports: { peer_files: { root: out";
+        assert_eq!(refused(&format!("{base} }} }}")), Some("E-CAP-008"));
+        assert_eq!(refused(&format!("{base}, max_ttl: 901 }} }}")), Some("E-CAP-008"));
+        assert_eq!(refused(&format!("{base}, max_ttl: 1h }} }}")), Some("E-CAP-008"));
+        assert_eq!(refused(&format!("{base}, max_ttl: 900s }} }}")), None);
+        assert_eq!(refused(&format!("{base}, max_ttl: 15m }} }}")), None);
+        let e = parse(&format!("{base} }} }}")).unwrap().check_launch(&fs).unwrap_err();
+        let text = e.to_string();
+        for needle in ["exports.peer_files.max_ttl", "lifecycle.after_task: sleep", "900s", "durability"] {
+            assert!(text.contains(needle), "{text}");
+        }
+    }
+
+    #[test]
+    fn cap_007_escaping_roots() {
+        let fs = MemoryFilesystem::new();
+        fs.add_dir("inside");
+        fs.add_symlink("ok", "inside");
+        fs.add_symlink("out", "../elsewhere");
+        fs.add_symlink("dangling", "nowhere/../../x");
+        fs.add_symlink("abs", "/work/inside");
+        let check = |root: &str| {
+            parse(&format!("name: x\nexports: {{ files: {{ root: {root}, mode: read-only }} }}"))
+                .unwrap()
+                .check_launch(&fs)
+                .err()
+                .map(|e| (e.code, e.message))
+        };
+        assert_eq!(check("missing"), None);
+        assert_eq!(check("ok"), None);
+        assert_eq!(check("."), None);
+        for bad in ["out", "dangling", "abs", "abs/sub"] {
+            let (code, message) = check(bad).expect(bad);
+            assert_eq!(code, "E-CAP-007");
+            assert!(message.starts_with("exports.files.root"), "{message}");
+        }
+        // E-CAP-008 is checked first.
+        let m = parse("name: x\nlifecycle: { after_task: sleep }\nexports: { peer_files: { root: out } }").unwrap();
+        assert_eq!(m.check_launch(&fs).unwrap_err().code, "E-CAP-008");
+    }
+}

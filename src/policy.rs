@@ -1,0 +1,263 @@
+//! The allow-rule matcher of D-11: one parser and one matcher for `capabilities.network.allow`
+//! and `capabilities.peer_fetch.allow`, and the parser for the peer addresses tools receive.
+//!
+//! Hosts compare ASCII case-insensitively and exactly: no wildcards, no DNS, no IP
+//! normalisation. A bare rule (`host`, `host:port`) matches either scheme, on its port or on any
+//! port when it has none. A URL rule (`http://host[:port]`) binds its scheme, on its port or the
+//! scheme's default. A target's port is the one written, else its scheme's default; a bare
+//! target is `http`.
+
+use std::fmt;
+
+/// `http` or `https`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// Plain HTTP; default port 80.
+    Http,
+    /// HTTP over TLS; default port 443.
+    Https,
+}
+
+impl Scheme {
+    /// The scheme's default port.
+    pub const fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+
+    /// `http` or `https`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+}
+
+/// A parsed `host[:port]` or `http(s)://host[:port]` with no path, query or fragment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Address {
+    /// The scheme when written.
+    pub scheme: Option<Scheme>,
+    /// The host, lowercased; IPv6 literals keep their brackets.
+    pub host: String,
+    /// The port when written.
+    pub port: Option<u16>,
+}
+
+impl Address {
+    /// Parses an address. A trailing `/` alone is accepted after a URL's authority; any other
+    /// path, a query, a fragment, userinfo, an empty host or port 0 is refused.
+    ///
+    /// # Errors
+    /// A description of what is accepted.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        const ACCEPTED: &str =
+            "host, host:port, http://host[:port] or https://host[:port] (no path, query or fragment)";
+        let text = text.trim();
+        let (scheme, rest) = if let Some(rest) = strip_prefix_ci(text, "http://") {
+            (Some(Scheme::Http), rest)
+        } else if let Some(rest) = strip_prefix_ci(text, "https://") {
+            (Some(Scheme::Https), rest)
+        } else {
+            (None, text)
+        };
+        let authority = match (scheme, rest.strip_suffix('/')) {
+            (Some(_), Some(a)) => a,
+            _ => rest,
+        };
+        if authority.is_empty()
+            || authority
+                .bytes()
+                .any(|b| matches!(b, b'/' | b'?' | b'#' | b'@' | b'\\') || b.is_ascii_whitespace())
+        {
+            return Err(ACCEPTED.into());
+        }
+        let (host, port) = if let Some(after) = authority.strip_prefix('[') {
+            let (inside, tail) = after.split_once(']').ok_or(ACCEPTED)?;
+            if inside.is_empty() || !inside.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
+                return Err(ACCEPTED.into());
+            }
+            let port = match tail {
+                "" => None,
+                t => Some(parse_port(t.strip_prefix(':').ok_or(ACCEPTED)?).ok_or(ACCEPTED)?),
+            };
+            (format!("[{}]", inside.to_ascii_lowercase()), port)
+        } else {
+            let (host, port) = match authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(parse_port(p).ok_or(ACCEPTED)?)),
+                None => (authority, None),
+            };
+            if host.is_empty()
+                || !host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+            {
+                return Err(ACCEPTED.into());
+            }
+            (host.to_ascii_lowercase(), port)
+        };
+        Ok(Address { scheme, host, port })
+    }
+
+    /// The scheme a connection uses: as written, else `http` (D-11).
+    pub fn effective_scheme(&self) -> Scheme {
+        self.scheme.unwrap_or(Scheme::Http)
+    }
+
+    /// The port a connection uses: as written, else the scheme's default (D-8).
+    pub fn effective_port(&self) -> u16 {
+        self.port
+            .unwrap_or_else(|| self.effective_scheme().default_port())
+    }
+
+    /// `host:port` with the port always explicit: the audience's tail (D-8).
+    pub fn host_port(&self) -> String {
+        format!("{}:{}", self.host, self.effective_port())
+    }
+
+    /// The base URL to connect to, without a trailing slash.
+    pub fn base_url(&self) -> String {
+        format!("{}://{}", self.effective_scheme().as_str(), self.host_port())
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(s) = self.scheme {
+            write!(f, "{}://", s.as_str())?;
+        }
+        f.write_str(&self.host)?;
+        if let Some(p) = self.port {
+            write!(f, ":{p}")?;
+        }
+        Ok(())
+    }
+}
+
+fn strip_prefix_ci<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then(|| &text[prefix.len()..])
+}
+
+fn parse_port(text: &str) -> Option<u16> {
+    if text.is_empty() || text.len() > 5 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<u16>().ok().filter(|p| *p != 0)
+}
+
+/// One entry of an allow list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowRule(Address);
+
+impl AllowRule {
+    /// Parses an entry (D-1.6).
+    ///
+    /// # Errors
+    /// A description of what is accepted.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        Address::parse(text).map(AllowRule)
+    }
+
+    /// Whether this rule admits `target` (D-11).
+    pub fn matches(&self, target: &Address) -> bool {
+        let rule = &self.0;
+        if rule.host != target.host {
+            return false;
+        }
+        match rule.scheme {
+            None => rule.port.is_none_or(|p| p == target.effective_port()),
+            Some(scheme) => {
+                target.effective_scheme() == scheme
+                    && rule.port.unwrap_or(scheme.default_port()) == target.effective_port()
+            }
+        }
+    }
+}
+
+impl fmt::Display for AllowRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A non-empty allow list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowList(Vec<AllowRule>);
+
+impl AllowList {
+    /// A list from parsed rules; `None` when empty (D-1.6 requires a present list be non-empty).
+    pub fn new(rules: Vec<AllowRule>) -> Option<Self> {
+        (!rules.is_empty()).then_some(AllowList(rules))
+    }
+
+    /// Whether any rule admits `target`.
+    pub fn admits(&self, target: &Address) -> bool {
+        self.0.iter().any(|r| r.matches(target))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admits(rule: &str, target: &str) -> bool {
+        AllowRule::parse(rule)
+            .unwrap()
+            .matches(&Address::parse(target).unwrap())
+    }
+
+    #[test]
+    fn rule_by_target_table() {
+        let table = [
+            ("localhost", "localhost:41234", true),
+            ("localhost", "https://localhost", true),
+            ("LocalHost", "localhost:1", true),
+            ("localhost", "localhost.evil:1", false),
+            ("localhost:41234", "localhost:41234", true),
+            ("localhost:41234", "http://localhost:41234", true),
+            ("localhost:41234", "https://localhost:41234", true),
+            ("localhost:41234", "localhost:41235", false),
+            ("localhost:80", "localhost", true),
+            ("http://h", "h", true),
+            ("http://h", "h:80", true),
+            ("http://h", "h:8080", false),
+            ("http://h", "https://h", false),
+            ("https://h", "https://h", true),
+            ("https://h", "https://h:443", true),
+            ("https://h", "h:443", false),
+            ("https://h:8443", "https://h:8443", true),
+            ("https://h:8443", "http://h:8443", false),
+            ("[::1]:9", "http://[::1]:9", true),
+            ("[::1]", "[::1]:5", true),
+            ("127.0.0.1", "127.0.0.2:1", false),
+            ("127.0.0.1", "localhost:1", false),
+        ];
+        for (rule, target, want) in table {
+            assert_eq!(admits(rule, target), want, "{rule} vs {target}");
+        }
+    }
+
+    #[test]
+    fn parse_refusals() {
+        for bad in [
+            "", "http://", "http://h/path", "h/x", "h?q", "h#f", "u@h", "h:0", "h:65536", "h:-1",
+            "h:", "ftp://h", "h h", "[::1", "[]:80", "[zz]", "h:80:80", "https://h/a/",
+        ] {
+            assert!(Address::parse(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn parse_accepts_and_normalises() {
+        let a = Address::parse(" HTTPS://Example.COM:8443/ ").unwrap();
+        assert_eq!(a.scheme, Some(Scheme::Https));
+        assert_eq!(a.host_port(), "example.com:8443");
+        assert_eq!(Address::parse("h").unwrap().host_port(), "h:80");
+        assert_eq!(Address::parse("https://h").unwrap().host_port(), "h:443");
+        assert_eq!(Address::parse("[::1]:7").unwrap().base_url(), "http://[::1]:7");
+    }
+}
