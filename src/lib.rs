@@ -1,10 +1,65 @@
-//! placeholder
+//! # resource-plane
+//!
+//! The read-only file surfaces of an AI-agent capsule: an **operator plane** that lists and
+//! reads files under a declared export root, and a **peer plane** that hands one file to one
+//! named peer capsule by an HMAC-signed, audience-bound, expiring handle.
+//!
+//! A runtime builds a [`Capsule`] at launch from a [`Manifest`] and four backends
+//! ([`Filesystem`](backends::Filesystem), [`Clock`](backends::Clock),
+//! [`KeyStore`](backends::KeyStore), [`TraceSink`](backends::TraceSink)), mounts its
+//! [`Router`](http::Router) on its own listener, and offers its [`tools`](capsule::Capsule::tools)
+//! to the model.
+//!
+//! ```
+//! use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
+//! use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+//! use std::sync::Arc;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let manifest = Manifest::from_yaml(
+//!     "name: reporter\nexports: { files: { root: out/, mode: read-only } }",
+//! ).unwrap().manifest;
+//! let fs = Arc::new(MemoryFilesystem::new());
+//! fs.add_file("out/report.md", "hello", 1_700_000_000_000);
+//! let trace = Arc::new(RecordingTraceSink::new());
+//! let capsule = Capsule::launch(
+//!     &manifest,
+//!     CapsuleConfig::new("http://127.0.0.1:41234").unwrap(),
+//!     Backends { fs, clock: Arc::new(ManualClock::new(0)), keys: None, trace: trace.clone() },
+//! ).unwrap();
+//!
+//! let request = http::Request::get("/resources/files/report.md").body(()).unwrap();
+//! let response = capsule.router().handle(request).await;
+//! assert_eq!(response.status(), 200);
+//! assert_eq!(&response.body().bytes()[..], b"hello");
+//! assert_eq!(trace.events()[0]["event_type"], "resource_read");
+//! # }
+//! ```
+//!
+//! Every public function documents the refusal codes it can produce and the rule of
+//! `decisions.md` it implements.
+
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod audience;
 pub mod backends;
+pub mod budget;
+pub mod capsule;
+pub mod events;
+pub mod generation;
 pub mod hex;
+pub mod http;
 pub mod manifest;
-pub mod policy;
-pub mod units;
 pub mod path;
+pub mod planes;
+pub mod policy;
 pub mod redact;
 pub mod refusal;
+pub mod tools;
+pub mod units;
+
+pub use capsule::{Backends, Capsule, CapsuleConfig};
+pub use manifest::Manifest;
+pub use refusal::{Code, Refusal};

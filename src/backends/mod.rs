@@ -9,6 +9,7 @@ pub mod clock;
 pub mod fs;
 pub mod keys;
 pub mod random;
+pub mod tls;
 pub mod trace;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -1,0 +1,120 @@
+//! The five trace events of D-6.2, each a struct whose field order is the line's field order.
+//! Every field is always present; `None` serialises as `null`.
+
+use crate::backends::trace::TraceEvent;
+use serde::Serialize;
+
+/// `resource_list`: one per request on the listing route.
+#[derive(Debug, Serialize)]
+pub struct ResourceList {
+    /// `exports.files.root` as declared, or null when undeclared.
+    pub root: Option<String>,
+    /// Entries listed; null on refusal.
+    pub entry_count: Option<u64>,
+    /// Sum of `size_bytes`; null on refusal.
+    pub total_bytes: Option<u64>,
+    /// The generation read at the request's start.
+    pub generation: u64,
+    /// The achieved class.
+    pub containment_achieved: &'static str,
+    /// `ok` or the refusal code.
+    pub outcome: &'static str,
+    /// Null on `ok`, a human-readable text on every refusal.
+    pub reason: Option<String>,
+}
+
+impl TraceEvent for ResourceList {
+    const EVENT_TYPE: &'static str = "resource_list";
+}
+
+/// `resource_read`: one per request on every other operator route.
+#[derive(Debug, Serialize)]
+pub struct ResourceRead {
+    /// The decoded request path (raw when it does not decode).
+    pub path: Option<String>,
+    /// `ok` or the refusal code.
+    pub outcome: &'static str,
+    /// Bytes served; null on refusal.
+    pub bytes: Option<u64>,
+    /// sha256 of the bytes served; null on refusal.
+    pub sha256: Option<String>,
+    /// The generation read at the request's start.
+    pub generation: u64,
+    /// The achieved class.
+    pub containment_achieved: &'static str,
+    /// Null on `ok`.
+    pub reason: Option<String>,
+}
+
+impl TraceEvent for ResourceRead {
+    const EVENT_TYPE: &'static str = "resource_read";
+}
+
+/// `peer_handle_mint`: one per `share-file` attempt past input validation.
+#[derive(Debug, Serialize)]
+pub struct PeerHandleMint {
+    /// Null when no handle was minted.
+    pub handle_id: Option<String>,
+    /// The path as requested.
+    pub path: Option<String>,
+    /// The audience, or null when not derived yet.
+    pub audience: Option<String>,
+    /// Null when no handle was minted.
+    pub expires_at_ms: Option<i64>,
+    /// `ok` or the refusal code.
+    pub outcome: &'static str,
+    /// Null on `ok`.
+    pub reason: Option<String>,
+}
+
+impl TraceEvent for PeerHandleMint {
+    const EVENT_TYPE: &'static str = "peer_handle_mint";
+}
+
+/// `peer_handle_redeem`: one per request on a peer route.
+#[derive(Debug, Serialize)]
+pub struct PeerHandleRedeem {
+    /// Null when no token was sent.
+    pub handle_id: Option<String>,
+    /// The payload's `p` once the MAC verified; null before.
+    pub path: Option<String>,
+    /// The generation read at the request's start.
+    pub generation: u64,
+    /// Normalised `x-murmur-audience`, null when absent.
+    pub audience_asserted: Option<String>,
+    /// Bytes served; null on refusal.
+    pub bytes: Option<u64>,
+    /// sha256 of the bytes served; null on refusal.
+    pub sha256: Option<String>,
+    /// `ok` or the refusal code.
+    pub outcome: &'static str,
+    /// Null on `ok`.
+    pub reason: Option<String>,
+}
+
+impl TraceEvent for PeerHandleRedeem {
+    const EVENT_TYPE: &'static str = "peer_handle_redeem";
+}
+
+/// `peer_file_fetch`: one per `fetch-peer-file` attempt past input validation.
+#[derive(Debug, Serialize)]
+pub struct PeerFileFetch {
+    /// The peer as given.
+    pub peer: Option<String>,
+    /// The handle id of the token.
+    pub handle_id: Option<String>,
+    /// `peer-in/...` when stored.
+    pub stored_path: Option<String>,
+    /// Bytes stored.
+    pub bytes: Option<u64>,
+    /// sha256 of the bytes stored.
+    pub sha256: Option<String>,
+    /// `ok`, a refusal code, the peer's code, or `http_<status>`.
+    pub outcome: String,
+    /// Null on `ok`.
+    pub reason: Option<String>,
+}
+
+impl TraceEvent for PeerFileFetch {
+    const EVENT_TYPE: &'static str = "peer_file_fetch";
+}

@@ -1,0 +1,159 @@
+//! The outbound client for peers: one GET over a fresh connection, http or https (verified TLS),
+//! bounded in time and size, following no redirect (D-8, D-10.2).
+
+use crate::policy::{Address, Scheme};
+use bytes::{Bytes, BytesMut};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// Limits for one outbound request.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Time to establish TCP (and TLS).
+    pub connect: Duration,
+    /// Time for the whole exchange, connect included.
+    pub total: Duration,
+    /// The most body bytes accepted.
+    pub max_body: u64,
+}
+
+/// A completed exchange.
+#[derive(Debug)]
+pub struct PeerResponse {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+/// Why an exchange failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientError {
+    /// Could not connect, TLS failed, timed out, or the peer spoke something other than HTTP.
+    Unreachable(String),
+    /// The body exceeded `max_body`.
+    TooLarge,
+}
+
+/// Makes outbound requests to peers.
+#[derive(Debug, Clone)]
+pub struct PeerClient {
+    tls: Arc<rustls::ClientConfig>,
+}
+
+impl PeerClient {
+    /// A client verifying https peers against `tls`.
+    pub fn new(tls: Arc<rustls::ClientConfig>) -> Self {
+        PeerClient { tls }
+    }
+
+    /// `GET <target><path>` with `headers`, within `limits`.
+    ///
+    /// # Errors
+    /// [`ClientError::Unreachable`] or [`ClientError::TooLarge`].
+    pub async fn get(
+        &self,
+        target: &Address,
+        path: &str,
+        headers: &[(HeaderName, HeaderValue)],
+        limits: Limits,
+    ) -> Result<PeerResponse, ClientError> {
+        tokio::time::timeout(limits.total, self.exchange(target, path, headers, limits))
+            .await
+            .unwrap_or_else(|_| Err(ClientError::Unreachable("the peer did not finish in time".into())))
+    }
+
+    async fn exchange(
+        &self,
+        target: &Address,
+        path: &str,
+        headers: &[(HeaderName, HeaderValue)],
+        limits: Limits,
+    ) -> Result<PeerResponse, ClientError> {
+        let unreachable = |what: &str, e: &dyn std::fmt::Display| ClientError::Unreachable(format!("{what}: {e}"));
+        let host = target.host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let port = target.effective_port();
+        let tcp = tokio::time::timeout(limits.connect, TcpStream::connect((host.as_str(), port)))
+            .await
+            .map_err(|_| ClientError::Unreachable("connect timed out".into()))?
+            .map_err(|e| unreachable("connect", &e))?;
+        let _ = tcp.set_nodelay(true);
+        let request = Request::get(path)
+            .header(http::header::HOST, target.host_port())
+            .header(http::header::CONNECTION, "close");
+        let request = headers
+            .iter()
+            .fold(request, |r, (name, value)| r.header(name, value))
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| unreachable("request", &e))?;
+        match target.effective_scheme() {
+            Scheme::Http => send(TokioIo::new(tcp), request, limits.max_body).await,
+            Scheme::Https => {
+                let name = rustls_pki_types::ServerName::try_from(host)
+                    .map_err(|e| unreachable("server name", &e))?;
+                let tls = tokio::time::timeout(
+                    limits.connect,
+                    tokio_rustls::TlsConnector::from(self.tls.clone()).connect(name, tcp),
+                )
+                .await
+                .map_err(|_| ClientError::Unreachable("TLS handshake timed out".into()))?
+                .map_err(|e| unreachable("TLS", &e))?;
+                send(TokioIo::new(tls), request, limits.max_body).await
+            }
+        }
+    }
+}
+
+async fn send<IO>(io: IO, request: Request<Empty<Bytes>>, max_body: u64) -> Result<PeerResponse, ClientError>
+where
+    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| ClientError::Unreachable(format!("handshake: {e}")))?;
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let result = async {
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| ClientError::Unreachable(format!("request: {e}")))?;
+        let (parts, mut body) = response.into_parts();
+        if let Some(length) = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            if length > max_body {
+                return Err(ClientError::TooLarge);
+            }
+        }
+        let mut collected = BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| ClientError::Unreachable(format!("body: {e}")))?;
+            if let Ok(data) = frame.into_data() {
+                if collected.len() as u64 + data.len() as u64 > max_body {
+                    return Err(ClientError::TooLarge);
+                }
+                collected.extend_from_slice(&data);
+            }
+        }
+        Ok(PeerResponse {
+            status: parts.status,
+            headers: parts.headers,
+            body: collected.freeze(),
+        })
+    }
+    .await;
+    driver.abort();
+    result
+}

@@ -1,0 +1,96 @@
+//! The listener (D-4.1, D-4.6): hyper 1, HTTP/1 only, keep-alive off, a timer with a header read
+//! timeout, a head size limit (answered 431 by hyper), a cap on concurrent connections (excess
+//! connections wait in the accept backlog), and graceful shutdown with a drain deadline.
+
+use super::router::Router;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// Listener limits.
+#[derive(Debug, Clone, Copy)]
+pub struct ListenerConfig {
+    /// Connections served at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// A request head not complete within this is dropped.
+    pub header_read_timeout: Duration,
+    /// The largest request head accepted (hyper answers 431 beyond it; minimum 8 KiB).
+    pub max_head_bytes: usize,
+    /// How long in-flight responses may take to finish after shutdown begins.
+    pub drain_deadline: Duration,
+}
+
+impl Default for ListenerConfig {
+    fn default() -> Self {
+        ListenerConfig {
+            max_connections: 256,
+            header_read_timeout: Duration::from_secs(10),
+            max_head_bytes: 16 * 1024,
+            drain_deadline: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and drains.
+///
+/// # Errors
+/// None today: accept errors (e.g. `EMFILE`) are logged and retried after a pause.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    config: ListenerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.keep_alive(false)
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout)
+        .max_buf_size(config.max_head_bytes.max(8192));
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            () = &mut shutdown => break,
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+        };
+        let (stream, _peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        let service = service_fn(move |request| {
+            let router = router.clone();
+            async move { Ok::<_, Infallible>(router.handle(request).await) }
+        });
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("connection ended with an error: {e}");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(config.drain_deadline, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain deadline passed with connections still open");
+    }
+    Ok(())
+}

@@ -1,0 +1,12 @@
+//! HTTP: the router (a function from request to response), response building, the listener a
+//! standalone process runs, and the outbound client for peers.
+
+pub mod body;
+pub mod client;
+pub mod listener;
+pub mod response;
+pub mod router;
+
+pub use body::PlaneBody;
+pub use listener::{ListenerConfig, serve};
+pub use router::{Route, Router};

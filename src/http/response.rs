@@ -1,0 +1,82 @@
+//! Response building: the exact header sets of the spec and D-4.4/D-4.5, in one place.
+
+use super::body::PlaneBody;
+use crate::refusal::Code;
+use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, ETAG, HeaderName, HeaderValue};
+use http::{Response, StatusCode};
+
+/// `x-murmur-generation`.
+pub const GENERATION: HeaderName = HeaderName::from_static("x-murmur-generation");
+/// `x-murmur-containment`.
+pub const CONTAINMENT: HeaderName = HeaderName::from_static("x-murmur-containment");
+/// `x-murmur-export-root`.
+pub const EXPORT_ROOT: HeaderName = HeaderName::from_static("x-murmur-export-root");
+/// `x-murmur-mtime-ms`.
+pub const MTIME_MS: HeaderName = HeaderName::from_static("x-murmur-mtime-ms");
+/// `x-murmur-handle-id`.
+pub const HANDLE_ID: HeaderName = HeaderName::from_static("x-murmur-handle-id");
+/// `x-murmur-audience`.
+pub const AUDIENCE: HeaderName = HeaderName::from_static("x-murmur-audience");
+
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const OCTETS: HeaderValue = HeaderValue::from_static("application/octet-stream");
+const CLOSE: HeaderValue = HeaderValue::from_static("close");
+
+/// A header value from arbitrary text: verbatim when legal, percent-encoded control bytes
+/// otherwise (a declared root is trusted config, but never allowed to break the response).
+pub fn header_text(text: &str) -> HeaderValue {
+    HeaderValue::from_bytes(text.as_bytes()).unwrap_or_else(|_| {
+        let escaped: String = text
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_control() {
+                    format!("%{b:02X}")
+                } else {
+                    (b as char).to_string()
+                }
+            })
+            .collect();
+        HeaderValue::from_str(&escaped).unwrap_or(HeaderValue::from_static(""))
+    })
+}
+
+fn base(status: u16, content_type: HeaderValue, body: PlaneBody) -> Response<PlaneBody> {
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, content_type);
+    headers.insert(CONNECTION, CLOSE);
+    response
+}
+
+/// `{"error":…,"message":…}` with the code's status, `x-murmur-generation` when the route is a
+/// plane route, `allow: GET` on 405 and `x-murmur-handle-id` when a token was present.
+pub fn refusal(code: Code, generation: Option<u64>, handle_id: Option<&str>) -> Response<PlaneBody> {
+    let body = serde_json::json!({"error": code.as_str(), "message": code.message()});
+    let mut response = base(code.status(), JSON, serde_json::to_vec(&body).unwrap_or_default().into());
+    let headers = response.headers_mut();
+    if let Some(generation) = generation {
+        headers.insert(GENERATION, HeaderValue::from(generation));
+    }
+    if code == Code::MethodNotAllowed {
+        headers.insert(ALLOW, HeaderValue::from_static("GET"));
+    }
+    if let Some(id) = handle_id {
+        headers.insert(HANDLE_ID, header_text(id));
+    }
+    response
+}
+
+/// A JSON document (`200`): the listing and the agent card.
+pub fn json(body: Vec<u8>) -> Response<PlaneBody> {
+    base(200, JSON, body.into())
+}
+
+/// A file's bytes (`200`) with the validator headers of the spec.
+pub fn file(body: PlaneBody, sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
+    let mut response = base(200, OCTETS, body);
+    let headers = response.headers_mut();
+    headers.insert(ETAG, header_text(&format!("\"sha256:{sha256}\"")));
+    headers.insert(MTIME_MS, HeaderValue::from(mtime_ms));
+    response
+}

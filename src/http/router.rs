@@ -1,0 +1,367 @@
+//! The router: HTTP as a function (design habit 5). Routing is on the raw path, the method is
+//! checked first, and every request under `/resources` leaves exactly one trace line before its
+//! response leaves, or fails closed with `500 io_error` (D-4, D-6.3, D-6.4).
+
+use super::body::PlaneBody;
+use super::response::{self, AUDIENCE, CONTAINMENT, EXPORT_ROOT, GENERATION, HANDLE_ID};
+use crate::backends::fs::Containment;
+use crate::backends::trace::{TraceEvent, Tracer};
+use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead};
+use crate::generation::Generation;
+use crate::path::{percent_decode_strict, strip_query};
+use crate::planes::{ListingEntry, PeerPlane, ResourcePlane};
+use crate::refusal::{Code, Refusal};
+use http::header::HeaderValue;
+use http::{Method, Request, Response};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Where a raw request path leads (D-4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// `/resources/files`.
+    Listing,
+    /// `/resources/files/<raw relpath>`.
+    Read(&'a str),
+    /// `/resources/peer` or `/resources/peer/`.
+    PeerIndex,
+    /// `/resources/peer/<raw token>`.
+    Redeem(&'a str),
+    /// Anything else under `/resources`.
+    OtherResource,
+    /// `/.well-known/agent-card.json`.
+    AgentCard,
+    /// Not this crate's: a runtime mounting the router may answer it itself.
+    Foreign,
+}
+
+impl<'a> Route<'a> {
+    /// Classifies a raw request path (its query is cut first, D-2.1).
+    pub fn of(raw_path: &'a str) -> Route<'a> {
+        let path = strip_query(raw_path);
+        if path == "/.well-known/agent-card.json" {
+            return Route::AgentCard;
+        }
+        let Some(rest) = path.strip_prefix("/resources") else {
+            return Route::Foreign;
+        };
+        if !(rest.is_empty() || rest.starts_with('/')) {
+            return Route::Foreign;
+        }
+        if rest == "/files" {
+            Route::Listing
+        } else if let Some(relpath) = rest.strip_prefix("/files/") {
+            Route::Read(relpath)
+        } else if rest == "/peer" || rest == "/peer/" {
+            Route::PeerIndex
+        } else if let Some(token) = rest.strip_prefix("/peer/") {
+            Route::Redeem(token)
+        } else {
+            Route::OtherResource
+        }
+    }
+}
+
+/// The planes, the trace and the counter a router answers from.
+#[derive(Debug)]
+pub(crate) struct Mounted {
+    pub(crate) files: Option<Arc<dyn ResourcePlane>>,
+    pub(crate) peer: Option<Arc<dyn PeerPlane>>,
+    pub(crate) tracer: Tracer,
+    pub(crate) generation: Generation,
+    pub(crate) containment: Containment,
+    pub(crate) agent_card: Vec<u8>,
+}
+
+/// Answers requests for the capsule's `/resources/` planes and its agent card. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Router {
+    mounted: Arc<Mounted>,
+}
+
+#[derive(Serialize)]
+struct ListingBody<'a> {
+    root: &'a str,
+    mode: &'static str,
+    max_bytes: u64,
+    generation: u64,
+    containment_achieved: &'static str,
+    entries: &'a [ListingEntry],
+}
+
+impl Router {
+    pub(crate) fn new(mounted: Mounted) -> Self {
+        Router {
+            mounted: Arc::new(mounted),
+        }
+    }
+
+    /// Whether this router answers `raw_path` (everything under `/resources` and the card);
+    /// a runtime mounting it beside its own routes sends only these here.
+    pub fn claims(raw_path: &str) -> bool {
+        !matches!(Route::of(raw_path), Route::Foreign)
+    }
+
+    /// Answers one request. File I/O and the trace write run on the blocking pool; the request
+    /// body is never read.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<PlaneBody> {
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        let audience: Vec<Vec<u8>> = request
+            .headers()
+            .get_all(AUDIENCE)
+            .iter()
+            .map(|v| v.as_bytes().to_vec())
+            .collect();
+        drop(request);
+        let route = Route::of(&path);
+        if matches!(route, Route::AgentCard | Route::Foreign) {
+            return self.respond(&method, &path, &[]);
+        }
+        let router = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
+            router.respond(&method, &path, &audience)
+        })
+        .await
+        .unwrap_or_else(|_| response::refusal(Code::IoError, None, None))
+    }
+
+    /// Answers one request synchronously (blocking). `audience` holds every
+    /// `x-murmur-audience` value sent, in order.
+    pub fn respond(&self, method: &Method, raw_path: &str, audience: &[&[u8]]) -> Response<PlaneBody> {
+        let generation = self.mounted.generation.current();
+        match Route::of(raw_path) {
+            Route::Foreign => response::refusal(Code::NotFound, None, None),
+            Route::AgentCard => {
+                if method == Method::GET {
+                    response::json(self.mounted.agent_card.clone())
+                } else {
+                    response::refusal(Code::MethodNotAllowed, None, None)
+                }
+            }
+            Route::Listing => self.listing(method, generation),
+            Route::Read(raw) => self.read(method, raw, generation),
+            Route::OtherResource => {
+                let path = Some(strip_query(raw_path).to_owned());
+                let code = if method == Method::GET { Code::NotFound } else { Code::MethodNotAllowed };
+                self.traced_read_refusal(path, Refusal::new(code, "no such route under /resources"), generation)
+            }
+            Route::PeerIndex => self.redeem(method, None, audience, generation),
+            Route::Redeem(token) => self.redeem(method, Some(token), audience, generation),
+        }
+    }
+
+    /// Writes `event`, then returns `ok`; a failed write turns any answer into 500 (D-6.4).
+    fn traced<E: TraceEvent>(
+        &self,
+        event: &E,
+        ok: Response<PlaneBody>,
+        generation: u64,
+        handle_id: Option<&str>,
+    ) -> Response<PlaneBody> {
+        match self.mounted.tracer.emit(event) {
+            Ok(()) => ok,
+            Err(e) => {
+                tracing::error!("trace write failed, refusing the request: {e}");
+                response::refusal(Code::IoError, Some(generation), handle_id)
+            }
+        }
+    }
+
+    fn containment(&self) -> &'static str {
+        self.mounted.containment.as_str()
+    }
+
+    fn listing(&self, method: &Method, generation: u64) -> Response<PlaneBody> {
+        let root = self.mounted.files.as_ref().map(|p| p.scope().root.declared().to_owned());
+        let result = if method != Method::GET {
+            Err(Refusal::new(Code::MethodNotAllowed, format!("method {method}")))
+        } else {
+            match &self.mounted.files {
+                None => Err(Refusal::new(Code::NoResourcePlane, "exports.files is not declared")),
+                Some(plane) => plane.list().map(|entries| (plane.clone(), entries)),
+            }
+        };
+        match result {
+            Ok((plane, entries)) => {
+                let scope = plane.scope();
+                let body = ListingBody {
+                    root: scope.root.declared(),
+                    mode: "read-only",
+                    max_bytes: scope.max_bytes,
+                    generation,
+                    containment_achieved: self.containment(),
+                    entries: &entries,
+                };
+                let mut ok = response::json(serde_json::to_vec(&body).unwrap_or_default());
+                self.plane_headers(&mut ok, generation, Some(scope.root.declared()));
+                let event = ResourceList {
+                    root,
+                    entry_count: Some(entries.len() as u64),
+                    total_bytes: Some(entries.iter().map(|e| e.size_bytes).sum()),
+                    generation,
+                    containment_achieved: self.containment(),
+                    outcome: "ok",
+                    reason: None,
+                };
+                self.traced(&event, ok, generation, None)
+            }
+            Err(refusal) => {
+                let event = ResourceList {
+                    root,
+                    entry_count: None,
+                    total_bytes: None,
+                    generation,
+                    containment_achieved: self.containment(),
+                    outcome: refusal.code.as_str(),
+                    reason: Some(refusal.reason),
+                };
+                self.traced(&event, response::refusal(refusal.code, Some(generation), None), generation, None)
+            }
+        }
+    }
+
+    fn read(&self, method: &Method, raw: &str, generation: u64) -> Response<PlaneBody> {
+        let raw = strip_query(raw);
+        let decoded = percent_decode_strict(raw).unwrap_or_else(|_| raw.to_owned());
+        let result = if method != Method::GET {
+            Err(Refusal::new(Code::MethodNotAllowed, format!("method {method}")))
+        } else {
+            match &self.mounted.files {
+                None => Err(Refusal::new(Code::NoResourcePlane, "exports.files is not declared")),
+                Some(plane) => plane.read(raw).map(|file| (plane.clone(), file)),
+            }
+        };
+        match result {
+            Ok((plane, file)) => {
+                let event = ResourceRead {
+                    path: Some(decoded),
+                    outcome: "ok",
+                    bytes: Some(file.bytes.len() as u64),
+                    sha256: Some(file.sha256.clone()),
+                    generation,
+                    containment_achieved: self.containment(),
+                    reason: None,
+                };
+                let mut ok = response::file(
+                    PlaneBody::new(file.bytes, file.permit),
+                    &file.sha256,
+                    file.mtime_ms,
+                );
+                self.plane_headers(&mut ok, generation, Some(plane.scope().root.declared()));
+                self.traced(&event, ok, generation, None)
+            }
+            Err(refusal) => self.traced_read_refusal(Some(decoded), refusal, generation),
+        }
+    }
+
+    fn traced_read_refusal(&self, path: Option<String>, refusal: Refusal, generation: u64) -> Response<PlaneBody> {
+        let event = ResourceRead {
+            path,
+            outcome: refusal.code.as_str(),
+            bytes: None,
+            sha256: None,
+            generation,
+            containment_achieved: self.containment(),
+            reason: Some(refusal.reason),
+        };
+        self.traced(&event, response::refusal(refusal.code, Some(generation), None), generation, None)
+    }
+
+    fn redeem(&self, method: &Method, token: Option<&str>, audience: &[&[u8]], generation: u64) -> Response<PlaneBody> {
+        let token = token.map(strip_query);
+        let early = if method != Method::GET {
+            Some(Refusal::new(Code::MethodNotAllowed, format!("method {method}")))
+        } else if self.mounted.peer.is_none() {
+            Some(Refusal::new(Code::NoPeerPlane, "exports.peer_files is not declared"))
+        } else if token.is_none() {
+            Some(Refusal::new(Code::NotFound, "the peer plane cannot be enumerated"))
+        } else {
+            None
+        };
+        let redeem = match (early, &self.mounted.peer, token) {
+            (None, Some(plane), Some(token)) => plane.redeem(token, audience),
+            (early, _, token) => crate::planes::Redeem {
+                handle_id: token.map(crate::hex::handle_id),
+                path: None,
+                audience_asserted: audience
+                    .first()
+                    .map(|a| String::from_utf8_lossy(&crate::planes::normalise_audience(a)).into_owned()),
+                result: Err(early.unwrap_or_else(|| Refusal::new(Code::NotFound, "no token"))),
+            },
+        };
+        let handle_id = redeem.handle_id.clone();
+        let (event, response) = match redeem.result {
+            Ok(file) => {
+                let event = PeerHandleRedeem {
+                    handle_id: redeem.handle_id,
+                    path: redeem.path,
+                    generation,
+                    audience_asserted: redeem.audience_asserted,
+                    bytes: Some(file.bytes.len() as u64),
+                    sha256: Some(file.sha256.clone()),
+                    outcome: "ok",
+                    reason: None,
+                };
+                let mut ok = response::file(
+                    PlaneBody::new(file.bytes, file.permit),
+                    &file.sha256,
+                    file.mtime_ms,
+                );
+                self.plane_headers(&mut ok, generation, None);
+                if let Some(id) = &handle_id {
+                    ok.headers_mut().insert(HANDLE_ID, response::header_text(id));
+                }
+                (event, ok)
+            }
+            Err(refusal) => {
+                let response = response::refusal(refusal.code, Some(generation), handle_id.as_deref());
+                let event = PeerHandleRedeem {
+                    handle_id: redeem.handle_id,
+                    path: redeem.path,
+                    generation,
+                    audience_asserted: redeem.audience_asserted,
+                    bytes: None,
+                    sha256: None,
+                    outcome: refusal.code.as_str(),
+                    reason: Some(refusal.reason),
+                };
+                (event, response)
+            }
+        };
+        self.traced(&event, response, generation, handle_id.as_deref())
+    }
+
+    fn plane_headers(&self, response: &mut Response<PlaneBody>, generation: u64, export_root: Option<&str>) {
+        let headers = response.headers_mut();
+        headers.insert(GENERATION, HeaderValue::from(generation));
+        headers.insert(CONTAINMENT, HeaderValue::from_static(self.containment()));
+        if let Some(root) = export_root {
+            headers.insert(EXPORT_ROOT, response::header_text(root));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Route;
+
+    #[test]
+    fn routes_on_the_raw_path() {
+        assert_eq!(Route::of("/resources/files"), Route::Listing);
+        assert_eq!(Route::of("/resources/files?x=1"), Route::Listing);
+        assert_eq!(Route::of("/resources/files/"), Route::Read(""));
+        assert_eq!(Route::of("/resources/files/a%2Fb"), Route::Read("a%2Fb"));
+        assert_eq!(Route::of("/resources/files%2Fa"), Route::OtherResource);
+        assert_eq!(Route::of("/resources/peer"), Route::PeerIndex);
+        assert_eq!(Route::of("/resources/peer/"), Route::PeerIndex);
+        assert_eq!(Route::of("/resources/peer/mh1.a.b"), Route::Redeem("mh1.a.b"));
+        assert_eq!(Route::of("/resources"), Route::OtherResource);
+        assert_eq!(Route::of("/resources/"), Route::OtherResource);
+        assert_eq!(Route::of("/resources/filesx"), Route::OtherResource);
+        assert_eq!(Route::of("/resourcesx"), Route::Foreign);
+        assert_eq!(Route::of("/"), Route::Foreign);
+        assert_eq!(Route::of("/.well-known/agent-card.json"), Route::AgentCard);
+    }
+}

@@ -1,0 +1,90 @@
+//! The two read-only planes a runtime mounts under `/resources/`, behind traits so a runtime
+//! (or a test) can substitute its own.
+//!
+//! The planes answer in domain terms ([`ServedFile`], [`Refusal`]); the HTTP router turns those
+//! into responses and trace lines, so every plane implementation gets the same wire behaviour.
+
+pub mod handle;
+mod peer;
+pub mod reader;
+mod resource;
+
+pub use peer::HmacPeerPlane;
+pub(crate) use peer::normalise_audience;
+pub use reader::{ExportScope, ListingEntry, ServedFile};
+pub use resource::OperatorPlane;
+
+use crate::path::RelPath;
+use crate::refusal::Refusal;
+use std::fmt::Debug;
+
+/// The operator plane (`exports.files`): list and read by path.
+pub trait ResourcePlane: Debug + Send + Sync {
+    /// The root, limit and containment class this plane serves.
+    fn scope(&self) -> &ExportScope;
+
+    /// `GET /resources/files` (D-3). Blocking.
+    ///
+    /// # Errors
+    /// `outside_root` when the root escapes the workdir, `io_error` when it cannot be read.
+    fn list(&self) -> Result<Vec<ListingEntry>, Refusal>;
+
+    /// `GET /resources/files/<raw_path>`, with `raw_path` still percent-encoded and its query
+    /// already cut (D-2). Blocking.
+    ///
+    /// # Errors
+    /// `outside_root` (lexical or resolved), `not_found`, `symlink_refused`,
+    /// `not_a_regular_file`, `too_large`, `io_error`.
+    fn read(&self, raw_path: &str) -> Result<ServedFile, Refusal>;
+}
+
+/// A freshly minted handle. The token is the secret; everything else is safe to log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Minted {
+    /// `mh1.<payload>.<mac>`: goes to the agent and nowhere else.
+    pub token: String,
+    /// The first 16 hex characters of sha256(token).
+    pub handle_id: String,
+    /// Absolute expiry, Unix milliseconds.
+    pub expires_at_ms: i64,
+}
+
+/// What a redeem learned and answered, for the response and its `peer_handle_redeem` line.
+#[derive(Debug)]
+pub struct Redeem {
+    /// The handle id of the token sent; `None` when no token was sent.
+    pub handle_id: Option<String>,
+    /// The payload's `p`, only once the MAC has verified (a forgery never names a path).
+    pub path: Option<String>,
+    /// The normalised `x-murmur-audience`, or `None` when absent.
+    pub audience_asserted: Option<String>,
+    /// The file, or the refusal.
+    pub result: Result<ServedFile, Refusal>,
+}
+
+/// The peer plane (`exports.peer_files`): mint handles for one audience, redeem them.
+pub trait PeerPlane: Debug + Send + Sync {
+    /// The root, limit and containment class this plane serves.
+    fn scope(&self) -> &ExportScope;
+
+    /// The `share-file` path step (D-9.2): decode and resolve `path` under the root, reading
+    /// nothing and touching no network. Blocking.
+    ///
+    /// # Errors
+    /// `outside_root`, `not_found`, `symlink_refused`, `not_a_regular_file`, `io_error`.
+    fn resolve_for_mint(&self, path: &str) -> Result<RelPath, Refusal>;
+
+    /// Mints a handle for `path` bound to `audience` (already normalised), expiring after
+    /// `ttl_secs` (already clamped to `max_ttl`).
+    ///
+    /// # Errors
+    /// `io_error` once the session has ended and the key is gone.
+    fn mint(&self, path: &RelPath, audience: &str, ttl_secs: u64) -> Result<Minted, Refusal>;
+
+    /// `GET /resources/peer/<raw_token>` with the `x-murmur-audience` header values as sent,
+    /// in the order of D-7.2. Blocking.
+    fn redeem(&self, raw_token: &str, audience_headers: &[&[u8]]) -> Redeem;
+
+    /// Ends the session: zeroes the key, so no outstanding handle verifies again (D-12).
+    fn end_session(&self);
+}

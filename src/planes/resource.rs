@@ -1,0 +1,39 @@
+//! The operator plane over a [`Filesystem`].
+
+use super::reader::{self, ExportScope, ListingEntry, ServedFile};
+use super::ResourcePlane;
+use crate::backends::fs::Filesystem;
+use crate::budget::ByteBudget;
+use crate::path::decode_request_path;
+use crate::refusal::Refusal;
+use std::sync::Arc;
+
+/// `exports.files` served from a filesystem backend.
+#[derive(Debug, Clone)]
+pub struct OperatorPlane {
+    fs: Arc<dyn Filesystem>,
+    scope: ExportScope,
+    budget: ByteBudget,
+}
+
+impl OperatorPlane {
+    /// A plane serving `scope` from `fs`, holding read bodies against `budget`.
+    pub fn new(fs: Arc<dyn Filesystem>, scope: ExportScope, budget: ByteBudget) -> Self {
+        OperatorPlane { fs, scope, budget }
+    }
+}
+
+impl ResourcePlane for OperatorPlane {
+    fn scope(&self) -> &ExportScope {
+        &self.scope
+    }
+
+    fn list(&self) -> Result<Vec<ListingEntry>, Refusal> {
+        reader::list_files(self.fs.as_ref(), &self.scope)
+    }
+
+    fn read(&self, raw_path: &str) -> Result<ServedFile, Refusal> {
+        let target = decode_request_path(raw_path)?;
+        reader::read_file(self.fs.as_ref(), &self.scope, &target, Some(&self.budget))
+    }
+}

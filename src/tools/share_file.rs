@@ -1,0 +1,155 @@
+//! `share-file` (D-9): input → path resolution (no network) → `network.allow` → the peer's card
+//! → mint. An escaping path costs no connection; every attempt past input validation leaves one
+//! `peer_handle_mint` line.
+
+use super::{Tool, ToolError, ToolFuture, required_string};
+use crate::backends::trace::Tracer;
+use crate::events::PeerHandleMint;
+use crate::http::client::{ClientError, Limits, PeerClient};
+use crate::planes::PeerPlane;
+use crate::policy::{Address, AllowList};
+use crate::refusal::{Code, Refusal};
+use crate::units::parse_duration_secs;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The card fetch's limits (D-8).
+const CARD_LIMITS: Limits = Limits {
+    connect: Duration::from_secs(5),
+    total: Duration::from_secs(5),
+    max_body: 64 * 1024,
+};
+
+/// Mints a handle for one file and one named peer.
+#[derive(Debug, Clone)]
+pub struct ShareFile {
+    plane: Arc<dyn PeerPlane>,
+    network: Option<AllowList>,
+    client: PeerClient,
+    tracer: Tracer,
+    max_ttl_secs: u64,
+}
+
+struct Attempt {
+    path: String,
+    audience: Option<String>,
+}
+
+impl ShareFile {
+    /// The tool over `plane`, fetching cards with `client` as `network` allows.
+    pub fn new(
+        plane: Arc<dyn PeerPlane>,
+        network: Option<AllowList>,
+        client: PeerClient,
+        tracer: Tracer,
+        max_ttl_secs: u64,
+    ) -> Self {
+        ShareFile {
+            plane,
+            network,
+            client,
+            tracer,
+            max_ttl_secs,
+        }
+    }
+
+    async fn run(&self, input: Value) -> Result<Value, ToolError> {
+        if !input.is_object() {
+            return Err(ToolError::of(Code::InvalidInput));
+        }
+        let path = required_string(&input, "path")?;
+        let peer_text = required_string(&input, "peer")?;
+        let peer = Address::parse(&peer_text).map_err(|accepted| ToolError {
+            code: Code::InvalidInput.as_str().into(),
+            message: format!("`peer` must be {accepted}"),
+        })?;
+        let ttl_secs = match input.get("ttl") {
+            None | Some(Value::Null) => self.max_ttl_secs,
+            Some(ttl) => parse_duration_secs(ttl)
+                .ok_or_else(|| ToolError::of(Code::InvalidTtl))?
+                .min(self.max_ttl_secs),
+        };
+        let mut attempt = Attempt { path, audience: None };
+        let outcome = self.mint(&mut attempt, &peer, ttl_secs).await;
+        let event = match &outcome {
+            Ok(minted) => PeerHandleMint {
+                handle_id: Some(minted.handle_id.clone()),
+                path: Some(attempt.path.clone()),
+                audience: attempt.audience.clone(),
+                expires_at_ms: Some(minted.expires_at_ms),
+                outcome: "ok",
+                reason: None,
+            },
+            Err(refusal) => PeerHandleMint {
+                handle_id: None,
+                path: Some(attempt.path.clone()),
+                audience: attempt.audience.clone(),
+                expires_at_ms: None,
+                outcome: refusal.code.as_str(),
+                reason: Some(refusal.reason.clone()),
+            },
+        };
+        if let Err(e) = self.tracer.emit(&event) {
+            tracing::error!("trace write failed, refusing share-file: {e}");
+            return Err(ToolError::of(Code::IoError));
+        }
+        let minted = outcome.map_err(|r| ToolError::of(r.code))?;
+        Ok(json!({
+            "handle": minted.token,
+            "handle_id": minted.handle_id,
+            "expires_at_ms": minted.expires_at_ms,
+            "audience": attempt.audience,
+        }))
+    }
+
+    async fn mint(
+        &self,
+        attempt: &mut Attempt,
+        peer: &Address,
+        ttl_secs: u64,
+    ) -> Result<crate::planes::Minted, Refusal> {
+        let plane = self.plane.clone();
+        let path = attempt.path.clone();
+        let target = tokio::task::spawn_blocking(move || plane.resolve_for_mint(&path))
+            .await
+            .map_err(|e| Refusal::new(Code::IoError, format!("resolver task failed: {e}")))??;
+        if !self.network.as_ref().is_some_and(|allow| allow.admits(peer)) {
+            return Err(Refusal::new(
+                Code::PeerUnreachable,
+                format!("{peer} is not in capabilities.network.allow"),
+            ));
+        }
+        let card = self
+            .client
+            .get(peer, "/.well-known/agent-card.json", &[], CARD_LIMITS)
+            .await
+            .map_err(|e| match e {
+                ClientError::Unreachable(why) => Refusal::new(Code::PeerUnreachable, why),
+                ClientError::TooLarge => Refusal::new(Code::PeerUnreachable, "agent card over 64 KiB"),
+            })?;
+        if card.status != http::StatusCode::OK {
+            return Err(Refusal::new(
+                Code::PeerUnreachable,
+                format!("agent card answered HTTP {}", card.status.as_u16()),
+            ));
+        }
+        let audience = serde_json::from_slice::<Value>(&card.body)
+            .ok()
+            .as_ref()
+            .and_then(crate::audience::from_card)
+            .ok_or_else(|| Refusal::new(Code::PeerUnreachable, "agent card lacks a usable name and url"))?;
+        attempt.audience = Some(audience.clone());
+        self.plane.mint(&target, &audience, ttl_secs)
+    }
+}
+
+impl Tool for ShareFile {
+    fn name(&self) -> &'static str {
+        "share-file"
+    }
+
+    fn call(&self, input: Value) -> ToolFuture<'_> {
+        Box::pin(self.run(input))
+    }
+}
