@@ -1,3 +1,46 @@
-fn main() {
-    println!("Hello, world!");
+//! The `resource-plane` binary: `serve` one capsule's planes from the command line, or run the
+//! two-capsule `demo` (`contract.md`). The binary is the composition root: it alone turns
+//! command-line paths into backends.
+
+mod cli;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Read-only file surfaces for an AI-agent capsule.
+#[derive(Debug, Parser)]
+#[command(name = "resource-plane", version, about)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve one capsule's resource planes over HTTP.
+    Serve(cli::serve::ServeArgs),
+    /// Run two capsules on loopback and exercise every step of the product.
+    Demo,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RESOURCE_PLANE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match args.command {
+        Command::Serve(serve) => runtime.block_on(cli::serve::run(serve)),
+        Command::Demo => runtime.block_on(cli::demo::run()),
+    }
 }

@@ -355,7 +355,12 @@ impl World {
                 }
                 let mut names: Vec<String> = std::fs::read_dir(&full)
                     .expect("read_dir")
-                    .map(|e| e.expect("dirent").file_name().to_string_lossy().into_owned())
+                    .map(|e| {
+                        e.expect("dirent")
+                            .file_name()
+                            .to_string_lossy()
+                            .into_owned()
+                    })
                     .collect();
                 names.sort();
                 names
@@ -515,9 +520,7 @@ fn verdict(imp: Impl, got: &Got, want: &Expect) -> Option<String> {
                     "meta().mtime_ms {} but the memory file was given {MEM_MTIME_MS}",
                     meta.mtime_ms
                 )),
-                Impl::Openat2 | Impl::FallbackWalk
-                    if (meta.mtime_ms - now_ms()).abs() > 60_000 =>
-                {
+                Impl::Openat2 | Impl::FallbackWalk if (meta.mtime_ms - now_ms()).abs() > 60_000 => {
                     Some(format!(
                         "meta().mtime_ms {} is not within a minute of now ({})",
                         meta.mtime_ms,
@@ -636,7 +639,7 @@ fn same(name: &'static str, path: &str, both: Expect) -> Case {
 }
 
 impl Case {
-    fn from_workdir(mut self, follow: Expect) -> Case {
+    fn when_root_is_workdir(mut self, follow: Expect) -> Case {
         self.follow_from_workdir = Some(follow);
         self
     }
@@ -653,48 +656,139 @@ fn resolution_cases(device: bool) -> Vec<Case> {
         same("file in a hidden directory", ".cache/x.txt", ok(CACHED)),
         same("empty file", "empty.txt", ok(b"")),
         same("300 kB file read in full", "big.bin", ok(&big())),
-        same("component of exactly 255 bytes", &long_name(255), ok(LONG_NAMED)),
+        same(
+            "component of exactly 255 bytes",
+            &long_name(255),
+            ok(LONG_NAMED),
+        ),
         // D-2.5: relative links staying beneath the root.
         case("link to a sibling file (l -> a.txt)", "l", sr(), ok(A)),
-        case("link climbing within the root (sub/l -> ../a.txt)", "sub/l", sr(), ok(A)),
+        case(
+            "link climbing within the root (sub/l -> ../a.txt)",
+            "sub/l",
+            sr(),
+            ok(A),
+        ),
         case("link to a link (ll -> l -> a.txt)", "ll", sr(), ok(A)),
-        case("intermediate symlinked dir (ld -> sub)", "ld/b.txt", sr(), ok(B)),
-        case("intermediate link to the root (self -> .)", "self/a.txt", sr(), ok(A)),
+        case(
+            "intermediate symlinked dir (ld -> sub)",
+            "ld/b.txt",
+            sr(),
+            ok(B),
+        ),
+        case(
+            "intermediate link to the root (self -> .)",
+            "self/a.txt",
+            sr(),
+            ok(A),
+        ),
         case("chain of exactly 40 links", "chain40/l01", sr(), ok(CHAIN)),
         // D-2.5: resolution goes above the root at some step.
-        case("link above the root and back (x -> ../out/a.txt)", "x", sr(), err(OutsideRoot))
-            .from_workdir(ok(A)),
-        case("link to outside (s -> ../secret.txt)", "s", sr(), err(OutsideRoot))
-            .from_workdir(ok(SECRET)),
-        case("nested link to outside (sub/up -> ../../secret.txt)", "sub/up", sr(), err(OutsideRoot))
-            .from_workdir(ok(SECRET)),
-        case("intermediate dir link above the root (ld2 -> ../out/sub)", "ld2/b.txt", sr(), err(OutsideRoot))
-            .from_workdir(ok(B)),
+        case(
+            "link above the root and back (x -> ../out/a.txt)",
+            "x",
+            sr(),
+            err(OutsideRoot),
+        )
+        .when_root_is_workdir(ok(A)),
+        case(
+            "link to outside (s -> ../secret.txt)",
+            "s",
+            sr(),
+            err(OutsideRoot),
+        )
+        .when_root_is_workdir(ok(SECRET)),
+        case(
+            "nested link to outside (sub/up -> ../../secret.txt)",
+            "sub/up",
+            sr(),
+            err(OutsideRoot),
+        )
+        .when_root_is_workdir(ok(SECRET)),
+        case(
+            "intermediate dir link above the root (ld2 -> ../out/sub)",
+            "ld2/b.txt",
+            sr(),
+            err(OutsideRoot),
+        )
+        .when_root_is_workdir(ok(B)),
         // D-2.5: absolute links, even naming a path inside the root.
-        case("absolute link to a file inside the root", "abs", sr(), err(OutsideRoot)),
-        case("absolute intermediate dir link", "absdir/b.txt", sr(), err(OutsideRoot)),
+        case(
+            "absolute link to a file inside the root",
+            "abs",
+            sr(),
+            err(OutsideRoot),
+        ),
+        case(
+            "absolute intermediate dir link",
+            "absdir/b.txt",
+            sr(),
+            err(OutsideRoot),
+        ),
         case("dangling absolute link", "dangabs", sr(), err(OutsideRoot)),
         // D-2.5: dangling, loops, too many hops.
         case("dangling link inside the root", "dang", sr(), err(NotFound)),
-        case("link to a file with a trailing slash (ts -> a.txt/)", "ts", sr(), err(NotFound)),
-        case("loop (loop1 -> loop2 -> loop1)", "loop1", sr(), err(NotFound)),
+        case(
+            "link to a file with a trailing slash (ts -> a.txt/)",
+            "ts",
+            sr(),
+            err(NotFound),
+        ),
+        case(
+            "loop (loop1 -> loop2 -> loop1)",
+            "loop1",
+            sr(),
+            err(NotFound),
+        ),
         case("chain of 41 links", "chain41/l01", sr(), err(NotFound)),
         // D-2.5: links to directories, including the root itself.
-        case("link to a directory (dl -> sub)", "dl", sr(), err(NotARegularFile)),
-        case("link to a directory with trailing slash (dl2 -> sub/)", "dl2", sr(), err(NotARegularFile)),
-        case("link to the root itself (self -> .)", "self", sr(), err(NotARegularFile)),
+        case(
+            "link to a directory (dl -> sub)",
+            "dl",
+            sr(),
+            err(NotARegularFile),
+        ),
+        case(
+            "link to a directory with trailing slash (dl2 -> sub/)",
+            "dl2",
+            sr(),
+            err(NotARegularFile),
+        ),
+        case(
+            "link to the root itself (self -> .)",
+            "self",
+            sr(),
+            err(NotARegularFile),
+        ),
         // D-2.6: not regular files.
         same("directory", "sub", err(NotARegularFile)),
         same("empty directory", "emptydir", err(NotARegularFile)),
         same("FIFO (must not block)", "fifo", err(NotARegularFile)),
         same("unix socket", "sock", err(NotARegularFile)),
-        case("link to a FIFO (lf -> fifo)", "lf", sr(), err(NotARegularFile)),
+        case(
+            "link to a FIFO (lf -> fifo)",
+            "lf",
+            sr(),
+            err(NotARegularFile),
+        ),
         // D-2.8: ENOENT, ENOTDIR, ENAMETOOLONG.
         same("missing file", "missing.txt", err(NotFound)),
-        same("missing intermediate directory", "nodir/x.txt", err(NotFound)),
-        same("file used as a directory (a.txt/x)", "a.txt/x", err(NotFound)),
+        same(
+            "missing intermediate directory",
+            "nodir/x.txt",
+            err(NotFound),
+        ),
+        same(
+            "file used as a directory (a.txt/x)",
+            "a.txt/x",
+            err(NotFound),
+        ),
         same("component of 256 bytes", &long_name(256), err(NotFound)),
-        same("path longer than PATH_MAX", &"x/".repeat(2100).trim_end_matches('/').to_owned(), err(NotFound)),
+        same(
+            "path longer than PATH_MAX",
+            "x/".repeat(2100).trim_end_matches('/'),
+            err(NotFound),
+        ),
     ];
     if device {
         cases.push(same("character device (1,3)", "dev", err(NotARegularFile)));
@@ -851,17 +945,41 @@ fn open_root_conforms() {
         ("the root spelled out/", "out/", Ok(())),
         ("the workdir itself", ".", Ok(())),
         ("root missing", "nothere", Err(NotFound)),
-        ("root under a missing directory", "nothere/deeper", Err(NotFound)),
+        (
+            "root under a missing directory",
+            "nothere/deeper",
+            Err(NotFound),
+        ),
         ("root is a regular file", "afile", Err(NotFound)),
         ("root is a FIFO", "rootfifo", Err(NotFound)),
         ("root is a symlink to a file", "rootfile", Err(NotFound)),
         ("root is a dangling symlink", "rdang", Err(NotFound)),
         ("root is a symlink loop", "rloop1", Err(NotFound)),
-        ("root symlink to a dir inside the workdir (out2 -> out)", "out2", Ok(())),
-        ("root through a nested relative link (nested/r -> ../out)", "nested/r", Ok(())),
-        ("root symlink escaping the workdir (out3 -> ../..)", "out3", Err(OutsideRoot)),
-        ("root symlink to an absolute dir (the workdir)", "out3abs", Err(OutsideRoot)),
-        ("root symlink climbing out and back (out7 -> ../<wd>/out)", "out7", Err(OutsideRoot)),
+        (
+            "root symlink to a dir inside the workdir (out2 -> out)",
+            "out2",
+            Ok(()),
+        ),
+        (
+            "root through a nested relative link (nested/r -> ../out)",
+            "nested/r",
+            Ok(()),
+        ),
+        (
+            "root symlink escaping the workdir (out3 -> ../..)",
+            "out3",
+            Err(OutsideRoot),
+        ),
+        (
+            "root symlink to an absolute dir (the workdir)",
+            "out3abs",
+            Err(OutsideRoot),
+        ),
+        (
+            "root symlink climbing out and back (out7 -> ../<wd>/out)",
+            "out7",
+            Err(OutsideRoot),
+        ),
     ];
     let mut failures = Vec::new();
     let mut ran = 0;
@@ -1011,17 +1129,57 @@ fn check_root_conforms() {
             ("root is a regular file", "afile", Ok(())),
             ("inside relative link (out2 -> out)", "out2", Ok(())),
             ("path through an inside link", "out2/sub", Ok(())),
-            ("nested inside relative link (nested/r -> ../out)", "nested/r", Ok(())),
-            ("dangling link inside the workdir (out8 -> nothere)", "out8", Ok(())),
-            ("relative link out, existing target (out3 -> ..)", "out3", Err(OutsideRoot)),
-            ("DANGLING relative link out (out4 -> ../nonexistent/dir)", "out4", Err(OutsideRoot)),
-            ("path through a dangling link out", "out4/x", Err(OutsideRoot)),
-            ("nested dangling link out (nested/up -> ../../x)", "nested/up", Err(OutsideRoot)),
-            ("absolute link pointing inside the workdir", "out5", Err(OutsideRoot)),
+            (
+                "nested inside relative link (nested/r -> ../out)",
+                "nested/r",
+                Ok(()),
+            ),
+            (
+                "dangling link inside the workdir (out8 -> nothere)",
+                "out8",
+                Ok(()),
+            ),
+            (
+                "relative link out, existing target (out3 -> ..)",
+                "out3",
+                Err(OutsideRoot),
+            ),
+            (
+                "DANGLING relative link out (out4 -> ../nonexistent/dir)",
+                "out4",
+                Err(OutsideRoot),
+            ),
+            (
+                "path through a dangling link out",
+                "out4/x",
+                Err(OutsideRoot),
+            ),
+            (
+                "nested dangling link out (nested/up -> ../../x)",
+                "nested/up",
+                Err(OutsideRoot),
+            ),
+            (
+                "absolute link pointing inside the workdir",
+                "out5",
+                Err(OutsideRoot),
+            ),
             ("dangling absolute link", "out6", Err(OutsideRoot)),
-            ("link out and back (out7 -> ../<wd>/out)", "out7", Err(OutsideRoot)),
-            ("link out via a real dir (out9 -> out/../..)", "out9", Err(OutsideRoot)),
-            ("path through an absolute link", "out5/sub", Err(OutsideRoot)),
+            (
+                "link out and back (out7 -> ../<wd>/out)",
+                "out7",
+                Err(OutsideRoot),
+            ),
+            (
+                "link out via a real dir (out9 -> out/../..)",
+                "out9",
+                Err(OutsideRoot),
+            ),
+            (
+                "path through an absolute link",
+                "out5/sub",
+                Err(OutsideRoot),
+            ),
         ];
         for (name, root, want) in rows {
             let parsed = RootPath::parse(root).expect("valid declared root");
@@ -1041,7 +1199,11 @@ fn check_root_conforms() {
 // walk(): listing candidates (D-3.2, D-3.4)
 // ------------------------------------------------------------------------------------------------
 
-fn walk_set(fs: &dyn Filesystem, root: &str, class: Containment) -> Result<BTreeSet<String>, FsError> {
+fn walk_set(
+    fs: &dyn Filesystem,
+    root: &str,
+    class: Containment,
+) -> Result<BTreeSet<String>, FsError> {
     let root = RootPath::parse(root).expect("valid declared root");
     let dir = fs.open_root(&root, class)?;
     let paths = dir.walk()?;
@@ -1086,10 +1248,28 @@ fn walk_returns_files_and_symlinks_without_descending_links() {
                     p.to_owned()
                 }
             };
-            for must in ["a.txt", ".hidden", ".cache/x.txt", "l", "ld", "dl", "self", "dang", "loop1"] {
+            for must in [
+                "a.txt",
+                ".hidden",
+                ".cache/x.txt",
+                "l",
+                "ld",
+                "dl",
+                "self",
+                "dang",
+                "loop1",
+            ] {
                 assert!(expected.contains(&under(must)), "expectation lacks {must}");
             }
-            for never in ["ld/b.txt", "self/a.txt", "fifo", "sock", "dev", "sub", "emptydir"] {
+            for never in [
+                "ld/b.txt",
+                "self/a.txt",
+                "fifo",
+                "sock",
+                "dev",
+                "sub",
+                "emptydir",
+            ] {
                 assert!(!expected.contains(&under(never)), "expectation has {never}");
             }
             for class in Containment::ALL {
@@ -1135,6 +1315,9 @@ fn walk_returns_files_and_symlinks_without_descending_links() {
     report("walk", &failures, ran);
 }
 
+/// Listed paths with the bytes `open_file` served for each.
+type Listing = Vec<(String, Vec<u8>)>;
+
 /// The listing a plane builds: each walk candidate decided by `open_file` (D-3.2). Under
 /// `scoped` exactly the regular files; under the follow classes also every link that resolves to
 /// a regular file beneath the root; and the same answer from every implementation.
@@ -1142,7 +1325,7 @@ fn walk_returns_files_and_symlinks_without_descending_links() {
 fn listing_decided_by_open_file_agrees_across_implementations() {
     let mut failures = Vec::new();
     let mut ran = 0;
-    let mut listings: Vec<(Impl, &str, Containment, Vec<(String, Vec<u8>)>)> = Vec::new();
+    let mut listings: Vec<(Impl, &str, Containment, Listing)> = Vec::new();
     for imp in IMPLS {
         let mut w = World::new(imp);
         build_standard(&mut w);
@@ -1180,7 +1363,11 @@ fn listing_decided_by_open_file_agrees_across_implementations() {
                 if class.follows_symlinks() {
                     let mut want = files.clone();
                     let links = ["l", "ll", "sub/l"];
-                    want.extend(links.iter().map(|l| format!("{}{l}", if prefix.is_empty() { "out/" } else { "" })));
+                    want.extend(
+                        links
+                            .iter()
+                            .map(|l| format!("{}{l}", if prefix.is_empty() { "out/" } else { "" })),
+                    );
                     if prefix.is_empty() {
                         // Beneath the whole workdir, links out of `out/` stay beneath the root.
                         want.extend(["out/x", "out/s", "out/sub/up"].map(str::to_owned));
@@ -1191,9 +1378,17 @@ fn listing_decided_by_open_file_agrees_across_implementations() {
                         .cloned()
                         .collect();
                     let expected_chains: BTreeSet<String> = (1..=40)
-                        .map(|i| format!("{}chain40/l{i:02}", if prefix.is_empty() { "out/" } else { "" }))
+                        .map(|i| {
+                            format!(
+                                "{}chain40/l{i:02}",
+                                if prefix.is_empty() { "out/" } else { "" }
+                            )
+                        })
                         .chain((2..=41).map(|i| {
-                            format!("{}chain41/l{i:02}", if prefix.is_empty() { "out/" } else { "" })
+                            format!(
+                                "{}chain41/l{i:02}",
+                                if prefix.is_empty() { "out/" } else { "" }
+                            )
                         }))
                         .collect();
                     if chains != expected_chains {
@@ -1264,29 +1459,53 @@ fn land_conforms() {
         // Creates the directory and the file; overwrites; empty content.
         let mut w = World::new(imp);
         let got = land_kind(&w, "peer-in", "f.txt", b"one");
-        expect(got == Ok(()), format!("[{imp:?}] first land: {got:?}"), &mut failures);
+        expect(
+            got == Ok(()),
+            format!("[{imp:?}] first land: {got:?}"),
+            &mut failures,
+        );
         expect(
             w.read_back("peer-in/f.txt").as_deref() == Some(b"one".as_slice()),
-            format!("[{imp:?}] first land content: {:?}", w.read_back("peer-in/f.txt")),
+            format!(
+                "[{imp:?}] first land content: {:?}",
+                w.read_back("peer-in/f.txt")
+            ),
             &mut failures,
         );
         expect(
             w.names("peer-in") == ["f.txt"],
-            format!("[{imp:?}] after first land peer-in holds {:?}", w.names("peer-in")),
+            format!(
+                "[{imp:?}] after first land peer-in holds {:?}",
+                w.names("peer-in")
+            ),
             &mut failures,
         );
         let got = land_kind(&w, "peer-in", "f.txt", b"two, longer than one");
-        expect(got == Ok(()), format!("[{imp:?}] overwrite: {got:?}"), &mut failures);
+        expect(
+            got == Ok(()),
+            format!("[{imp:?}] overwrite: {got:?}"),
+            &mut failures,
+        );
         expect(
             w.read_back("peer-in/f.txt").as_deref() == Some(b"two, longer than one".as_slice()),
-            format!("[{imp:?}] overwrite content: {:?}", w.read_back("peer-in/f.txt")),
+            format!(
+                "[{imp:?}] overwrite content: {:?}",
+                w.read_back("peer-in/f.txt")
+            ),
             &mut failures,
         );
         let got = land_kind(&w, "peer-in", "g.txt", b"");
-        expect(got == Ok(()), format!("[{imp:?}] empty land: {got:?}"), &mut failures);
+        expect(
+            got == Ok(()),
+            format!("[{imp:?}] empty land: {got:?}"),
+            &mut failures,
+        );
         expect(
             w.read_back("peer-in/g.txt").as_deref() == Some(b"".as_slice()),
-            format!("[{imp:?}] empty land content: {:?}", w.read_back("peer-in/g.txt")),
+            format!(
+                "[{imp:?}] empty land content: {:?}",
+                w.read_back("peer-in/g.txt")
+            ),
             &mut failures,
         );
         no_part_files(&w, "peer-in", imp, "after successful lands", &mut failures);
@@ -1304,7 +1523,13 @@ fn land_conforms() {
             format!("[{imp:?}] the directory was replaced by a file"),
             &mut failures,
         );
-        no_part_files(&w, "peer-in", imp, "after landing over a directory", &mut failures);
+        no_part_files(
+            &w,
+            "peer-in",
+            imp,
+            "after landing over a directory",
+            &mut failures,
+        );
 
         // The name is a symlink: it is replaced, never followed.
         w.file("elsewhere.txt", b"untouched");
@@ -1317,31 +1542,52 @@ fn land_conforms() {
         );
         expect(
             w.read_back("elsewhere.txt").as_deref() == Some(b"untouched".as_slice()),
-            format!("[{imp:?}] land followed the name's symlink: elsewhere.txt = {:?}", w.read_back("elsewhere.txt")),
+            format!(
+                "[{imp:?}] land followed the name's symlink: elsewhere.txt = {:?}",
+                w.read_back("elsewhere.txt")
+            ),
             &mut failures,
         );
         expect(
             w.read_back("peer-in/ln").as_deref() == Some(b"landed".as_slice()),
-            format!("[{imp:?}] peer-in/ln is not the landed regular file: {:?}", w.read_back("peer-in/ln")),
+            format!(
+                "[{imp:?}] peer-in/ln is not the landed regular file: {:?}",
+                w.read_back("peer-in/ln")
+            ),
             &mut failures,
         );
-        no_part_files(&w, "peer-in", imp, "after landing over a symlink", &mut failures);
+        no_part_files(
+            &w,
+            "peer-in",
+            imp,
+            "after landing over a symlink",
+            &mut failures,
+        );
 
         // peer-in is a symlink to a directory (relative and absolute), or dangling.
         for (label, absolute) in [("relative", false), ("absolute", true)] {
             let mut w = World::new(imp);
             w.dir("target-dir");
-            let target = if absolute { w.abs("target-dir") } else { "target-dir".into() };
+            let target = if absolute {
+                w.abs("target-dir")
+            } else {
+                "target-dir".into()
+            };
             w.symlink("peer-in", &target);
             let got = land_kind(&w, "peer-in", "f.txt", b"must not land");
             expect(
                 got == Err(PathRefused),
-                format!("[{imp:?}] peer-in is a {label} symlink to a dir: expected Err(PathRefused), got {got:?}"),
+                format!(
+                    "[{imp:?}] peer-in is a {label} symlink to a dir: expected Err(PathRefused), got {got:?}"
+                ),
                 &mut failures,
             );
             expect(
                 w.names("target-dir").is_empty(),
-                format!("[{imp:?}] bytes landed in the {label} link's target: {:?}", w.names("target-dir")),
+                format!(
+                    "[{imp:?}] bytes landed in the {label} link's target: {:?}",
+                    w.names("target-dir")
+                ),
                 &mut failures,
             );
         }
@@ -1350,12 +1596,17 @@ fn land_conforms() {
         let got = land_kind(&w, "peer-in", "f.txt", b"must not land");
         expect(
             got == Err(PathRefused),
-            format!("[{imp:?}] peer-in is a dangling symlink: expected Err(PathRefused), got {got:?}"),
+            format!(
+                "[{imp:?}] peer-in is a dangling symlink: expected Err(PathRefused), got {got:?}"
+            ),
             &mut failures,
         );
         expect(
             w.names("") == ["peer-in"],
-            format!("[{imp:?}] a dangling peer-in link created something: workdir holds {:?}", w.names("")),
+            format!(
+                "[{imp:?}] a dangling peer-in link created something: workdir holds {:?}",
+                w.names("")
+            ),
             &mut failures,
         );
 
@@ -1370,7 +1621,10 @@ fn land_conforms() {
         );
         expect(
             w.read_back("peer-in").as_deref() == Some(b"a file, not a dir".as_slice()),
-            format!("[{imp:?}] the peer-in file changed: {:?}", w.read_back("peer-in")),
+            format!(
+                "[{imp:?}] the peer-in file changed: {:?}",
+                w.read_back("peer-in")
+            ),
             &mut failures,
         );
         expect(

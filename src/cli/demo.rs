@@ -1,0 +1,272 @@
+//! `resource-plane demo`: two capsules on loopback in a fresh temporary directory. An operator
+//! lists and reads capsule A's export; A shares a file with B by handle; B fetches it; a forged
+//! handle is refused; both traces are summarised. Exits 0 only when every step behaved as the
+//! spec says. Logs name handles by `handle_id`, never by token.
+
+use resource_plane::backends::fs::Containment;
+use resource_plane::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
+use resource_plane::http::client::{Limits, PeerClient, PeerResponse};
+use resource_plane::http::response::AUDIENCE;
+use resource_plane::http::{ListenerConfig, serve};
+use resource_plane::policy::Address;
+use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+const REPORT: &str = "# Quarterly report\n\nAll green. Written by capsule A.\n";
+
+struct Running {
+    capsule: Arc<Capsule>,
+    address: Address,
+    stop: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<()>,
+    trace: PathBuf,
+}
+
+fn step(text: &str) {
+    println!("demo: {text}");
+}
+
+/// Runs the demo.
+pub(crate) async fn run() -> ExitCode {
+    match demo().await {
+        Ok(summary) => {
+            println!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(failure) => {
+            eprintln!("demo failed: {failure}");
+            println!("{}", json!({"demo": "failed", "reason": failure}));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // the demo builds its own temporary world
+async fn start(root: &Path, name: &str, yaml: impl Fn(u16) -> String, listener: TcpListener) -> Result<Running, String> {
+    let workdir = root.join(name);
+    let trace = root.join(format!("trace-{name}.jsonl"));
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let url = format!("http://127.0.0.1:{port}");
+    let manifest = Manifest::from_yaml(&yaml(port)).map_err(|e| e.to_string())?.manifest;
+    let fs = OsFilesystem::open(&workdir).map_err(|e| e.to_string())?;
+    let mut config = CapsuleConfig::new(url.clone())?;
+    config.containment = Containment::Sealed;
+    let capsule = Arc::new(
+        Capsule::launch(
+            &manifest,
+            config,
+            Backends {
+                fs: Arc::new(fs),
+                clock: Arc::new(SystemClock),
+                keys: None,
+                trace: Arc::new(JsonlTraceSink::open(&trace).map_err(|e| e.to_string())?),
+            },
+        )
+        .map_err(|e| e.to_string())?,
+    );
+    let (stop, mut stopped) = watch::channel(false);
+    let router = capsule.router();
+    let server = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        let _ = serve(listener, router, ListenerConfig::default(), shutdown).await;
+    });
+    step(&format!("capsule {} ({}) listening on {url}", name.to_uppercase(), capsule.audience()));
+    Ok(Running {
+        capsule,
+        address: Address::parse(&url)?,
+        stop,
+        server,
+        trace,
+    })
+}
+
+async fn get(client: &PeerClient, to: &Address, path: &str, audience: Option<&str>) -> Result<PeerResponse, String> {
+    let headers = match audience {
+        Some(a) => vec![(AUDIENCE, http::HeaderValue::from_str(a).map_err(|e| e.to_string())?)],
+        None => vec![],
+    };
+    let limits = Limits {
+        connect: Duration::from_secs(5),
+        total: Duration::from_secs(30),
+        max_body: 64 << 20,
+    };
+    client.get(to, path, &headers, limits).await.map_err(|e| format!("{e:?}"))
+}
+
+fn check(ok: bool, what: &str) -> Result<(), String> {
+    if ok {
+        step(&format!("ok: {what}"));
+        Ok(())
+    } else {
+        Err(what.to_owned())
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // the demo builds and inspects its own temporary world
+async fn demo() -> Result<String, String> {
+    let temp = tempdir()?;
+    let root = temp.path();
+    std::fs::create_dir_all(root.join("a/out/notes")).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(root.join("b")).map_err(|e| e.to_string())?;
+    std::fs::write(root.join("a/out/report.md"), REPORT).map_err(|e| e.to_string())?;
+    std::fs::write(root.join("a/out/notes/todo.txt"), "ship it\n").map_err(|e| e.to_string())?;
+    std::fs::write(root.join("a/secret.txt"), "not exported\n").map_err(|e| e.to_string())?;
+    step(&format!("workdirs under {}", root.display()));
+
+    let listener_a = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let listener_b = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let port_a = listener_a.local_addr().map_err(|e| e.to_string())?.port();
+    let a = start(
+        root,
+        "a",
+        |_| {
+            "name: reporter\nexports:\n  files: { root: out/, mode: read-only, max_bytes: 10Mi }\n  \
+             peer_files: { root: out/, max_ttl: 15m }\ncapabilities:\n  network: { allow: [\"127.0.0.1\"] }\n"
+                .to_owned()
+        },
+        listener_a,
+    )
+    .await?;
+    let b = start(
+        root,
+        "b",
+        move |_| format!("name: reader\ncapabilities:\n  peer_fetch: {{ allow: [\"127.0.0.1:{port_a}\"] }}\n"),
+        listener_b,
+    )
+    .await?;
+    let client = PeerClient::new(resource_plane::backends::tls::client_config(&[])?);
+
+    // 1. The operator lists A's export.
+    let listing = get(&client, &a.address, "/resources/files", None).await?;
+    let listing_json: Value = serde_json::from_slice(&listing.body).map_err(|e| e.to_string())?;
+    let listed = listing_json["entries"].as_array().map_or(0, Vec::len);
+    check(listing.status == 200 && listed == 2, "operator lists 2 files under out/")?;
+
+    // 2. The operator reads one file.
+    let read = get(&client, &a.address, "/resources/files/report.md", None).await?;
+    let etag = read
+        .headers
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .trim_matches('"')
+        .to_owned();
+    let expected_etag = format!("sha256:{}", resource_plane::hex::sha256_hex(REPORT.as_bytes()));
+    check(read.status == 200 && etag == expected_etag && read.body == REPORT.as_bytes(), "operator reads report.md with a matching etag")?;
+
+    // 3. Escapes are refused.
+    let escape = get(&client, &a.address, "/resources/files/..%2Fsecret.txt", None).await?;
+    check(escape.status == 403, "a path escaping the root is refused with 403 outside_root")?;
+
+    // 4. A shares report.md with B.
+    let port_b = b.address.effective_port();
+    let shared = a
+        .capsule
+        .tools()
+        .call("share-file", json!({"path": "report.md", "peer": format!("127.0.0.1:{port_b}")}))
+        .await
+        .map_err(|e| format!("share-file: {} {}", e.code, e.message))?;
+    let token = shared["handle"].as_str().unwrap_or_default().to_owned();
+    let handle_id = shared["handle_id"].as_str().unwrap_or_default().to_owned();
+    check(
+        shared["audience"] == json!(b.capsule.audience()),
+        &format!("A minted handle {handle_id} for {}", b.capsule.audience()),
+    )?;
+
+    // 5. B fetches it.
+    let fetched = b
+        .capsule
+        .tools()
+        .call("fetch-peer-file", json!({"peer": format!("127.0.0.1:{port_a}"), "handle": token}))
+        .await
+        .map_err(|e| format!("fetch-peer-file: {} {}", e.code, e.message))?;
+    let fetched_path = fetched["path"].as_str().unwrap_or_default().to_owned();
+    let fetched_sha = fetched["sha256"].as_str().unwrap_or_default().to_owned();
+    let landed = std::fs::read(root.join("b").join(&fetched_path)).map_err(|e| e.to_string())?;
+    check(
+        fetched_path.starts_with("peer-in/") && landed == REPORT.as_bytes() && format!("sha256:{fetched_sha}") == etag,
+        &format!("B fetched the file into {fetched_path}"),
+    )?;
+
+    // 6. A forged handle is refused, identically to any other forgery.
+    let forged = forge(&token);
+    let refused = get(&client, &a.address, &format!("/resources/peer/{forged}"), Some(b.capsule.audience())).await?;
+    let body: Value = serde_json::from_slice(&refused.body).unwrap_or(Value::Null);
+    let forgery = body["error"].as_str().unwrap_or_default().to_owned();
+    check(refused.status == 403 && forgery == "handle_not_valid", "a forged handle is refused with 403 handle_not_valid")?;
+    let third = get(&client, &a.address, &format!("/resources/peer/{token}"), Some("mallory@127.0.0.1:1")).await?;
+    check(third.status == 403 && third.body == refused.body, "a third capsule's audience gets the same refusal")?;
+
+    // 7. Shut both down and summarise the traces.
+    for running in [&a, &b] {
+        let _ = running.stop.send(true);
+    }
+    let (a_server, b_server) = (a.server, b.server);
+    let _ = tokio::join!(a_server, b_server);
+    a.capsule.end_session();
+    b.capsule.end_session();
+    let mut lines = Vec::new();
+    for (label, trace) in [("A", &a.trace), ("B", &b.trace)] {
+        let text = std::fs::read_to_string(trace).map_err(|e| e.to_string())?;
+        check(!text.contains("mh1."), &format!("trace {label} holds no token"))?;
+        let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+        for line in text.lines() {
+            let event: Value = serde_json::from_str(line).map_err(|e| format!("trace {label}: {e}"))?;
+            *kinds.entry(format!("{}:{}", event["event_type"].as_str().unwrap_or("?"), event["outcome"].as_str().unwrap_or("?"))).or_default() += 1;
+        }
+        step(&format!("trace {label}: {} lines {kinds:?}", text.lines().count()));
+        lines.push(text.lines().count());
+    }
+    Ok(json!({
+        "demo": "ok",
+        "listed": listed,
+        "read_etag": etag,
+        "handle_id": handle_id,
+        "fetched_path": fetched_path,
+        "fetched_sha256": fetched_sha,
+        "forgery": forgery,
+        "trace_lines": {"A": lines[0], "B": lines[1]},
+    })
+    .to_string())
+}
+
+/// Flips one character of the MAC segment.
+fn forge(token: &str) -> String {
+    let mut bytes = token.as_bytes().to_vec();
+    if let Some(last) = bytes.last_mut() {
+        *last = if *last == b'A' { b'E' } else { b'A' };
+    }
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// A fresh temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    #[allow(clippy::disallowed_methods)]
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[allow(clippy::disallowed_methods)]
+fn tempdir() -> Result<TempDir, String> {
+    let nonce = resource_plane::backends::random::hex::<8>();
+    let path = std::env::temp_dir().join(format!("resource-plane-demo-{nonce}"));
+    std::fs::create_dir_all(&path).map_err(|e| e.to_string())?;
+    Ok(TempDir(path))
+}

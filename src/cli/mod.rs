@@ -1,0 +1,5 @@
+//! The binary's subcommands.
+
+pub(crate) mod console;
+pub(crate) mod demo;
+pub(crate) mod serve;

@@ -1,0 +1,213 @@
+//! `resource-plane serve` (`contract.md`): launch checks first, so a refused launch creates
+//! nothing; then bind, open the trace, print the ready line and serve until SIGINT, SIGTERM or
+//! (with `--console`) end of stdin.
+
+use resource_plane::backends::fs::Containment;
+use resource_plane::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
+use resource_plane::http::{ListenerConfig, serve};
+use resource_plane::manifest::LaunchError;
+use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// `serve`'s flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// The capsule's working directory.
+    #[arg(long)]
+    workdir: PathBuf,
+    /// The YAML manifest.
+    #[arg(long)]
+    manifest: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Advertised URL; default http://<bound addr>.
+    #[arg(long)]
+    url: Option<String>,
+    /// The containment class the embedding runtime achieved: advisory, scoped or sealed.
+    #[arg(long, default_value = "advisory", value_parser = parse_containment)]
+    containment: Containment,
+    /// Trace file; default a per-session file outside the workdir.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// The fetcher's own body cap in bytes.
+    #[arg(long, default_value_t = 10 * 1024 * 1024)]
+    fetch_max_bytes: u64,
+    /// PEM certificates trusted for https peers, added to the system's roots.
+    #[arg(long)]
+    peer_ca: Vec<PathBuf>,
+    /// Read tool calls from stdin, one JSON object per line.
+    #[arg(long)]
+    console: bool,
+}
+
+fn parse_containment(text: &str) -> Result<Containment, String> {
+    Containment::parse(text).ok_or_else(|| "advisory, scoped or sealed".to_owned())
+}
+
+fn cli_error(message: impl Into<String>, hint: impl Into<String>) -> LaunchError {
+    LaunchError {
+        code: "E-CLI-001",
+        message: message.into(),
+        hint: hint.into(),
+    }
+}
+
+fn refuse(e: &LaunchError) -> ExitCode {
+    eprintln!("{e}");
+    ExitCode::from(2)
+}
+
+/// Runs `serve`; exit 0 after a graceful end, 2 on a refused launch.
+pub(crate) async fn run(args: ServeArgs) -> ExitCode {
+    match launch(args).await {
+        Ok(code) => code,
+        Err(e) => refuse(&e),
+    }
+}
+
+/// The parent of `path` made absolute and canonical, whether or not `path` exists yet.
+#[allow(clippy::disallowed_methods)]
+fn canonical_parent(path: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(path).ok()?;
+    let parent = absolute.parent()?;
+    std::fs::canonicalize(parent).ok()
+}
+
+#[allow(clippy::disallowed_methods)]
+async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
+    let text = std::fs::read_to_string(&args.manifest).map_err(|e| {
+        cli_error(
+            format!("--manifest {}: {e}", args.manifest.display()),
+            "pass a readable YAML manifest",
+        )
+    })?;
+    let parsed = Manifest::from_yaml(&text)?;
+    for warning in &parsed.warnings {
+        eprintln!("{warning}");
+    }
+    let manifest = parsed.manifest;
+    let workdir = std::fs::canonicalize(&args.workdir)
+        .ok()
+        .filter(|p| p.is_dir())
+        .ok_or_else(|| {
+            cli_error(
+                format!("--workdir {}: not an existing directory", args.workdir.display()),
+                "create the workdir first; serve never creates it",
+            )
+        })?;
+    let fs = OsFilesystem::open(&workdir)
+        .map_err(|e| cli_error(format!("--workdir: {e}"), "check the workdir's permissions"))?;
+    manifest.check_launch(&fs)?;
+
+    let (trace_path, default_trace) = match &args.trace {
+        Some(path) => (path.clone(), false),
+        None => {
+            let dir = std::env::temp_dir().join("resource-plane-traces");
+            (dir.join(format!("trace-{}.jsonl", std::process::id())), true)
+        }
+    };
+    let trace_parent = if default_trace {
+        std::fs::canonicalize(std::env::temp_dir()).ok()
+    } else {
+        canonical_parent(&trace_path)
+    };
+    match trace_parent {
+        None => {
+            return Err(cli_error(
+                format!("--trace {}: its directory does not exist", trace_path.display()),
+                "pass a trace path in an existing directory outside the workdir",
+            ));
+        }
+        Some(parent) if parent.starts_with(&workdir) => {
+            return Err(cli_error(
+                format!("trace {} lies inside the workdir", trace_path.display()),
+                "pass --trace with a path outside the workdir, where no export can serve it",
+            ));
+        }
+        Some(_) => {}
+    }
+    let extra_ca: Vec<&Path> = args.peer_ca.iter().map(PathBuf::as_path).collect();
+    let peer_tls = resource_plane::backends::tls::client_config(&extra_ca)
+        .map_err(|e| cli_error(format!("--peer-ca: {e}"), "pass PEM certificate files"))?;
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| cli_error(format!("--listen {}: {e}", args.listen), "choose a free address"))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| cli_error(format!("--listen: {e}"), "choose a free address"))?;
+    let url = args.url.clone().unwrap_or_else(|| format!("http://{bound}"));
+
+    if default_trace {
+        if let Some(dir) = trace_path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| cli_error(format!("trace directory: {e}"), "pass --trace"))?;
+        }
+    }
+    let sink = JsonlTraceSink::open(&trace_path)
+        .map_err(|e| cli_error(format!("trace {}: {e}", trace_path.display()), "pass a writable --trace"))?;
+    let mut config = CapsuleConfig::new(url.clone()).map_err(|e| cli_error(e, "check the system's TLS roots"))?;
+    config.containment = args.containment;
+    config.fetch_max_bytes = args.fetch_max_bytes;
+    config.peer_tls = peer_tls;
+    let capsule = Capsule::launch(
+        &manifest,
+        config,
+        Backends {
+            fs: Arc::new(fs),
+            clock: Arc::new(SystemClock),
+            keys: None,
+            trace: Arc::new(sink),
+        },
+    )?;
+
+    let trace_display = std::path::absolute(&trace_path).unwrap_or(trace_path);
+    let ready = serde_json::json!({
+        "event": "listening",
+        "url": url,
+        "audience": capsule.audience(),
+        "session_id": capsule.session_id(),
+        "trace": trace_display.display().to_string(),
+    });
+    println!("{ready}");
+
+    let capsule = Arc::new(capsule);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    if args.console {
+        let console_capsule = capsule.clone();
+        let stop = stop_tx.clone();
+        tokio::spawn(async move {
+            super::console::run(&console_capsule).await;
+            let _ = stop.send(true);
+        });
+    }
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let mut stop_rx = stop_rx;
+    let shutdown = async move {
+        let _ = stop_rx.wait_for(|stop| *stop).await;
+    };
+    if let Err(e) = serve(listener, capsule.router(), ListenerConfig::default(), shutdown).await {
+        tracing::error!("listener failed: {e}");
+    }
+    capsule.end_session();
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+    }
+}
