@@ -9,7 +9,10 @@ pub fn url_address(url: &str) -> Option<Address> {
     let url = url.trim();
     let scheme_len = ["http://", "https://"]
         .iter()
-        .find(|p| url.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p)))?
+        .find(|p| {
+            url.get(..p.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(p))
+        })?
         .len();
     let rest = &url[scheme_len..];
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -59,8 +62,14 @@ mod tests {
     #[test]
     fn both_sides_agree() {
         let card = agent_card(" Reporter ", "http://LocalHost:41234");
-        assert_eq!(from_card(&card).as_deref(), Some("reporter@localhost:41234"));
-        assert_eq!(audience(" Reporter ", "http://LocalHost:41234"), from_card(&card));
+        assert_eq!(
+            from_card(&card).as_deref(),
+            Some("reporter@localhost:41234")
+        );
+        assert_eq!(
+            audience(" Reporter ", "http://LocalHost:41234"),
+            from_card(&card)
+        );
     }
 
     #[test]

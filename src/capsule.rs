@@ -7,7 +7,7 @@ use crate::backends::trace::{TraceSink, Tracer};
 use crate::backends::{Clock, KeyStore, OsRandomKeyStore};
 use crate::budget::ByteBudget;
 use crate::generation::Generation;
-use crate::http::client::PeerClient;
+use crate::http::client::{PeerClient, PeerTimeouts};
 use crate::http::router::{Mounted, Router};
 use crate::manifest::{LaunchError, Manifest};
 use crate::planes::{ExportScope, HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
@@ -43,6 +43,8 @@ pub struct CapsuleConfig {
     pub peer_tls: Arc<rustls::ClientConfig>,
     /// The session id; `None` draws a fresh `ses_<32 hex>`.
     pub session_id: Option<String>,
+    /// Time limits for the card fetch and the redeem.
+    pub peer_timeouts: PeerTimeouts,
 }
 
 impl CapsuleConfig {
@@ -58,6 +60,7 @@ impl CapsuleConfig {
             inflight_budget_bytes: 256 * 1024 * 1024,
             peer_tls: crate::backends::tls::client_config(&[])?,
             session_id: None,
+            peer_timeouts: PeerTimeouts::default(),
         })
     }
 }
@@ -79,18 +82,32 @@ impl Capsule {
     ///
     /// # Errors
     /// `E-CAP-008`, `E-CAP-007`, or `E-MAN-003` when the advertised URL cannot form an audience.
-    pub fn launch(manifest: &Manifest, config: CapsuleConfig, backends: Backends) -> Result<Self, LaunchError> {
+    pub fn launch(
+        manifest: &Manifest,
+        config: CapsuleConfig,
+        backends: Backends,
+    ) -> Result<Self, LaunchError> {
         manifest.check_launch(backends.fs.as_ref())?;
-        let audience = audience::audience(&manifest.name, &config.advertised_url).ok_or_else(|| LaunchError {
-            code: "E-MAN-003",
-            message: format!("advertised url `{}`: an http(s) URL with a host", config.advertised_url),
-            hint: "pass --url http://host:port".into(),
-        })?;
+        let audience =
+            audience::audience(&manifest.name, &config.advertised_url).ok_or_else(|| {
+                LaunchError {
+                    code: "E-MAN-003",
+                    message: format!(
+                        "advertised url `{}`: an http(s) URL with a host",
+                        config.advertised_url
+                    ),
+                    hint: "pass --url http://host:port".into(),
+                }
+            })?;
         let session_id = config
             .session_id
             .clone()
             .unwrap_or_else(|| format!("ses_{}", crate::backends::random::hex::<16>()));
-        let tracer = Tracer::new(backends.trace.clone(), backends.clock.clone(), session_id.clone());
+        let tracer = Tracer::new(
+            backends.trace.clone(),
+            backends.clock.clone(),
+            session_id.clone(),
+        );
         let budget = ByteBudget::new(config.inflight_budget_bytes);
         let generation = Generation::new();
         let client = PeerClient::new(config.peer_tls.clone());
@@ -130,6 +147,7 @@ impl Capsule {
                 client.clone(),
                 tracer.clone(),
                 p.max_ttl_secs(),
+                config.peer_timeouts,
             )));
             plane
         });
@@ -141,6 +159,7 @@ impl Capsule {
                 tracer.clone(),
                 audience.clone(),
                 config.fetch_max_bytes,
+                config.peer_timeouts,
             )));
         }
         let card = audience::agent_card(&manifest.name, &config.advertised_url);

@@ -92,7 +92,11 @@ impl LaunchError {
 
 impl fmt::Display for LaunchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error[{}]: {}\n  hint: {}", self.code, self.message, self.hint)
+        write!(
+            f,
+            "error[{}]: {}\n  hint: {}",
+            self.code, self.message, self.hint
+        )
     }
 }
 
@@ -121,7 +125,11 @@ impl<'a> Fields<'a> {
             .ok_or_else(|| LaunchError::malformed(path, "a mapping"))?;
         for key in map.keys() {
             if !known.contains(&key.as_str()) {
-                let full = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                let full = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
                 warnings.push(format!("warning: unknown manifest key `{full}` ignored"));
             }
         }
@@ -179,11 +187,21 @@ impl Manifest {
         if let Some(exports) = top.get("exports") {
             let exports = Fields::of("exports", exports, &mut warnings, &["files", "peer_files"])?;
             if let Some(v) = exports.get("files") {
-                let f = Fields::of("exports.files", v, &mut warnings, &["root", "mode", "max_bytes"])?;
+                let f = Fields::of(
+                    "exports.files",
+                    v,
+                    &mut warnings,
+                    &["root", "mode", "max_bytes"],
+                )?;
                 let root = parse_root(&f)?;
                 match f.get("mode") {
                     Some(Value::String(m)) if m == "read-only" => {}
-                    _ => return Err(LaunchError::malformed(&f.field("mode"), "exactly read-only")),
+                    _ => {
+                        return Err(LaunchError::malformed(
+                            &f.field("mode"),
+                            "exactly read-only",
+                        ));
+                    }
                 }
                 files = Some(FilesExport {
                     root,
@@ -217,11 +235,20 @@ impl Manifest {
 
         let (mut peer_fetch, mut network) = (None, None);
         if let Some(caps) = top.get("capabilities") {
-            let caps = Fields::of("capabilities", caps, &mut warnings, &["peer_fetch", "network"])?;
+            let caps = Fields::of(
+                "capabilities",
+                caps,
+                &mut warnings,
+                &["peer_fetch", "network"],
+            )?;
             for (key, slot) in [("peer_fetch", &mut peer_fetch), ("network", &mut network)] {
                 if let Some(block) = caps.map.get(key) {
                     let path = caps.field(key);
-                    let block = if block.is_null() { &Value::Object(Map::new()) } else { block };
+                    let block = if block.is_null() {
+                        &Value::Object(Map::new())
+                    } else {
+                        block
+                    };
                     let f = Fields::of(&path, block, &mut warnings, &["allow"])?;
                     *slot = Some(parse_allow(&f)?);
                 }
@@ -236,7 +263,10 @@ impl Manifest {
                 Some(Value::String(s)) if s.trim() == "exit" => AfterTask::Exit,
                 Some(Value::String(s)) if s.trim() == "sleep" => AfterTask::Sleep,
                 Some(_) => {
-                    return Err(LaunchError::malformed("lifecycle.after_task", "exit or sleep"));
+                    return Err(LaunchError::malformed(
+                        "lifecycle.after_task",
+                        "exit or sleep",
+                    ));
                 }
             };
         }
@@ -260,35 +290,44 @@ impl Manifest {
     /// # Errors
     /// The first refusal.
     pub fn check_launch(&self, fs: &dyn Filesystem) -> Result<(), LaunchError> {
-        if let Some(peer) = &self.peer_files {
-            if self.after_task == AfterTask::Sleep
-                && peer
-                    .declared_max_ttl_secs
-                    .is_none_or(|ttl| ttl > SLEEP_MAX_TTL_SECS)
-            {
-                return Err(LaunchError {
-                    code: "E-CAP-008",
-                    message: "exports.peer_files.max_ttl must be declared and at most 900s when \
+        if let Some(peer) = &self.peer_files
+            && self.after_task == AfterTask::Sleep
+            && peer
+                .declared_max_ttl_secs
+                .is_none_or(|ttl| ttl > SLEEP_MAX_TTL_SECS)
+        {
+            return Err(LaunchError {
+                code: "E-CAP-008",
+                message: "exports.peer_files.max_ttl must be declared and at most 900s when \
                               lifecycle.after_task: sleep"
-                        .into(),
-                    hint: "declare exports.peer_files.max_ttl of 15m or less: a handle's \
+                    .into(),
+                hint: "declare exports.peer_files.max_ttl of 15m or less: a handle's \
                            lifetime is not a durability mechanism"
-                        .into(),
-                });
-            }
+                    .into(),
+            });
         }
         let roots = [
             ("exports.files.root", self.files.as_ref().map(|f| &f.root)),
-            ("exports.peer_files.root", self.peer_files.as_ref().map(|f| &f.root)),
+            (
+                "exports.peer_files.root",
+                self.peer_files.as_ref().map(|f| &f.root),
+            ),
         ];
         for (field, root) in roots {
             let Some(root) = root else { continue };
             if let Err(e) = fs.check_root(root) {
                 let message = match e.kind {
                     FsErrorKind::OutsideRoot => {
-                        format!("{field}: `{}` resolves outside the workdir", root.declared())
+                        format!(
+                            "{field}: `{}` resolves outside the workdir",
+                            root.declared()
+                        )
                     }
-                    _ => format!("{field}: `{}` cannot be checked ({})", root.declared(), e.detail),
+                    _ => format!(
+                        "{field}: `{}` cannot be checked ({})",
+                        root.declared(),
+                        e.detail
+                    ),
                 };
                 return Err(LaunchError {
                     code: "E-CAP-007",
@@ -305,9 +344,8 @@ impl Manifest {
 
 fn parse_root(f: &Fields<'_>) -> Res<RootPath> {
     match f.get("root") {
-        Some(Value::String(s)) => {
-            RootPath::parse(s).map_err(|accepted| LaunchError::malformed(&f.field("root"), &accepted))
-        }
+        Some(Value::String(s)) => RootPath::parse(s)
+            .map_err(|accepted| LaunchError::malformed(&f.field("root"), &accepted)),
         _ => Err(LaunchError::malformed(
             &f.field("root"),
             "a relative path inside the workdir such as out/ or . (required)",
@@ -340,7 +378,9 @@ fn parse_allow(f: &Fields<'_>) -> Res<AllowList> {
             Value::String(s) => AllowRule::parse(s),
             _ => Err(NON_EMPTY.to_owned()),
         };
-        rules.push(rule.map_err(|accepted| LaunchError::malformed(&format!("{field}[{i}]"), &accepted))?);
+        rules.push(
+            rule.map_err(|accepted| LaunchError::malformed(&format!("{field}[{i}]"), &accepted))?,
+        );
     }
     AllowList::new(rules).ok_or_else(|| LaunchError::malformed(&field, NON_EMPTY))
 }
@@ -389,8 +429,10 @@ mod tests {
 
     #[test]
     fn unknown_keys_warn() {
-        let p = Manifest::from_yaml("name: x\ncolour: blue\nexports: { files: { root: o, mode: read-only, extra: 1 } }")
-            .unwrap();
+        let p = Manifest::from_yaml(
+            "name: x\ncolour: blue\nexports: { files: { root: o, mode: read-only, extra: 1 } }",
+        )
+        .unwrap();
         assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
         assert!(p.warnings[1].contains("exports.files.extra"));
     }
@@ -404,23 +446,74 @@ mod tests {
             ("name: 3", "name"),
             ("exports: {}", "name"),
             ("name: x\nexports: 3", "exports"),
-            ("name: x\nexports: { files: { mode: read-only } }", "exports.files.root"),
-            ("name: x\nexports: { files: { root: /abs, mode: read-only } }", "exports.files.root"),
-            ("name: x\nexports: { files: { root: a/../b, mode: read-only } }", "exports.files.root"),
-            ("name: x\nexports: { files: { root: out } }", "exports.files.mode"),
-            ("name: x\nexports: { files: { root: out, mode: read-write } }", "exports.files.mode"),
-            ("name: x\nexports: { files: { root: out, mode: read-only, max_bytes: 10MB } }", "exports.files.max_bytes"),
-            ("name: x\nexports: { files: { root: out, mode: read-only, max_bytes: 0 } }", "exports.files.max_bytes"),
-            ("name: x\nexports: { peer_files: { root: out, max_bytes: -1 } }", "exports.peer_files.max_bytes"),
-            ("name: x\nexports: { peer_files: { root: out, max_ttl: 1h30m } }", "exports.peer_files.max_ttl"),
-            ("name: x\nexports: { peer_files: { root: out, max_ttl: 30S } }", "exports.peer_files.max_ttl"),
-            ("name: x\nexports: { peer_files: { max_ttl: 30s } }", "exports.peer_files.root"),
-            ("name: x\ncapabilities: { peer_fetch: { allow: [] } }", "capabilities.peer_fetch.allow"),
-            ("name: x\ncapabilities: { peer_fetch: {} }", "capabilities.peer_fetch.allow"),
-            ("name: x\ncapabilities: { peer_fetch: }", "capabilities.peer_fetch.allow"),
-            ("name: x\ncapabilities: { network: { allow: [\"h/p\"] } }", "capabilities.network.allow[0]"),
-            ("name: x\ncapabilities: { network: { allow: [3] } }", "capabilities.network.allow[0]"),
-            ("name: x\nlifecycle: { after_task: nap }", "lifecycle.after_task"),
+            (
+                "name: x\nexports: { files: { mode: read-only } }",
+                "exports.files.root",
+            ),
+            (
+                "name: x\nexports: { files: { root: /abs, mode: read-only } }",
+                "exports.files.root",
+            ),
+            (
+                "name: x\nexports: { files: { root: a/../b, mode: read-only } }",
+                "exports.files.root",
+            ),
+            (
+                "name: x\nexports: { files: { root: out } }",
+                "exports.files.mode",
+            ),
+            (
+                "name: x\nexports: { files: { root: out, mode: read-write } }",
+                "exports.files.mode",
+            ),
+            (
+                "name: x\nexports: { files: { root: out, mode: read-only, max_bytes: 10MB } }",
+                "exports.files.max_bytes",
+            ),
+            (
+                "name: x\nexports: { files: { root: out, mode: read-only, max_bytes: 0 } }",
+                "exports.files.max_bytes",
+            ),
+            (
+                "name: x\nexports: { peer_files: { root: out, max_bytes: -1 } }",
+                "exports.peer_files.max_bytes",
+            ),
+            (
+                "name: x\nexports: { peer_files: { root: out, max_ttl: 1h30m } }",
+                "exports.peer_files.max_ttl",
+            ),
+            (
+                "name: x\nexports: { peer_files: { root: out, max_ttl: 30S } }",
+                "exports.peer_files.max_ttl",
+            ),
+            (
+                "name: x\nexports: { peer_files: { max_ttl: 30s } }",
+                "exports.peer_files.root",
+            ),
+            (
+                "name: x\ncapabilities: { peer_fetch: { allow: [] } }",
+                "capabilities.peer_fetch.allow",
+            ),
+            (
+                "name: x\ncapabilities: { peer_fetch: {} }",
+                "capabilities.peer_fetch.allow",
+            ),
+            (
+                "name: x\ncapabilities: { peer_fetch: }",
+                "capabilities.peer_fetch.allow",
+            ),
+            (
+                "name: x\ncapabilities: { network: { allow: [\"h/p\"] } }",
+                "capabilities.network.allow[0]",
+            ),
+            (
+                "name: x\ncapabilities: { network: { allow: [3] } }",
+                "capabilities.network.allow[0]",
+            ),
+            (
+                "name: x\nlifecycle: { after_task: nap }",
+                "lifecycle.after_task",
+            ),
         ];
         for (yaml, field) in cases {
             assert_eq!(field_of(yaml), field, "{yaml}");
@@ -433,13 +526,27 @@ mod tests {
         let refused = |yaml: &str| parse(yaml).unwrap().check_launch(&fs).err().map(|e| e.code);
         let base = "name: x\nlifecycle: { after_task: sleep }\nexports: { peer_files: { root: out";
         assert_eq!(refused(&format!("{base} }} }}")), Some("E-CAP-008"));
-        assert_eq!(refused(&format!("{base}, max_ttl: 901 }} }}")), Some("E-CAP-008"));
-        assert_eq!(refused(&format!("{base}, max_ttl: 1h }} }}")), Some("E-CAP-008"));
+        assert_eq!(
+            refused(&format!("{base}, max_ttl: 901 }} }}")),
+            Some("E-CAP-008")
+        );
+        assert_eq!(
+            refused(&format!("{base}, max_ttl: 1h }} }}")),
+            Some("E-CAP-008")
+        );
         assert_eq!(refused(&format!("{base}, max_ttl: 900s }} }}")), None);
         assert_eq!(refused(&format!("{base}, max_ttl: 15m }} }}")), None);
-        let e = parse(&format!("{base} }} }}")).unwrap().check_launch(&fs).unwrap_err();
+        let e = parse(&format!("{base} }} }}"))
+            .unwrap()
+            .check_launch(&fs)
+            .unwrap_err();
         let text = e.to_string();
-        for needle in ["exports.peer_files.max_ttl", "lifecycle.after_task: sleep", "900s", "durability"] {
+        for needle in [
+            "exports.peer_files.max_ttl",
+            "lifecycle.after_task: sleep",
+            "900s",
+            "durability",
+        ] {
             assert!(text.contains(needle), "{text}");
         }
     }
@@ -453,11 +560,13 @@ mod tests {
         fs.add_symlink("dangling", "nowhere/../../x");
         fs.add_symlink("abs", "/work/inside");
         let check = |root: &str| {
-            parse(&format!("name: x\nexports: {{ files: {{ root: {root}, mode: read-only }} }}"))
-                .unwrap()
-                .check_launch(&fs)
-                .err()
-                .map(|e| (e.code, e.message))
+            parse(&format!(
+                "name: x\nexports: {{ files: {{ root: {root}, mode: read-only }} }}"
+            ))
+            .unwrap()
+            .check_launch(&fs)
+            .err()
+            .map(|e| (e.code, e.message))
         };
         assert_eq!(check("missing"), None);
         assert_eq!(check("ok"), None);
@@ -468,7 +577,10 @@ mod tests {
             assert!(message.starts_with("exports.files.root"), "{message}");
         }
         // E-CAP-008 is checked first.
-        let m = parse("name: x\nlifecycle: { after_task: sleep }\nexports: { peer_files: { root: out } }").unwrap();
+        let m = parse(
+            "name: x\nlifecycle: { after_task: sleep }\nexports: { peer_files: { root: out } }",
+        )
+        .unwrap();
         assert_eq!(m.check_launch(&fs).unwrap_err().code, "E-CAP-008");
     }
 }

@@ -54,8 +54,7 @@ impl Address {
     /// # Errors
     /// A description of what is accepted.
     pub fn parse(text: &str) -> Result<Self, String> {
-        const ACCEPTED: &str =
-            "host, host:port, http://host[:port] or https://host[:port] (no path, query or fragment)";
+        const ACCEPTED: &str = "host, host:port, http://host[:port] or https://host[:port] (no path, query or fragment)";
         let text = text.trim();
         let (scheme, rest) = if let Some(rest) = strip_prefix_ci(text, "http://") {
             (Some(Scheme::Http), rest)
@@ -77,7 +76,11 @@ impl Address {
         }
         let (host, port) = if let Some(after) = authority.strip_prefix('[') {
             let (inside, tail) = after.split_once(']').ok_or(ACCEPTED)?;
-            if inside.is_empty() || !inside.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
+            if inside.is_empty()
+                || !inside
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+            {
                 return Err(ACCEPTED.into());
             }
             let port = match tail {
@@ -120,7 +123,11 @@ impl Address {
 
     /// The base URL to connect to, without a trailing slash.
     pub fn base_url(&self) -> String {
-        format!("{}://{}", self.effective_scheme().as_str(), self.host_port())
+        format!(
+            "{}://{}",
+            self.effective_scheme().as_str(),
+            self.host_port()
+        )
     }
 }
 
@@ -139,7 +146,8 @@ impl fmt::Display for Address {
 
 fn strip_prefix_ci<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
     let head = text.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix).then(|| &text[prefix.len()..])
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
 }
 
 fn parse_port(text: &str) -> Option<u16> {
@@ -244,8 +252,24 @@ mod tests {
     #[test]
     fn parse_refusals() {
         for bad in [
-            "", "http://", "http://h/path", "h/x", "h?q", "h#f", "u@h", "h:0", "h:65536", "h:-1",
-            "h:", "ftp://h", "h h", "[::1", "[]:80", "[zz]", "h:80:80", "https://h/a/",
+            "",
+            "http://",
+            "http://h/path",
+            "h/x",
+            "h?q",
+            "h#f",
+            "u@h",
+            "h:0",
+            "h:65536",
+            "h:-1",
+            "h:",
+            "ftp://h",
+            "h h",
+            "[::1",
+            "[]:80",
+            "[zz]",
+            "h:80:80",
+            "https://h/a/",
         ] {
             assert!(Address::parse(bad).is_err(), "{bad:?} must be refused");
         }
@@ -258,6 +282,9 @@ mod tests {
         assert_eq!(a.host_port(), "example.com:8443");
         assert_eq!(Address::parse("h").unwrap().host_port(), "h:80");
         assert_eq!(Address::parse("https://h").unwrap().host_port(), "h:443");
-        assert_eq!(Address::parse("[::1]:7").unwrap().base_url(), "http://[::1]:7");
+        assert_eq!(
+            Address::parse("[::1]:7").unwrap().base_url(),
+            "http://[::1]:7"
+        );
     }
 }

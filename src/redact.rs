@@ -50,11 +50,8 @@ pub fn redact_json(value: &mut serde_json::Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(redact_json),
         Value::Object(map) => {
-            let dirty_keys: Vec<String> = map
-                .keys()
-                .filter(|k| k.contains(PREFIX))
-                .cloned()
-                .collect();
+            let dirty_keys: Vec<String> =
+                map.keys().filter(|k| k.contains(PREFIX)).cloned().collect();
             for key in dirty_keys {
                 if let Some(v) = map.shift_remove(&key) {
                     map.insert(redact_tokens(&key).into_owned(), v);

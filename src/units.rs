@@ -26,7 +26,12 @@ pub fn parse_byte_size(value: &Value) -> Option<u64> {
 /// `1h30m`, `5min`, `30S`, `1.5h`, `0` and overflow are refused.
 pub fn parse_duration_secs(value: &Value) -> Option<u64> {
     // Positive, and small enough that its milliseconds fit an `exp` (i64).
-    let usable = |secs: &u64| *secs > 0 && secs.checked_mul(1000).is_some_and(|ms| i64::try_from(ms).is_ok());
+    let usable = |secs: &u64| {
+        *secs > 0
+            && secs
+                .checked_mul(1000)
+                .is_some_and(|ms| i64::try_from(ms).is_ok())
+    };
     match value {
         Value::Number(n) => n.as_u64().filter(usable),
         Value::String(s) => {
@@ -61,9 +66,22 @@ mod tests {
         assert_eq!(parse_byte_size(&json!("1Gi")), Some(1 << 30));
         assert_eq!(parse_byte_size(&json!("512")), Some(512));
         for bad in [
-            json!(0), json!(-1), json!(1.5), json!("10MB"), json!("1.5Mi"), json!("0"), json!("0Ki"),
-            json!("10mi"), json!("Mi"), json!(""), json!("1 Mi"), json!("+1"), json!(null),
-            json!(true), json!("99999999999999999999Gi"), json!("18014398509481984Gi"),
+            json!(0),
+            json!(-1),
+            json!(1.5),
+            json!("10MB"),
+            json!("1.5Mi"),
+            json!("0"),
+            json!("0Ki"),
+            json!("10mi"),
+            json!("Mi"),
+            json!(""),
+            json!("1 Mi"),
+            json!("+1"),
+            json!(null),
+            json!(true),
+            json!("99999999999999999999Gi"),
+            json!("18014398509481984Gi"),
         ] {
             assert_eq!(parse_byte_size(&bad), None, "{bad}");
         }
@@ -78,9 +96,20 @@ mod tests {
         assert_eq!(parse_duration_secs(&json!("2d")), Some(172_800));
         assert_eq!(parse_duration_secs(&json!("45")), Some(45));
         for bad in [
-            json!(0), json!(-5), json!(1.5), json!("1h30m"), json!("5min"), json!("30S"),
-            json!("1.5h"), json!("0s"), json!(""), json!("h"), json!("1 h"), json!([]),
-            json!("99999999999999999999d"), json!(u64::MAX),
+            json!(0),
+            json!(-5),
+            json!(1.5),
+            json!("1h30m"),
+            json!("5min"),
+            json!("30S"),
+            json!("1.5h"),
+            json!("0s"),
+            json!(""),
+            json!("h"),
+            json!("1 h"),
+            json!([]),
+            json!("99999999999999999999d"),
+            json!(u64::MAX),
         ] {
             assert_eq!(parse_duration_secs(&bad), None, "{bad}");
         }

@@ -140,7 +140,10 @@ mod tests {
         assert!(!format!("{store:?}").contains(&crate::hex::encode(&tag)));
         store.destroy();
         assert!(store.sign(&[b"ab"]).is_none());
-        assert!(!store.verify(&[b"ab"], &tag), "destroyed key verifies nothing");
+        assert!(
+            !store.verify(&[b"ab"], &tag),
+            "destroyed key verifies nothing"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 ///
 /// # Panics
 /// If the OS has no random source at all; nothing secure can be done without one.
+#[allow(clippy::disallowed_methods)] // the one place randomness is drawn
 pub fn bytes<const N: usize>() -> [u8; N] {
     let mut out = [0u8; N];
     getrandom::fill(&mut out).expect("the operating system's random source failed");

@@ -88,8 +88,8 @@ impl RecordingTraceSink {
 
 impl TraceSink for RecordingTraceSink {
     fn append_line(&self, line: &[u8]) -> io::Result<()> {
-        let text = std::str::from_utf8(line)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let text =
+            std::str::from_utf8(line).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let text = text.strip_suffix('\n').ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidData, "trace line without newline")
         })?;
@@ -107,7 +107,10 @@ pub struct FailingTraceSink;
 
 impl TraceSink for FailingTraceSink {
     fn append_line(&self, _line: &[u8]) -> io::Result<()> {
-        Err(io::Error::new(io::ErrorKind::StorageFull, "trace sink refuses"))
+        Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            "trace sink refuses",
+        ))
     }
 }
 

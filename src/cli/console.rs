@@ -9,15 +9,15 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Answers one console line.
 pub(crate) async fn answer(capsule: &Capsule, line: &str) -> Value {
-    let invalid = |why: &str| {
-        json!({"ok": false, "error": {"code": Code::InvalidRequest.as_str(), "message": why}})
-    };
+    let invalid = |why: &str| json!({"ok": false, "error": {"code": Code::InvalidRequest.as_str(), "message": why}});
     let Ok(request) = serde_json::from_str::<Value>(line) else {
         return invalid("each line must be one JSON object");
     };
     match request.get("op").and_then(Value::as_str) {
         Some("tools") => json!({"ok": true, "result": capsule.tools().names()}),
-        Some("task-complete") => json!({"ok": true, "result": {"generation": capsule.task_completed()}}),
+        Some("task-complete") => {
+            json!({"ok": true, "result": {"generation": capsule.task_completed()}})
+        }
         Some("call") => {
             let Some(tool) = request.get("tool").and_then(Value::as_str) else {
                 return invalid("`call` needs a string `tool`");

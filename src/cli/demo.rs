@@ -48,12 +48,19 @@ pub(crate) async fn run() -> ExitCode {
 }
 
 #[allow(clippy::disallowed_methods)] // the demo builds its own temporary world
-async fn start(root: &Path, name: &str, yaml: impl Fn(u16) -> String, listener: TcpListener) -> Result<Running, String> {
+async fn start(
+    root: &Path,
+    name: &str,
+    yaml: impl Fn(u16) -> String,
+    listener: TcpListener,
+) -> Result<Running, String> {
     let workdir = root.join(name);
     let trace = root.join(format!("trace-{name}.jsonl"));
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let url = format!("http://127.0.0.1:{port}");
-    let manifest = Manifest::from_yaml(&yaml(port)).map_err(|e| e.to_string())?.manifest;
+    let manifest = Manifest::from_yaml(&yaml(port))
+        .map_err(|e| e.to_string())?
+        .manifest;
     let fs = OsFilesystem::open(&workdir).map_err(|e| e.to_string())?;
     let mut config = CapsuleConfig::new(url.clone())?;
     config.containment = Containment::Sealed;
@@ -78,7 +85,11 @@ async fn start(root: &Path, name: &str, yaml: impl Fn(u16) -> String, listener: 
         };
         let _ = serve(listener, router, ListenerConfig::default(), shutdown).await;
     });
-    step(&format!("capsule {} ({}) listening on {url}", name.to_uppercase(), capsule.audience()));
+    step(&format!(
+        "capsule {} ({}) listening on {url}",
+        name.to_uppercase(),
+        capsule.audience()
+    ));
     Ok(Running {
         capsule,
         address: Address::parse(&url)?,
@@ -88,9 +99,17 @@ async fn start(root: &Path, name: &str, yaml: impl Fn(u16) -> String, listener: 
     })
 }
 
-async fn get(client: &PeerClient, to: &Address, path: &str, audience: Option<&str>) -> Result<PeerResponse, String> {
+async fn get(
+    client: &PeerClient,
+    to: &Address,
+    path: &str,
+    audience: Option<&str>,
+) -> Result<PeerResponse, String> {
     let headers = match audience {
-        Some(a) => vec![(AUDIENCE, http::HeaderValue::from_str(a).map_err(|e| e.to_string())?)],
+        Some(a) => vec![(
+            AUDIENCE,
+            http::HeaderValue::from_str(a).map_err(|e| e.to_string())?,
+        )],
         None => vec![],
     };
     let limits = Limits {
@@ -98,7 +117,10 @@ async fn get(client: &PeerClient, to: &Address, path: &str, audience: Option<&st
         total: Duration::from_secs(30),
         max_body: 64 << 20,
     };
-    client.get(to, path, &headers, limits).await.map_err(|e| format!("{e:?}"))
+    client
+        .get(to, path, &headers, limits)
+        .await
+        .map_err(|e| format!("{e:?}"))
 }
 
 fn check(ok: bool, what: &str) -> Result<(), String> {
@@ -121,8 +143,12 @@ async fn demo() -> Result<String, String> {
     std::fs::write(root.join("a/secret.txt"), "not exported\n").map_err(|e| e.to_string())?;
     step(&format!("workdirs under {}", root.display()));
 
-    let listener_a = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-    let listener_b = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let listener_a = TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let listener_b = TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
     let port_a = listener_a.local_addr().map_err(|e| e.to_string())?.port();
     let a = start(
         root,
@@ -138,7 +164,11 @@ async fn demo() -> Result<String, String> {
     let b = start(
         root,
         "b",
-        move |_| format!("name: reader\ncapabilities:\n  peer_fetch: {{ allow: [\"127.0.0.1:{port_a}\"] }}\n"),
+        move |_| {
+            format!(
+                "name: reader\ncapabilities:\n  peer_fetch: {{ allow: [\"127.0.0.1:{port_a}\"] }}\n"
+            )
+        },
         listener_b,
     )
     .await?;
@@ -148,7 +178,10 @@ async fn demo() -> Result<String, String> {
     let listing = get(&client, &a.address, "/resources/files", None).await?;
     let listing_json: Value = serde_json::from_slice(&listing.body).map_err(|e| e.to_string())?;
     let listed = listing_json["entries"].as_array().map_or(0, Vec::len);
-    check(listing.status == 200 && listed == 2, "operator lists 2 files under out/")?;
+    check(
+        listing.status == 200 && listed == 2,
+        "operator lists 2 files under out/",
+    )?;
 
     // 2. The operator reads one file.
     let read = get(&client, &a.address, "/resources/files/report.md", None).await?;
@@ -159,19 +192,37 @@ async fn demo() -> Result<String, String> {
         .unwrap_or_default()
         .trim_matches('"')
         .to_owned();
-    let expected_etag = format!("sha256:{}", resource_plane::hex::sha256_hex(REPORT.as_bytes()));
-    check(read.status == 200 && etag == expected_etag && read.body == REPORT.as_bytes(), "operator reads report.md with a matching etag")?;
+    let expected_etag = format!(
+        "sha256:{}",
+        resource_plane::hex::sha256_hex(REPORT.as_bytes())
+    );
+    check(
+        read.status == 200 && etag == expected_etag && read.body == REPORT.as_bytes(),
+        "operator reads report.md with a matching etag",
+    )?;
 
     // 3. Escapes are refused.
-    let escape = get(&client, &a.address, "/resources/files/..%2Fsecret.txt", None).await?;
-    check(escape.status == 403, "a path escaping the root is refused with 403 outside_root")?;
+    let escape = get(
+        &client,
+        &a.address,
+        "/resources/files/..%2Fsecret.txt",
+        None,
+    )
+    .await?;
+    check(
+        escape.status == 403,
+        "a path escaping the root is refused with 403 outside_root",
+    )?;
 
     // 4. A shares report.md with B.
     let port_b = b.address.effective_port();
     let shared = a
         .capsule
         .tools()
-        .call("share-file", json!({"path": "report.md", "peer": format!("127.0.0.1:{port_b}")}))
+        .call(
+            "share-file",
+            json!({"path": "report.md", "peer": format!("127.0.0.1:{port_b}")}),
+        )
         .await
         .map_err(|e| format!("share-file: {} {}", e.code, e.message))?;
     let token = shared["handle"].as_str().unwrap_or_default().to_owned();
@@ -185,25 +236,48 @@ async fn demo() -> Result<String, String> {
     let fetched = b
         .capsule
         .tools()
-        .call("fetch-peer-file", json!({"peer": format!("127.0.0.1:{port_a}"), "handle": token}))
+        .call(
+            "fetch-peer-file",
+            json!({"peer": format!("127.0.0.1:{port_a}"), "handle": token}),
+        )
         .await
         .map_err(|e| format!("fetch-peer-file: {} {}", e.code, e.message))?;
     let fetched_path = fetched["path"].as_str().unwrap_or_default().to_owned();
     let fetched_sha = fetched["sha256"].as_str().unwrap_or_default().to_owned();
     let landed = std::fs::read(root.join("b").join(&fetched_path)).map_err(|e| e.to_string())?;
     check(
-        fetched_path.starts_with("peer-in/") && landed == REPORT.as_bytes() && format!("sha256:{fetched_sha}") == etag,
+        fetched_path.starts_with("peer-in/")
+            && landed == REPORT.as_bytes()
+            && format!("sha256:{fetched_sha}") == etag,
         &format!("B fetched the file into {fetched_path}"),
     )?;
 
     // 6. A forged handle is refused, identically to any other forgery.
     let forged = forge(&token);
-    let refused = get(&client, &a.address, &format!("/resources/peer/{forged}"), Some(b.capsule.audience())).await?;
+    let refused = get(
+        &client,
+        &a.address,
+        &format!("/resources/peer/{forged}"),
+        Some(b.capsule.audience()),
+    )
+    .await?;
     let body: Value = serde_json::from_slice(&refused.body).unwrap_or(Value::Null);
     let forgery = body["error"].as_str().unwrap_or_default().to_owned();
-    check(refused.status == 403 && forgery == "handle_not_valid", "a forged handle is refused with 403 handle_not_valid")?;
-    let third = get(&client, &a.address, &format!("/resources/peer/{token}"), Some("mallory@127.0.0.1:1")).await?;
-    check(third.status == 403 && third.body == refused.body, "a third capsule's audience gets the same refusal")?;
+    check(
+        refused.status == 403 && forgery == "handle_not_valid",
+        "a forged handle is refused with 403 handle_not_valid",
+    )?;
+    let third = get(
+        &client,
+        &a.address,
+        &format!("/resources/peer/{token}"),
+        Some("mallory@127.0.0.1:1"),
+    )
+    .await?;
+    check(
+        third.status == 403 && third.body == refused.body,
+        "a third capsule's audience gets the same refusal",
+    )?;
 
     // 7. Shut both down and summarise the traces.
     for running in [&a, &b] {
@@ -216,13 +290,26 @@ async fn demo() -> Result<String, String> {
     let mut lines = Vec::new();
     for (label, trace) in [("A", &a.trace), ("B", &b.trace)] {
         let text = std::fs::read_to_string(trace).map_err(|e| e.to_string())?;
-        check(!text.contains("mh1."), &format!("trace {label} holds no token"))?;
+        check(
+            !text.contains("mh1."),
+            &format!("trace {label} holds no token"),
+        )?;
         let mut kinds = std::collections::BTreeMap::<String, usize>::new();
         for line in text.lines() {
-            let event: Value = serde_json::from_str(line).map_err(|e| format!("trace {label}: {e}"))?;
-            *kinds.entry(format!("{}:{}", event["event_type"].as_str().unwrap_or("?"), event["outcome"].as_str().unwrap_or("?"))).or_default() += 1;
+            let event: Value =
+                serde_json::from_str(line).map_err(|e| format!("trace {label}: {e}"))?;
+            *kinds
+                .entry(format!(
+                    "{}:{}",
+                    event["event_type"].as_str().unwrap_or("?"),
+                    event["outcome"].as_str().unwrap_or("?")
+                ))
+                .or_default() += 1;
         }
-        step(&format!("trace {label}: {} lines {kinds:?}", text.lines().count()));
+        step(&format!(
+            "trace {label}: {} lines {kinds:?}",
+            text.lines().count()
+        ));
         lines.push(text.lines().count());
     }
     Ok(json!({

@@ -96,7 +96,10 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         .filter(|p| p.is_dir())
         .ok_or_else(|| {
             cli_error(
-                format!("--workdir {}: not an existing directory", args.workdir.display()),
+                format!(
+                    "--workdir {}: not an existing directory",
+                    args.workdir.display()
+                ),
                 "create the workdir first; serve never creates it",
             )
         })?;
@@ -108,7 +111,10 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         Some(path) => (path.clone(), false),
         None => {
             let dir = std::env::temp_dir().join("resource-plane-traces");
-            (dir.join(format!("trace-{}.jsonl", std::process::id())), true)
+            (
+                dir.join(format!("trace-{}.jsonl", std::process::id())),
+                true,
+            )
         }
     };
     let trace_parent = if default_trace {
@@ -119,7 +125,10 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     match trace_parent {
         None => {
             return Err(cli_error(
-                format!("--trace {}: its directory does not exist", trace_path.display()),
+                format!(
+                    "--trace {}: its directory does not exist",
+                    trace_path.display()
+                ),
                 "pass a trace path in an existing directory outside the workdir",
             ));
         }
@@ -134,23 +143,32 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     let extra_ca: Vec<&Path> = args.peer_ca.iter().map(PathBuf::as_path).collect();
     let peer_tls = resource_plane::backends::tls::client_config(&extra_ca)
         .map_err(|e| cli_error(format!("--peer-ca: {e}"), "pass PEM certificate files"))?;
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| cli_error(format!("--listen {}: {e}", args.listen), "choose a free address"))?;
+    let listener = TcpListener::bind(args.listen).await.map_err(|e| {
+        cli_error(
+            format!("--listen {}: {e}", args.listen),
+            "choose a free address",
+        )
+    })?;
     let bound = listener
         .local_addr()
         .map_err(|e| cli_error(format!("--listen: {e}"), "choose a free address"))?;
-    let url = args.url.clone().unwrap_or_else(|| format!("http://{bound}"));
+    let url = args
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("http://{bound}"));
 
-    if default_trace {
-        if let Some(dir) = trace_path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| cli_error(format!("trace directory: {e}"), "pass --trace"))?;
-        }
+    if default_trace && let Some(dir) = trace_path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| cli_error(format!("trace directory: {e}"), "pass --trace"))?;
     }
-    let sink = JsonlTraceSink::open(&trace_path)
-        .map_err(|e| cli_error(format!("trace {}: {e}", trace_path.display()), "pass a writable --trace"))?;
-    let mut config = CapsuleConfig::new(url.clone()).map_err(|e| cli_error(e, "check the system's TLS roots"))?;
+    let sink = JsonlTraceSink::open(&trace_path).map_err(|e| {
+        cli_error(
+            format!("trace {}: {e}", trace_path.display()),
+            "pass a writable --trace",
+        )
+    })?;
+    let mut config = CapsuleConfig::new(url.clone())
+        .map_err(|e| cli_error(e, "check the system's TLS roots"))?;
     config.containment = args.containment;
     config.fetch_max_bytes = args.fetch_max_bytes;
     config.peer_tls = peer_tls;
@@ -193,7 +211,14 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     let shutdown = async move {
         let _ = stop_rx.wait_for(|stop| *stop).await;
     };
-    if let Err(e) = serve(listener, capsule.router(), ListenerConfig::default(), shutdown).await {
+    if let Err(e) = serve(
+        listener,
+        capsule.router(),
+        ListenerConfig::default(),
+        shutdown,
+    )
+    .await
+    {
         tracing::error!("listener failed: {e}");
     }
     capsule.end_session();
@@ -202,7 +227,10 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         std::future::pending::<()>().await;
         return;
     };

@@ -22,6 +22,27 @@ pub struct Limits {
     pub max_body: u64,
 }
 
+/// The time limits of the two outbound requests a capsule makes (D-8, D-10.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerTimeouts {
+    /// Time to establish TCP and TLS (default 5 s).
+    pub connect: Duration,
+    /// Time for a whole agent-card fetch (default 5 s).
+    pub card_total: Duration,
+    /// Time for a whole redeem (default 60 s).
+    pub fetch_total: Duration,
+}
+
+impl Default for PeerTimeouts {
+    fn default() -> Self {
+        PeerTimeouts {
+            connect: Duration::from_secs(5),
+            card_total: Duration::from_secs(5),
+            fetch_total: Duration::from_secs(60),
+        }
+    }
+}
+
 /// A completed exchange.
 #[derive(Debug)]
 pub struct PeerResponse {
@@ -67,7 +88,11 @@ impl PeerClient {
     ) -> Result<PeerResponse, ClientError> {
         tokio::time::timeout(limits.total, self.exchange(target, path, headers, limits))
             .await
-            .unwrap_or_else(|_| Err(ClientError::Unreachable("the peer did not finish in time".into())))
+            .unwrap_or_else(|_| {
+                Err(ClientError::Unreachable(
+                    "the peer did not finish in time".into(),
+                ))
+            })
     }
 
     async fn exchange(
@@ -77,8 +102,14 @@ impl PeerClient {
         headers: &[(HeaderName, HeaderValue)],
         limits: Limits,
     ) -> Result<PeerResponse, ClientError> {
-        let unreachable = |what: &str, e: &dyn std::fmt::Display| ClientError::Unreachable(format!("{what}: {e}"));
-        let host = target.host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let unreachable = |what: &str, e: &dyn std::fmt::Display| {
+            ClientError::Unreachable(format!("{what}: {e}"))
+        };
+        let host = target
+            .host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
         let port = target.effective_port();
         let tcp = tokio::time::timeout(limits.connect, TcpStream::connect((host.as_str(), port)))
             .await
@@ -111,7 +142,11 @@ impl PeerClient {
     }
 }
 
-async fn send<IO>(io: IO, request: Request<Empty<Bytes>>, max_body: u64) -> Result<PeerResponse, ClientError>
+async fn send<IO>(
+    io: IO,
+    request: Request<Empty<Bytes>>,
+    max_body: u64,
+) -> Result<PeerResponse, ClientError>
 where
     IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -127,15 +162,13 @@ where
             .await
             .map_err(|e| ClientError::Unreachable(format!("request: {e}")))?;
         let (parts, mut body) = response.into_parts();
-        if let Some(length) = parts
+        let declared_length = parts
             .headers
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            if length > max_body {
-                return Err(ClientError::TooLarge);
-            }
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared_length.is_some_and(|length| length > max_body) {
+            return Err(ClientError::TooLarge);
         }
         let mut collected = BytesMut::new();
         while let Some(frame) = body.frame().await {

@@ -42,7 +42,8 @@ pub fn header_text(text: &str) -> HeaderValue {
 
 fn base(status: u16, content_type: HeaderValue, body: PlaneBody) -> Response<PlaneBody> {
     let mut response = Response::new(body);
-    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, content_type);
     headers.insert(CONNECTION, CLOSE);
@@ -51,9 +52,17 @@ fn base(status: u16, content_type: HeaderValue, body: PlaneBody) -> Response<Pla
 
 /// `{"error":…,"message":…}` with the code's status, `x-murmur-generation` when the route is a
 /// plane route, `allow: GET` on 405 and `x-murmur-handle-id` when a token was present.
-pub fn refusal(code: Code, generation: Option<u64>, handle_id: Option<&str>) -> Response<PlaneBody> {
+pub fn refusal(
+    code: Code,
+    generation: Option<u64>,
+    handle_id: Option<&str>,
+) -> Response<PlaneBody> {
     let body = serde_json::json!({"error": code.as_str(), "message": code.message()});
-    let mut response = base(code.status(), JSON, serde_json::to_vec(&body).unwrap_or_default().into());
+    let mut response = base(
+        code.status(),
+        JSON,
+        serde_json::to_vec(&body).unwrap_or_default().into(),
+    );
     let headers = response.headers_mut();
     if let Some(generation) = generation {
         headers.insert(GENERATION, HeaderValue::from(generation));

@@ -129,7 +129,12 @@ impl Router {
 
     /// Answers one request synchronously (blocking). `audience` holds every
     /// `x-murmur-audience` value sent, in order.
-    pub fn respond(&self, method: &Method, raw_path: &str, audience: &[&[u8]]) -> Response<PlaneBody> {
+    pub fn respond(
+        &self,
+        method: &Method,
+        raw_path: &str,
+        audience: &[&[u8]],
+    ) -> Response<PlaneBody> {
         let generation = self.mounted.generation.current();
         match Route::of(raw_path) {
             Route::Foreign => response::refusal(Code::NotFound, None, None),
@@ -144,8 +149,16 @@ impl Router {
             Route::Read(raw) => self.read(method, raw, generation),
             Route::OtherResource => {
                 let path = Some(strip_query(raw_path).to_owned());
-                let code = if method == Method::GET { Code::NotFound } else { Code::MethodNotAllowed };
-                self.traced_read_refusal(path, Refusal::new(code, "no such route under /resources"), generation)
+                let code = if method == Method::GET {
+                    Code::NotFound
+                } else {
+                    Code::MethodNotAllowed
+                };
+                self.traced_read_refusal(
+                    path,
+                    Refusal::new(code, "no such route under /resources"),
+                    generation,
+                )
             }
             Route::PeerIndex => self.redeem(method, None, audience, generation),
             Route::Redeem(token) => self.redeem(method, Some(token), audience, generation),
@@ -174,12 +187,22 @@ impl Router {
     }
 
     fn listing(&self, method: &Method, generation: u64) -> Response<PlaneBody> {
-        let root = self.mounted.files.as_ref().map(|p| p.scope().root.declared().to_owned());
+        let root = self
+            .mounted
+            .files
+            .as_ref()
+            .map(|p| p.scope().root.declared().to_owned());
         let result = if method != Method::GET {
-            Err(Refusal::new(Code::MethodNotAllowed, format!("method {method}")))
+            Err(Refusal::new(
+                Code::MethodNotAllowed,
+                format!("method {method}"),
+            ))
         } else {
             match &self.mounted.files {
-                None => Err(Refusal::new(Code::NoResourcePlane, "exports.files is not declared")),
+                None => Err(Refusal::new(
+                    Code::NoResourcePlane,
+                    "exports.files is not declared",
+                )),
                 Some(plane) => plane.list().map(|entries| (plane.clone(), entries)),
             }
         };
@@ -217,7 +240,12 @@ impl Router {
                     outcome: refusal.code.as_str(),
                     reason: Some(refusal.reason),
                 };
-                self.traced(&event, response::refusal(refusal.code, Some(generation), None), generation, None)
+                self.traced(
+                    &event,
+                    response::refusal(refusal.code, Some(generation), None),
+                    generation,
+                    None,
+                )
             }
         }
     }
@@ -226,10 +254,16 @@ impl Router {
         let raw = strip_query(raw);
         let decoded = percent_decode_strict(raw).unwrap_or_else(|_| raw.to_owned());
         let result = if method != Method::GET {
-            Err(Refusal::new(Code::MethodNotAllowed, format!("method {method}")))
+            Err(Refusal::new(
+                Code::MethodNotAllowed,
+                format!("method {method}"),
+            ))
         } else {
             match &self.mounted.files {
-                None => Err(Refusal::new(Code::NoResourcePlane, "exports.files is not declared")),
+                None => Err(Refusal::new(
+                    Code::NoResourcePlane,
+                    "exports.files is not declared",
+                )),
                 Some(plane) => plane.read(raw).map(|file| (plane.clone(), file)),
             }
         };
@@ -256,7 +290,12 @@ impl Router {
         }
     }
 
-    fn traced_read_refusal(&self, path: Option<String>, refusal: Refusal, generation: u64) -> Response<PlaneBody> {
+    fn traced_read_refusal(
+        &self,
+        path: Option<String>,
+        refusal: Refusal,
+        generation: u64,
+    ) -> Response<PlaneBody> {
         let event = ResourceRead {
             path,
             outcome: refusal.code.as_str(),
@@ -266,17 +305,37 @@ impl Router {
             containment_achieved: self.containment(),
             reason: Some(refusal.reason),
         };
-        self.traced(&event, response::refusal(refusal.code, Some(generation), None), generation, None)
+        self.traced(
+            &event,
+            response::refusal(refusal.code, Some(generation), None),
+            generation,
+            None,
+        )
     }
 
-    fn redeem(&self, method: &Method, token: Option<&str>, audience: &[&[u8]], generation: u64) -> Response<PlaneBody> {
+    fn redeem(
+        &self,
+        method: &Method,
+        token: Option<&str>,
+        audience: &[&[u8]],
+        generation: u64,
+    ) -> Response<PlaneBody> {
         let token = token.map(strip_query);
         let early = if method != Method::GET {
-            Some(Refusal::new(Code::MethodNotAllowed, format!("method {method}")))
+            Some(Refusal::new(
+                Code::MethodNotAllowed,
+                format!("method {method}"),
+            ))
         } else if self.mounted.peer.is_none() {
-            Some(Refusal::new(Code::NoPeerPlane, "exports.peer_files is not declared"))
+            Some(Refusal::new(
+                Code::NoPeerPlane,
+                "exports.peer_files is not declared",
+            ))
         } else if token.is_none() {
-            Some(Refusal::new(Code::NotFound, "the peer plane cannot be enumerated"))
+            Some(Refusal::new(
+                Code::NotFound,
+                "the peer plane cannot be enumerated",
+            ))
         } else {
             None
         };
@@ -285,9 +344,9 @@ impl Router {
             (early, _, token) => crate::planes::Redeem {
                 handle_id: token.map(crate::hex::handle_id),
                 path: None,
-                audience_asserted: audience
-                    .first()
-                    .map(|a| String::from_utf8_lossy(&crate::planes::normalise_audience(a)).into_owned()),
+                audience_asserted: audience.first().map(|a| {
+                    String::from_utf8_lossy(&crate::planes::normalise_audience(a)).into_owned()
+                }),
                 result: Err(early.unwrap_or_else(|| Refusal::new(Code::NotFound, "no token"))),
             },
         };
@@ -311,12 +370,14 @@ impl Router {
                 );
                 self.plane_headers(&mut ok, generation, None);
                 if let Some(id) = &handle_id {
-                    ok.headers_mut().insert(HANDLE_ID, response::header_text(id));
+                    ok.headers_mut()
+                        .insert(HANDLE_ID, response::header_text(id));
                 }
                 (event, ok)
             }
             Err(refusal) => {
-                let response = response::refusal(refusal.code, Some(generation), handle_id.as_deref());
+                let response =
+                    response::refusal(refusal.code, Some(generation), handle_id.as_deref());
                 let event = PeerHandleRedeem {
                     handle_id: redeem.handle_id,
                     path: redeem.path,
@@ -333,7 +394,12 @@ impl Router {
         self.traced(&event, response, generation, handle_id.as_deref())
     }
 
-    fn plane_headers(&self, response: &mut Response<PlaneBody>, generation: u64, export_root: Option<&str>) {
+    fn plane_headers(
+        &self,
+        response: &mut Response<PlaneBody>,
+        generation: u64,
+        export_root: Option<&str>,
+    ) {
         let headers = response.headers_mut();
         headers.insert(GENERATION, HeaderValue::from(generation));
         headers.insert(CONTAINMENT, HeaderValue::from_static(self.containment()));
@@ -356,7 +422,10 @@ mod tests {
         assert_eq!(Route::of("/resources/files%2Fa"), Route::OtherResource);
         assert_eq!(Route::of("/resources/peer"), Route::PeerIndex);
         assert_eq!(Route::of("/resources/peer/"), Route::PeerIndex);
-        assert_eq!(Route::of("/resources/peer/mh1.a.b"), Route::Redeem("mh1.a.b"));
+        assert_eq!(
+            Route::of("/resources/peer/mh1.a.b"),
+            Route::Redeem("mh1.a.b")
+        );
         assert_eq!(Route::of("/resources"), Route::OtherResource);
         assert_eq!(Route::of("/resources/"), Route::OtherResource);
         assert_eq!(Route::of("/resources/filesx"), Route::OtherResource);

@@ -56,9 +56,12 @@ pub fn parse(token: &str) -> Option<ParsedToken<'_>> {
         return None;
     }
     let mut segments = token.split('.');
-    let (Some("mh1"), Some(payload_b64), Some(mac_b64), None) =
-        (segments.next(), segments.next(), segments.next(), segments.next())
-    else {
+    let (Some("mh1"), Some(payload_b64), Some(mac_b64), None) = (
+        segments.next(),
+        segments.next(),
+        segments.next(),
+        segments.next(),
+    ) else {
         return None;
     };
     let payload_bytes = URL_SAFE_NO_PAD.decode(payload_b64).ok()?;
@@ -127,7 +130,11 @@ mod tests {
     fn payload_key_order_and_roundtrip() {
         let b64 = encode_payload(&sample());
         let json = URL_SAFE_NO_PAD.decode(&b64).unwrap();
-        assert!(String::from_utf8(json).unwrap().starts_with(r#"{"v":1,"iss":"ses_0123","p":"report.md","exp":1755950300000,"n":""#));
+        assert!(
+            String::from_utf8(json).unwrap().starts_with(
+                r#"{"v":1,"iss":"ses_0123","p":"report.md","exp":1755950300000,"n":""#
+            )
+        );
         let token = assemble(&b64, &[9; 32]);
         let parsed = parse(&token).unwrap();
         assert_eq!(parsed.payload, sample());
@@ -157,11 +164,23 @@ mod tests {
             format!("mh1.{payload}%2e.{mac}"),
             format!("mh1.{}.{mac}", json("not json")),
             format!("mh1.{}.{mac}", json("[1]")),
-            format!("mh1.{}.{mac}", json(r#"{"v":2,"iss":"s","p":"a","exp":1,"n":"x"}"#)),
-            format!("mh1.{}.{mac}", json(r#"{"v":"1","iss":"s","p":"a","exp":1,"n":"x"}"#)),
-            format!("mh1.{}.{mac}", json(r#"{"v":1,"iss":"s","p":"a","exp":1.5,"n":"x"}"#)),
+            format!(
+                "mh1.{}.{mac}",
+                json(r#"{"v":2,"iss":"s","p":"a","exp":1,"n":"x"}"#)
+            ),
+            format!(
+                "mh1.{}.{mac}",
+                json(r#"{"v":"1","iss":"s","p":"a","exp":1,"n":"x"}"#)
+            ),
+            format!(
+                "mh1.{}.{mac}",
+                json(r#"{"v":1,"iss":"s","p":"a","exp":1.5,"n":"x"}"#)
+            ),
             format!("mh1.{}.{mac}", json(r#"{"v":1,"iss":"s","p":"a","exp":1}"#)),
-            format!("mh1.{}.{mac}", json(r#"{"v":1,"iss":7,"p":"a","exp":1,"n":"x"}"#)),
+            format!(
+                "mh1.{}.{mac}",
+                json(r#"{"v":1,"iss":7,"p":"a","exp":1,"n":"x"}"#)
+            ),
             format!("mh1.{}.{mac}", "A".repeat(MAX_TOKEN_LEN)),
         ];
         for case in cases {

@@ -108,7 +108,11 @@ impl PeerPlane for HmacPeerPlane {
 
         // 1. Shape.
         let Some(token) = handle::parse(raw_token) else {
-            return refuse(Code::MalformedHandle, "the token is not a well-formed mh1 v1 handle", None);
+            return refuse(
+                Code::MalformedHandle,
+                "the token is not a well-formed mh1 v1 handle",
+                None,
+            );
         };
         // 2. Audience: exactly one header, non-empty after trimming.
         let audience = match audience {

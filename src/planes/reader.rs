@@ -46,7 +46,11 @@ pub struct ExportScope {
     pub containment: Containment,
 }
 
-fn open(fs: &dyn Filesystem, scope: &ExportScope, target: &RelPath) -> Result<Box<dyn OpenFile>, Refusal> {
+fn open(
+    fs: &dyn Filesystem,
+    scope: &ExportScope,
+    target: &RelPath,
+) -> Result<Box<dyn OpenFile>, Refusal> {
     let root = fs.open_root(&scope.root, scope.containment)?;
     Ok(root.open_file(target)?)
 }
@@ -55,7 +59,11 @@ fn open(fs: &dyn Filesystem, scope: &ExportScope, target: &RelPath) -> Result<Bo
 ///
 /// # Errors
 /// `not_found`, `outside_root`, `symlink_refused`, `not_a_regular_file`, `io_error`.
-pub fn probe_file(fs: &dyn Filesystem, scope: &ExportScope, target: &RelPath) -> Result<(), Refusal> {
+pub fn probe_file(
+    fs: &dyn Filesystem,
+    scope: &ExportScope,
+    target: &RelPath,
+) -> Result<(), Refusal> {
     open(fs, scope, target).map(drop)
 }
 
@@ -82,14 +90,18 @@ pub fn read_file(
     }
     let limit = scope.max_bytes.saturating_add(1);
     let permit = budget.map(|b| b.acquire_blocking(meta.size.saturating_add(1).min(limit)));
-    let mut buffer = Vec::with_capacity(usize::try_from(meta.size.saturating_add(1).min(limit)).unwrap_or(0));
+    let mut buffer =
+        Vec::with_capacity(usize::try_from(meta.size.saturating_add(1).min(limit)).unwrap_or(0));
     file.take(limit)
         .read_to_end(&mut buffer)
         .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;
     if buffer.len() as u64 > scope.max_bytes {
         return Err(Refusal::new(
             Code::TooLarge,
-            format!("the file grew past max_bytes {} during the read", scope.max_bytes),
+            format!(
+                "the file grew past max_bytes {} during the read",
+                scope.max_bytes
+            ),
         ));
     }
     let sha256 = crate::hex::encode(&Sha256::digest(&buffer));
@@ -119,7 +131,9 @@ pub fn list_files(fs: &dyn Filesystem, scope: &ExportScope) -> Result<Vec<Listin
     let mut entries = Vec::with_capacity(candidates.len());
     let mut buffer = vec![0u8; 64 * 1024];
     for path in candidates {
-        let Ok(mut file) = root.open_file(&path) else { continue };
+        let Ok(mut file) = root.open_file(&path) else {
+            continue;
+        };
         let mtime_ms = file.meta().mtime_ms;
         let mut hasher = Sha256::new();
         let mut size = 0u64;

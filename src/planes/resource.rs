@@ -1,7 +1,7 @@
 //! The operator plane over a [`Filesystem`].
 
-use super::reader::{self, ExportScope, ListingEntry, ServedFile};
 use super::ResourcePlane;
+use super::reader::{self, ExportScope, ListingEntry, ServedFile};
 use crate::backends::fs::Filesystem;
 use crate::budget::ByteBudget;
 use crate::path::decode_request_path;

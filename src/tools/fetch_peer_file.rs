@@ -6,7 +6,7 @@ use super::{Tool, ToolError, ToolFuture, required_string};
 use crate::backends::Filesystem;
 use crate::backends::trace::Tracer;
 use crate::events::PeerFileFetch;
-use crate::http::client::{ClientError, Limits, PeerClient};
+use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
 use crate::http::response::{AUDIENCE, GENERATION};
 use crate::planes::handle;
 use crate::policy::{Address, AllowList};
@@ -14,7 +14,6 @@ use crate::refusal::Code;
 use http::header::HeaderValue;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The directory fetched files land in, under the workdir.
 pub const LANDING_DIR: &str = "peer-in";
@@ -30,6 +29,7 @@ pub struct FetchPeerFile {
     tracer: Tracer,
     own_audience: String,
     max_bytes: u64,
+    timeouts: PeerTimeouts,
 }
 
 /// A refusal of this tool: a code string (maybe the peer's own) and trace detail.
@@ -65,6 +65,7 @@ impl FetchPeerFile {
         tracer: Tracer,
         own_audience: String,
         max_bytes: u64,
+        timeouts: PeerTimeouts,
     ) -> Self {
         FetchPeerFile {
             allow,
@@ -73,6 +74,7 @@ impl FetchPeerFile {
             tracer,
             own_audience,
             max_bytes,
+            timeouts,
         }
     }
 
@@ -123,9 +125,17 @@ impl FetchPeerFile {
         }
     }
 
-    async fn fetch(&self, peer_text: &str, token: &str, handle_id: &str) -> Result<Landed, Failure> {
+    async fn fetch(
+        &self,
+        peer_text: &str,
+        token: &str,
+        handle_id: &str,
+    ) -> Result<Landed, Failure> {
         if !handle::has_token_shape(token) {
-            return Err(Failure::of(Code::MalformedHandle, "the handle is not an mh1 token"));
+            return Err(Failure::of(
+                Code::MalformedHandle,
+                "the handle is not an mh1 token",
+            ));
         }
         let peer = Address::parse(peer_text)
             .map_err(|_| Failure::of(Code::PeerNotAllowed, "the peer address does not parse"))?;
@@ -138,19 +148,27 @@ impl FetchPeerFile {
         let audience = HeaderValue::from_str(&self.own_audience)
             .map_err(|_| Failure::of(Code::IoError, "own audience is not a header value"))?;
         let limits = Limits {
-            connect: Duration::from_secs(5),
-            total: Duration::from_secs(60),
+            connect: self.timeouts.connect,
+            total: self.timeouts.fetch_total,
             max_body: self.max_bytes,
         };
         let response = self
             .client
-            .get(&peer, &format!("/resources/peer/{token}"), &[(AUDIENCE, audience)], limits)
+            .get(
+                &peer,
+                &format!("/resources/peer/{token}"),
+                &[(AUDIENCE, audience)],
+                limits,
+            )
             .await
             .map_err(|e| match e {
                 ClientError::Unreachable(why) => Failure::of(Code::PeerUnreachable, why),
                 ClientError::TooLarge => Failure::of(
                     Code::TooLarge,
-                    format!("the body exceeds the fetcher's limit of {} bytes", self.max_bytes),
+                    format!(
+                        "the body exceeds the fetcher's limit of {} bytes",
+                        self.max_bytes
+                    ),
                 ),
             })?;
         if response.status != http::StatusCode::OK {
@@ -158,15 +176,26 @@ impl FetchPeerFile {
         }
         let sha256 = crate::hex::sha256_hex(&response.body);
         let expected = format!("\"sha256:{sha256}\"");
-        if response.headers.get(http::header::ETAG).map(HeaderValue::as_bytes) != Some(expected.as_bytes()) {
-            return Err(Failure::of(Code::EtagMismatch, "the etag does not match the body's sha256"));
+        if response
+            .headers
+            .get(http::header::ETAG)
+            .map(HeaderValue::as_bytes)
+            != Some(expected.as_bytes())
+        {
+            return Err(Failure::of(
+                Code::EtagMismatch,
+                "the etag does not match the body's sha256",
+            ));
         }
         let generation = response
             .headers
             .get(GENERATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        let name = format!("{handle_id}-{}", sanitised_basename(handle::unverified_path(token).as_deref()));
+        let name = format!(
+            "{handle_id}-{}",
+            sanitised_basename(handle::unverified_path(token).as_deref())
+        );
         let fs = self.fs.clone();
         let body = response.body.clone();
         let landing_name = name.clone();
@@ -192,7 +221,12 @@ fn peer_refusal(status: u16, body: &[u8]) -> Failure {
     let code = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_owned))
-        .filter(|c| !c.is_empty() && c.len() <= 64 && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit()));
+        .filter(|c| {
+            !c.is_empty()
+                && c.len() <= 64
+                && c.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit())
+        });
     match code {
         Some(code) => Failure {
             message: format!("the peer refused the handle: {code}"),
@@ -213,7 +247,13 @@ pub fn sanitised_basename(p: Option<&str>) -> String {
     let base = p.and_then(|p| p.rsplit('/').next()).unwrap_or("");
     let clean: String = base
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(MAX_BASENAME)
         .collect();
     match clean.as_str() {
@@ -250,8 +290,14 @@ mod tests {
 
     #[test]
     fn peer_codes() {
-        assert_eq!(peer_refusal(403, br#"{"error":"handle_not_valid"}"#).code, "handle_not_valid");
+        assert_eq!(
+            peer_refusal(403, br#"{"error":"handle_not_valid"}"#).code,
+            "handle_not_valid"
+        );
         assert_eq!(peer_refusal(502, b"<html>").code, "http_502");
-        assert_eq!(peer_refusal(400, br#"{"error":"Evil Code!"}"#).code, "http_400");
+        assert_eq!(
+            peer_refusal(400, br#"{"error":"Evil Code!"}"#).code,
+            "http_400"
+        );
     }
 }

@@ -5,21 +5,16 @@
 use super::{Tool, ToolError, ToolFuture, required_string};
 use crate::backends::trace::Tracer;
 use crate::events::PeerHandleMint;
-use crate::http::client::{ClientError, Limits, PeerClient};
+use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
 use crate::planes::PeerPlane;
 use crate::policy::{Address, AllowList};
 use crate::refusal::{Code, Refusal};
 use crate::units::parse_duration_secs;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Duration;
 
-/// The card fetch's limits (D-8).
-const CARD_LIMITS: Limits = Limits {
-    connect: Duration::from_secs(5),
-    total: Duration::from_secs(5),
-    max_body: 64 * 1024,
-};
+/// The most card bytes read (D-8).
+const CARD_MAX_BYTES: u64 = 64 * 1024;
 
 /// Mints a handle for one file and one named peer.
 #[derive(Debug, Clone)]
@@ -29,6 +24,7 @@ pub struct ShareFile {
     client: PeerClient,
     tracer: Tracer,
     max_ttl_secs: u64,
+    timeouts: PeerTimeouts,
 }
 
 struct Attempt {
@@ -44,6 +40,7 @@ impl ShareFile {
         client: PeerClient,
         tracer: Tracer,
         max_ttl_secs: u64,
+        timeouts: PeerTimeouts,
     ) -> Self {
         ShareFile {
             plane,
@@ -51,6 +48,7 @@ impl ShareFile {
             client,
             tracer,
             max_ttl_secs,
+            timeouts,
         }
     }
 
@@ -70,7 +68,10 @@ impl ShareFile {
                 .ok_or_else(|| ToolError::of(Code::InvalidTtl))?
                 .min(self.max_ttl_secs),
         };
-        let mut attempt = Attempt { path, audience: None };
+        let mut attempt = Attempt {
+            path,
+            audience: None,
+        };
         let outcome = self.mint(&mut attempt, &peer, ttl_secs).await;
         let event = match &outcome {
             Ok(minted) => PeerHandleMint {
@@ -114,7 +115,11 @@ impl ShareFile {
         let target = tokio::task::spawn_blocking(move || plane.resolve_for_mint(&path))
             .await
             .map_err(|e| Refusal::new(Code::IoError, format!("resolver task failed: {e}")))??;
-        if !self.network.as_ref().is_some_and(|allow| allow.admits(peer)) {
+        if !self
+            .network
+            .as_ref()
+            .is_some_and(|allow| allow.admits(peer))
+        {
             return Err(Refusal::new(
                 Code::PeerUnreachable,
                 format!("{peer} is not in capabilities.network.allow"),
@@ -122,11 +127,22 @@ impl ShareFile {
         }
         let card = self
             .client
-            .get(peer, "/.well-known/agent-card.json", &[], CARD_LIMITS)
+            .get(
+                peer,
+                "/.well-known/agent-card.json",
+                &[],
+                Limits {
+                    connect: self.timeouts.connect,
+                    total: self.timeouts.card_total,
+                    max_body: CARD_MAX_BYTES,
+                },
+            )
             .await
             .map_err(|e| match e {
                 ClientError::Unreachable(why) => Refusal::new(Code::PeerUnreachable, why),
-                ClientError::TooLarge => Refusal::new(Code::PeerUnreachable, "agent card over 64 KiB"),
+                ClientError::TooLarge => {
+                    Refusal::new(Code::PeerUnreachable, "agent card over 64 KiB")
+                }
             })?;
         if card.status != http::StatusCode::OK {
             return Err(Refusal::new(
@@ -138,7 +154,12 @@ impl ShareFile {
             .ok()
             .as_ref()
             .and_then(crate::audience::from_card)
-            .ok_or_else(|| Refusal::new(Code::PeerUnreachable, "agent card lacks a usable name and url"))?;
+            .ok_or_else(|| {
+                Refusal::new(
+                    Code::PeerUnreachable,
+                    "agent card lacks a usable name and url",
+                )
+            })?;
         attempt.audience = Some(audience.clone());
         self.plane.mint(&target, &audience, ttl_secs)
     }

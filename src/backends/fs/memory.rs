@@ -2,9 +2,7 @@
 //! double for planes and tools, checked against the kernel by the conformance suite.
 
 use super::resolve::{self, Lookup, Node, Symlinks};
-use super::{
-    Containment, FileMeta, Filesystem, FsError, FsErrorKind, OpenFile, RootDir, RootPath,
-};
+use super::{Containment, FileMeta, Filesystem, FsError, FsErrorKind, OpenFile, RootDir, RootPath};
 use crate::path::RelPath;
 use std::collections::BTreeMap;
 use std::io::{self, Cursor, Read};
@@ -107,7 +105,9 @@ impl MemoryFilesystem {
         let (dir, name) = self.parent_of(path);
         let existing = lock(&dir.entries).get(&name).cloned();
         match existing {
-            Some(MemNode::File(f)) => *lock(&f.content) = (bytes::Bytes::from(bytes.into()), mtime_ms),
+            Some(MemNode::File(f)) => {
+                *lock(&f.content) = (bytes::Bytes::from(bytes.into()), mtime_ms)
+            }
             _ => self.add_file(path, bytes, mtime_ms),
         }
     }
@@ -195,9 +195,16 @@ impl Lookup for MemLookup {
     type Dir = Arc<MemDir>;
     type File = Arc<MemFile>;
 
-    fn lookup(&self, dir: &Arc<MemDir>, name: &[u8]) -> Result<Node<Arc<MemDir>, Arc<MemFile>>, FsError> {
+    fn lookup(
+        &self,
+        dir: &Arc<MemDir>,
+        name: &[u8],
+    ) -> Result<Node<Arc<MemDir>, Arc<MemFile>>, FsError> {
         match lock(&dir.entries).get(name) {
-            None => Err(FsError::new(FsErrorKind::NotFound, "no such entry (ENOENT)")),
+            None => Err(FsError::new(
+                FsErrorKind::NotFound,
+                "no such entry (ENOENT)",
+            )),
             Some(MemNode::Dir(d)) => Ok(Node::Dir(d.clone())),
             Some(MemNode::File(f)) => Ok(Node::File(f.clone())),
             Some(MemNode::Symlink(t)) => Ok(Node::Symlink(t.clone())),
@@ -209,9 +216,17 @@ impl Lookup for MemLookup {
 impl Filesystem for MemoryFilesystem {
     fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError> {
         let relative = root.relative();
-        match resolve::resolve(&MemLookup, &self.workdir, relative.as_bytes(), Symlinks::Follow)? {
+        match resolve::resolve(
+            &MemLookup,
+            &self.workdir,
+            relative.as_bytes(),
+            Symlinks::Follow,
+        )? {
             Node::Dir(dir) => Ok(Box::new(MemRootDir { dir, class })),
-            _ => Err(FsError::new(FsErrorKind::NotFound, "export root is not a directory")),
+            _ => Err(FsError::new(
+                FsErrorKind::NotFound,
+                "export root is not a directory",
+            )),
         }
     }
 
@@ -246,11 +261,17 @@ impl Filesystem for MemoryFilesystem {
             }
         };
         if *lock(&self.land_fault) {
-            return Err(FsError::new(FsErrorKind::Io, "write temp file: no space left on device"));
+            return Err(FsError::new(
+                FsErrorKind::Io,
+                "write temp file: no space left on device",
+            ));
         }
         let mut entries = lock(&landing.entries);
         if matches!(entries.get(name.as_bytes()), Some(MemNode::Dir(_))) {
-            return Err(FsError::new(FsErrorKind::PathRefused, "rename into place: EISDIR"));
+            return Err(FsError::new(
+                FsErrorKind::PathRefused,
+                "rename into place: EISDIR",
+            ));
         }
         let ino = self.next_ino.fetch_add(1, Ordering::Relaxed);
         entries.insert(
@@ -296,7 +317,10 @@ impl RootDir for MemRootDir {
                     },
                 }))
             }
-            Node::Dir(_) => Err(FsError::new(FsErrorKind::NotARegularFile, "the target is a directory")),
+            Node::Dir(_) => Err(FsError::new(
+                FsErrorKind::NotARegularFile,
+                "the target is a directory",
+            )),
             Node::Special(kind) => Err(FsError::new(
                 FsErrorKind::NotARegularFile,
                 format!("the target is {kind}"),

@@ -9,9 +9,7 @@
 //! own descriptor, so a FIFO never blocks and a device's open routine never runs (D-2.6).
 
 use super::resolve::{self, Lookup, Node, Symlinks};
-use super::{
-    Containment, FileMeta, Filesystem, FsError, FsErrorKind, OpenFile, RootDir, RootPath,
-};
+use super::{Containment, FileMeta, Filesystem, FsError, FsErrorKind, OpenFile, RootDir, RootPath};
 use crate::path::RelPath;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
@@ -189,7 +187,10 @@ fn reopen_regular(probe: OwnedFd, class: Containment) -> Result<Box<dyn OpenFile
         || stat.st_ino != probed.st_ino
         || FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
     {
-        return Err(FsError::new(FsErrorKind::Io, "the inode changed during reopen"));
+        return Err(FsError::new(
+            FsErrorKind::Io,
+            "the inode changed during reopen",
+        ));
     }
     Ok(Box::new(OsOpenFile {
         file: File::from(fd),
@@ -264,7 +265,12 @@ impl Filesystem for OsFilesystem {
                 let lookup = OsLookup {
                     class: Containment::Advisory,
                 };
-                match resolve::resolve(&lookup, &self.workdir, relative.as_bytes(), Symlinks::Follow)? {
+                match resolve::resolve(
+                    &lookup,
+                    &self.workdir,
+                    relative.as_bytes(),
+                    Symlinks::Follow,
+                )? {
                     Node::Dir(d) => d,
                     _ => {
                         return Err(FsError::new(
@@ -411,8 +417,7 @@ impl RootDir for OsRootDir {
         )
         .map_err(|e| fs_error(e, self.class, "open export root for listing"))?;
         let mut out = Vec::new();
-        walk_dir(dir, None, &mut out)
-            .map_err(|e| fs_error(e, self.class, "read export root"))?;
+        walk_dir(dir, None, &mut out).map_err(|e| fs_error(e, self.class, "read export root"))?;
         Ok(out)
     }
 }

@@ -58,7 +58,10 @@ pub(super) fn resolve<L: Lookup>(
     symlinks: Symlinks,
 ) -> Result<Node<L::Dir, L::File>, FsError> {
     if path.len() > PATH_MAX {
-        return Err(FsError::new(FsErrorKind::NotFound, "path too long (ENAMETOOLONG)"));
+        return Err(FsError::new(
+            FsErrorKind::NotFound,
+            "path too long (ENAMETOOLONG)",
+        ));
     }
     let mut stack: Vec<L::Dir> = vec![start.clone()];
     let mut queue: VecDeque<Vec<u8>> = split(path);
@@ -67,13 +70,13 @@ pub(super) fn resolve<L: Lookup>(
     let mut current: Option<Node<L::Dir, L::File>> = None;
 
     while let Some(component) = queue.pop_front() {
-        if let Some(node) = &current {
-            if !matches!(node, Node::Dir(_)) {
-                return Err(FsError::new(
-                    FsErrorKind::NotFound,
-                    "a path component is not a directory (ENOTDIR)",
-                ));
-            }
+        if let Some(node) = &current
+            && !matches!(node, Node::Dir(_))
+        {
+            return Err(FsError::new(
+                FsErrorKind::NotFound,
+                "a path component is not a directory (ENOTDIR)",
+            ));
         }
         current = None;
         match component.as_slice() {
@@ -121,7 +124,10 @@ pub(super) fn resolve<L: Lookup>(
                             ));
                         }
                         if target.is_empty() {
-                            return Err(FsError::new(FsErrorKind::NotFound, "empty symlink (ENOENT)"));
+                            return Err(FsError::new(
+                                FsErrorKind::NotFound,
+                                "empty symlink (ENOENT)",
+                            ));
                         }
                         if symlinks == Symlinks::FollowLexicallyContained
                             && climbs_above(stack.len() - 1, &target)
