@@ -1,0 +1,1 @@
+//! Property tests: path_resolution (being written).
