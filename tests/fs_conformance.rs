@@ -8,6 +8,11 @@
 //! A test builds its tree through a [`World`], which drives either the memory builder or a real
 //! temporary directory, then hands out the filesystem object under test. Failures are collected
 //! and reported together, each naming implementation, class, root and case.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the suite builds real trees on disk and checks mtimes against the wall clock: \
+              it is the ground truth the backends are measured against, not a caller of them"
+)]
 
 use resource_plane::backends::fs::{
     Containment, FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, OsFilesystem,

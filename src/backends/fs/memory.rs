@@ -245,6 +245,7 @@ impl Filesystem for MemoryFilesystem {
     }
 
     fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
+        super::check_landing_names(dir, name)?;
         let landing = {
             let mut entries = lock(&self.workdir.entries);
             match entries

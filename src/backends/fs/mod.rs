@@ -12,7 +12,7 @@ mod os;
 mod resolve;
 
 pub use memory::MemoryFilesystem;
-pub use os::OsFilesystem;
+pub use os::{OsFilesystem, Strategy};
 
 use crate::path::RelPath;
 use crate::refusal::{Code, Refusal};
@@ -150,6 +150,19 @@ impl FsError {
     }
 }
 
+/// Refuses a landing `dir` or `name` that is not one plain component.
+pub(crate) fn check_landing_names(dir: &str, name: &str) -> Result<(), FsError> {
+    let plain = |c: &str| !c.is_empty() && c != "." && c != ".." && !c.contains(['/', '\0']);
+    if plain(dir) && plain(name) {
+        Ok(())
+    } else {
+        Err(FsError::new(
+            FsErrorKind::PathRefused,
+            "landing names must be single plain components",
+        ))
+    }
+}
+
 impl fmt::Display for FsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}: {}", self.kind, self.detail)
@@ -230,10 +243,10 @@ pub trait Filesystem: Debug + Send + Sync {
 
     /// Writes `bytes` to `<dir>/<name>` under the workdir by temp file, fsync and rename,
     /// following no symlink; `dir` is created when missing (D-10.4). No partial file remains
-    /// on failure.
+    /// on failure. `dir` and `name` are single plain components (no `/`, not `.` or `..`).
     ///
     /// # Errors
-    /// `PathRefused` when `dir` is a symlink or not a directory, or `name` is a directory;
-    /// `Io` otherwise (`ENOSPC`, ...).
+    /// `PathRefused` when `dir` is a symlink or not a directory, `name` is a directory, or
+    /// either is not a single plain component; `Io` otherwise (`ENOSPC`, ...).
     fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
 }

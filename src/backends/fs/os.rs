@@ -319,6 +319,7 @@ fn land_error(errno: Errno, what: &str) -> FsError {
 }
 
 fn land_in(workdir: BorrowedFd<'_>, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
+    super::check_landing_names(dir, name)?;
     match rustix::fs::mkdirat(workdir, dir, Mode::from_raw_mode(0o755)) {
         Ok(()) | Err(Errno::EXIST) => {}
         Err(e) => return Err(land_error(e, "create landing directory")),
