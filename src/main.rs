@@ -42,8 +42,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match args.command {
+    let code = match args.command {
         Command::Serve(serve) => runtime.block_on(cli::serve::run(serve)),
         Command::Demo => runtime.block_on(cli::demo::run()),
-    }
+    };
+    // The console's stdin read cannot be cancelled; do not wait for it once the session is over.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    code
 }

@@ -156,6 +156,20 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         .url
         .clone()
         .unwrap_or_else(|| format!("http://{bound}"));
+    if resource_plane::audience::audience(&manifest.name, &url).is_none() {
+        return Err(cli_error(
+            format!("--url {url}: an http(s) URL with a host"),
+            "pass --url http://host:port",
+        ));
+    }
+    // Handlers first: a signal that arrives right after the ready line must end the session
+    // gracefully, not kill the process.
+    let signals = Signals::install().map_err(|e| {
+        cli_error(
+            format!("signal handlers: {e}"),
+            "check the process's limits",
+        )
+    })?;
 
     if default_trace && let Some(dir) = trace_path.parent() {
         std::fs::create_dir_all(dir)
@@ -204,7 +218,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         });
     }
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signals.wait().await;
         let _ = stop_tx.send(true);
     });
     let mut stop_rx = stop_rx;
@@ -225,17 +239,25 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = int.recv() => {},
+/// SIGTERM and SIGINT, installed before the ready line is printed.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {},
+            _ = self.int.recv() => {},
+        }
     }
 }

@@ -29,7 +29,7 @@ pub struct ListenerConfig {
 impl Default for ListenerConfig {
     fn default() -> Self {
         ListenerConfig {
-            max_connections: 256,
+            max_connections: 2048,
             header_read_timeout: Duration::from_secs(10),
             max_head_bytes: 16 * 1024,
             drain_deadline: Duration::from_secs(5),

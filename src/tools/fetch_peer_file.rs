@@ -215,12 +215,14 @@ impl FetchPeerFile {
     }
 }
 
-/// The outcome for a non-200 answer: the peer's JSON `error` code when it looks like one,
-/// else `http_<status>` (D-10.3).
+/// The outcome for a non-200 answer: the peer's JSON `error` code when it looks like one
+/// (`[a-z0-9_]`, at most 64 bytes, never `ok`, which is reserved for success), else
+/// `http_<status>` (D-10.3).
 fn peer_refusal(status: u16, body: &[u8]) -> Failure {
     let code = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_owned))
+        .filter(|c| c != "ok")
         .filter(|c| {
             !c.is_empty()
                 && c.len() <= 64

@@ -1,0 +1,1203 @@
+#![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
+//! Real processes: two and three `resource-plane serve --console` capsules wired together through
+//! their consoles (contract.md "The console"), exercising the peer plane end to end.
+//!
+//! Capsule A is a minter (`exports.peer_files` over `out/`, `network.allow: ["127.0.0.1"]`);
+//! B and C are fetchers whose `peer_fetch.allow` names A's listener. Each capsule's stdout is
+//! read line by line on a thread, its stderr goes to a file, its trace to a file outside every
+//! workdir. A [`Capsule`] is killed when dropped.
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tempfile::TempDir;
+
+/// The longest a console answer or the ready line may take.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(20);
+/// The longest a capsule may take to exit after SIGTERM.
+const EXIT_DEADLINE: Duration = Duration::from_secs(5);
+/// Tolerance on `expires_at_ms - now`.
+const TTL_SLACK_MS: i64 = 5_000;
+
+const REPORT: &[u8] = b"# Quarterly report\nrevenue: 42\nthe end\n";
+const SECRET: &[u8] = b"SENTINEL: a secret outside the export root\n";
+
+// ---------------------------------------------------------------------------------------------
+// World: one temporary directory per test holding workdirs, traces, logs and manifests.
+// ---------------------------------------------------------------------------------------------
+
+struct World {
+    root: TempDir,
+}
+
+impl World {
+    fn new() -> Self {
+        let root = tempfile::tempdir().expect("create the test's temporary directory");
+        for sub in ["traces", "logs", "manifests"] {
+            std::fs::create_dir(root.path().join(sub)).expect("create a world subdirectory");
+        }
+        World { root }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root.path().join(rel)
+    }
+
+    /// A fresh, canonical workdir `work-<label>`.
+    fn workdir(&self, label: &str) -> PathBuf {
+        let dir = self.path(&format!("work-{label}"));
+        std::fs::create_dir(&dir).expect("create a workdir");
+        std::fs::canonicalize(&dir).expect("canonicalise a workdir")
+    }
+
+    /// A minter workdir with `out/report.md`.
+    fn minter_workdir(&self, label: &str) -> PathBuf {
+        let dir = self.workdir(label);
+        std::fs::create_dir(dir.join("out")).expect("create out/");
+        std::fs::write(dir.join("out/report.md"), REPORT).expect("write out/report.md");
+        dir
+    }
+
+    /// Every trace file and every captured stderr of this world.
+    fn logs_and_traces(&self) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for sub in ["traces", "logs"] {
+            for entry in std::fs::read_dir(self.path(sub)).expect("read a world subdirectory") {
+                files.push(entry.expect("a directory entry").path());
+            }
+        }
+        files.sort();
+        files
+    }
+}
+
+fn minter_manifest(max_ttl: Option<&str>) -> String {
+    let ttl = max_ttl.map_or(String::new(), |t| format!(", max_ttl: {t}"));
+    format!(
+        "name: minter\n\
+         exports:\n  peer_files: {{ root: out/{ttl} }}\n\
+         capabilities:\n  network: {{ allow: [\"127.0.0.1\"] }}\n"
+    )
+}
+
+fn fetcher_manifest(name: &str, allow: &str) -> String {
+    format!("name: {name}\ncapabilities:\n  peer_fetch: {{ allow: [\"{allow}\"] }}\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Capsule: one `resource-plane serve --console` process.
+// ---------------------------------------------------------------------------------------------
+
+struct Capsule {
+    label: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    answers: Receiver<String>,
+    ready: Value,
+    workdir: PathBuf,
+    trace: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Capsule {
+    /// Spawns a capsule over `workdir` listening on `listen`, and reads its ready line.
+    fn spawn(world: &World, label: &str, workdir: &Path, manifest: &str, listen: &str) -> Self {
+        let manifest_path = world.path(&format!("manifests/{label}.yaml"));
+        std::fs::write(&manifest_path, manifest).expect("write a manifest");
+        let trace = world.path(&format!("traces/trace-{label}.jsonl"));
+        let stderr = world.path(&format!("logs/{label}.stderr"));
+        let stderr_file = std::fs::File::create(&stderr).expect("create the stderr capture");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_resource-plane"))
+            .arg("serve")
+            .arg("--workdir")
+            .arg(workdir)
+            .arg("--manifest")
+            .arg(&manifest_path)
+            .arg("--listen")
+            .arg(listen)
+            .arg("--trace")
+            .arg(&trace)
+            .arg("--console")
+            .env("RESOURCE_PLANE_LOG", "debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr_file))
+            .spawn()
+            .expect("spawn resource-plane serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, answers) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut capsule = Capsule {
+            label: label.to_owned(),
+            child,
+            stdin,
+            answers,
+            ready: Value::Null,
+            workdir: workdir.to_owned(),
+            trace,
+            stderr,
+        };
+        let line = capsule.next_line("the ready line");
+        capsule.ready = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("{label}: ready line is not JSON ({e}): {line}"));
+        assert_eq!(
+            capsule.ready["event"], "listening",
+            "{label}: ready line {line}"
+        );
+        for key in ["url", "audience", "session_id", "trace"] {
+            assert!(
+                capsule.ready[key].is_string(),
+                "{label}: ready line lacks `{key}`: {line}"
+            );
+        }
+        capsule
+    }
+
+    fn next_line(&self, what: &str) -> String {
+        match self.answers.recv_timeout(ANSWER_DEADLINE) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("{}: no {what} within {ANSWER_DEADLINE:?}", self.label)
+            }
+            Err(RecvTimeoutError::Disconnected) => panic!(
+                "{}: stdout closed before {what}; stderr:\n{}",
+                self.label,
+                self.stderr_text()
+            ),
+        }
+    }
+
+    /// Sends one console request and reads exactly one answer line.
+    fn request(&mut self, request: &Value) -> Value {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        let mut line = serde_json::to_vec(request).expect("serialise a request");
+        line.push(b'\n');
+        stdin.write_all(&line).expect("write a console request");
+        stdin.flush().expect("flush a console request");
+        let answer = self.next_line(&format!("answer to {request}"));
+        serde_json::from_str(&answer)
+            .unwrap_or_else(|e| panic!("{}: answer is not JSON ({e}): {answer}", self.label))
+    }
+
+    /// Calls a tool; returns the whole answer `{"ok":…}`.
+    fn call(&mut self, tool: &str, input: Value) -> Value {
+        self.request(&json!({"op": "call", "tool": tool, "input": input}))
+    }
+
+    /// Calls a tool that must succeed; returns its `result`.
+    fn call_ok(&mut self, tool: &str, input: Value) -> Value {
+        let answer = self.call(tool, input.clone());
+        assert_eq!(
+            answer["ok"], true,
+            "{}: {tool} {input} should succeed, got {answer}",
+            self.label
+        );
+        answer["result"].clone()
+    }
+
+    /// Calls a tool that must fail; returns its error code after checking the answer's shape.
+    fn call_err(&mut self, tool: &str, input: Value) -> String {
+        let answer = self.call(tool, input.clone());
+        assert_eq!(
+            answer["ok"], false,
+            "{}: {tool} {input} should fail, got {answer}",
+            self.label
+        );
+        assert!(
+            answer.get("result").is_none(),
+            "{}: a refusal carries no result: {answer}",
+            self.label
+        );
+        let message = answer["error"]["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}: error without message: {answer}", self.label));
+        assert!(
+            !message.contains("mh1."),
+            "{}: an error message holds a token: {answer}",
+            self.label
+        );
+        answer["error"]["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}: error without code: {answer}", self.label))
+            .to_owned()
+    }
+
+    fn task_complete(&mut self) -> u64 {
+        let answer = self.request(&json!({"op": "task-complete"}));
+        assert_eq!(answer["ok"], true, "{}: task-complete {answer}", self.label);
+        answer["result"]["generation"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{}: task-complete without generation", self.label))
+    }
+
+    fn url(&self) -> &str {
+        self.ready["url"].as_str().expect("url")
+    }
+
+    fn audience(&self) -> &str {
+        self.ready["audience"].as_str().expect("audience")
+    }
+
+    fn session_id(&self) -> &str {
+        self.ready["session_id"].as_str().expect("session_id")
+    }
+
+    fn port(&self) -> u16 {
+        self.url()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{}: no port in url {}", self.label, self.url()))
+    }
+
+    /// `127.0.0.1:<port>`, the address peers use.
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port())
+    }
+
+    /// Every trace line, each parsed as JSON (a line that does not parse fails the test).
+    fn trace_lines(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.trace).unwrap_or_default();
+        text.lines()
+            .map(|line| {
+                serde_json::from_str(line).unwrap_or_else(|e| {
+                    panic!("{}: trace line is not JSON ({e}): {line}", self.label)
+                })
+            })
+            .collect()
+    }
+
+    fn events(&self, event_type: &str) -> Vec<Value> {
+        self.trace_lines()
+            .into_iter()
+            .filter(|e| e["event_type"] == event_type)
+            .collect()
+    }
+
+    fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM; the console's stdin is left as it is.
+    fn sigterm(&self) {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("send SIGTERM");
+    }
+
+    /// Closes the console's stdin (end of input ends the session).
+    fn close_console(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// Waits for the process to exit, at most [`EXIT_DEADLINE`].
+    fn wait_exit(&mut self, after: &str) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("poll the child") {
+                return status;
+            }
+            assert!(
+                start.elapsed() < EXIT_DEADLINE,
+                "{}: still running {EXIT_DEADLINE:?} after {after}; stderr:\n{}",
+                self.label,
+                self.stderr_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Capsule {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small network doubles owned by the test.
+// ---------------------------------------------------------------------------------------------
+
+/// A listener that is never served; proves whether anybody connected.
+struct SilentPeer {
+    listener: TcpListener,
+}
+
+impl SilentPeer {
+    fn new() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a silent listener");
+        listener.set_nonblocking(true).expect("non-blocking");
+        SilentPeer { listener }
+    }
+
+    fn port(&self) -> u16 {
+        self.listener.local_addr().expect("local addr").port()
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port())
+    }
+
+    fn assert_untouched(&self, what: &str) {
+        match self.listener.accept() {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Ok((_, from)) => panic!("{what}: a connection from {from} reached the peer"),
+            Err(e) => panic!("{what}: accept failed: {e}"),
+        }
+    }
+}
+
+/// A tiny HTTP responder answering every request with `200` and a fixed JSON body.
+struct CardServer {
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+}
+
+impl CardServer {
+    fn new(body: impl Fn(SocketAddr) -> String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the card server");
+        let addr = listener.local_addr().expect("local addr");
+        let body = body(addr);
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counter = hits.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                counter.fetch_add(1, Ordering::SeqCst);
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes());
+            }
+        });
+        CardServer { addr, hits }
+    }
+
+    fn peer(&self) -> String {
+        self.addr.to_string()
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+/// A loopback port nobody listens on.
+fn closed_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a throwaway listener");
+    listener.local_addr().expect("local addr").port()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assertion helpers.
+// ---------------------------------------------------------------------------------------------
+
+fn now_ms() -> i64 {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis();
+    i64::try_from(ms).expect("milliseconds fit i64")
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn is_lower_hex(text: &str, len: usize) -> bool {
+    text.len() == len
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn keys(value: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = value
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {value}"))
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    keys
+}
+
+fn outcomes(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["outcome"].as_str().unwrap_or("<none>").to_owned())
+        .collect()
+}
+
+/// Checks a successful `share-file` result and returns `(handle, handle_id)`.
+fn check_share_result(result: &Value, audience: &str) -> (String, String) {
+    assert_eq!(
+        keys(result),
+        ["audience", "expires_at_ms", "handle", "handle_id"],
+        "share-file result keys: {result}"
+    );
+    assert_eq!(
+        result["audience"], audience,
+        "share-file audience: {result}"
+    );
+    let handle = result["handle"].as_str().expect("handle string").to_owned();
+    assert!(handle.starts_with("mh1."), "handle shape: {handle}");
+    assert_eq!(handle.split('.').count(), 3, "handle has three segments");
+    let handle_id = result["handle_id"].as_str().expect("handle_id").to_owned();
+    assert_eq!(
+        handle_id,
+        sha256_hex(handle.as_bytes())[..16],
+        "handle_id is the first 16 hex of sha256(token)"
+    );
+    (handle, handle_id)
+}
+
+/// `expires_at_ms - now` must be `want_ms` within [`TTL_SLACK_MS`].
+fn assert_expires_in(result: &Value, want_ms: i64, what: &str) {
+    let expires = result["expires_at_ms"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{what}: expires_at_ms not an integer: {result}"));
+    let left = expires - now_ms();
+    assert!(
+        (left - want_ms).abs() <= TTL_SLACK_MS,
+        "{what}: expires in {left} ms, want {want_ms} ± {TTL_SLACK_MS}"
+    );
+}
+
+/// The trace envelope (D-6.1) on every line of `capsule`'s trace.
+fn assert_trace_well_formed(capsule: &Capsule) {
+    let lines = capsule.trace_lines();
+    assert!(!lines.is_empty(), "{}: trace is empty", capsule.label);
+    for line in &lines {
+        let event_id = line["event_id"].as_str().unwrap_or("");
+        assert!(
+            event_id.starts_with("evt_") && is_lower_hex(&event_id[4..], 32),
+            "{}: event_id in {line}",
+            capsule.label
+        );
+        assert_eq!(
+            line["session_id"],
+            capsule.session_id(),
+            "{}: session_id in {line}",
+            capsule.label
+        );
+        assert!(
+            line["timestamp"].is_i64(),
+            "{}: timestamp in {line}",
+            capsule.label
+        );
+        assert!(
+            line["event_type"].is_string(),
+            "{}: event_type",
+            capsule.label
+        );
+    }
+}
+
+/// Every file under `dir`, relative, sorted (symlinks reported, never followed).
+fn tree(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("read_dir") {
+            let entry = entry.expect("entry");
+            let path = entry.path();
+            let rel = path.strip_prefix(base).expect("under base");
+            out.push(rel.display().to_string());
+            if entry.file_type().expect("file type").is_dir() {
+                walk(base, &path, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// Starts A (minter) and B (fetcher allowed to A).
+fn minter_and_fetcher(world: &World, max_ttl: Option<&str>) -> (Capsule, Capsule) {
+    let a = Capsule::spawn(
+        world,
+        "a",
+        &world.minter_workdir("a"),
+        &minter_manifest(max_ttl),
+        "127.0.0.1:0",
+    );
+    let b = Capsule::spawn(
+        world,
+        "b",
+        &world.workdir("b"),
+        &fetcher_manifest("fetcher-b", &a.addr()),
+        "127.0.0.1:0",
+    );
+    (a, b)
+}
+
+fn share(a: &mut Capsule, peer: &Capsule) -> (String, String) {
+    let result = a.call_ok(
+        "share-file",
+        json!({"path": "report.md", "peer": peer.addr()}),
+    );
+    check_share_result(&result, peer.audience())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios.
+// ---------------------------------------------------------------------------------------------
+
+/// Scenario 1: share → fetch lands the file under `peer-in/`, with the minter's generation.
+#[test]
+fn share_then_fetch_lands_the_file_with_the_minters_generation() {
+    let world = World::new();
+    let (mut a, mut b) = minter_and_fetcher(&world, None);
+    assert_eq!(a.audience(), format!("minter@127.0.0.1:{}", a.port()));
+    assert_eq!(b.audience(), format!("fetcher-b@127.0.0.1:{}", b.port()));
+
+    // Each capsule sees only the tool its own grant declares.
+    let tools = a.request(&json!({"op": "tools"}));
+    assert_eq!(tools, json!({"ok": true, "result": ["share-file"]}));
+    let tools = b.request(&json!({"op": "tools"}));
+    assert_eq!(tools, json!({"ok": true, "result": ["fetch-peer-file"]}));
+    assert_eq!(
+        b.call_err("share-file", json!({"path": "x", "peer": a.addr()})),
+        "unknown_tool"
+    );
+
+    assert_eq!(a.task_complete(), 1);
+    assert_eq!(a.task_complete(), 2);
+
+    let result = a.call_ok("share-file", json!({"path": "report.md", "peer": b.addr()}));
+    let (handle, handle_id) = check_share_result(&result, b.audience());
+    assert_expires_in(&result, 3_600_000, "default max_ttl is 1h");
+
+    let fetched = b.call_ok(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    let stored = format!("peer-in/{handle_id}-report.md");
+    assert_eq!(
+        fetched,
+        json!({
+            "path": stored,
+            "bytes": REPORT.len(),
+            "sha256": sha256_hex(REPORT),
+            "generation": 2,
+            "peer": a.addr(),
+        }),
+        "fetch-peer-file result"
+    );
+    assert_eq!(
+        std::fs::read(b.workdir.join(&stored)).expect("the landed file"),
+        REPORT,
+        "landed bytes"
+    );
+    assert_eq!(
+        tree(&b.workdir.join("peer-in")),
+        [format!("{handle_id}-report.md")],
+        "nothing but the landed file under peer-in/ (no temp file left)"
+    );
+
+    // Traces on both sides name the same handle_id.
+    let mints = a.events("peer_handle_mint");
+    assert_eq!(mints.len(), 1, "one mint line: {mints:?}");
+    assert_eq!(mints[0]["outcome"], "ok");
+    assert_eq!(mints[0]["handle_id"], handle_id.as_str());
+    assert_eq!(mints[0]["path"], "report.md");
+    assert_eq!(mints[0]["audience"], b.audience());
+    assert_eq!(mints[0]["expires_at_ms"], result["expires_at_ms"]);
+    let redeems = a.events("peer_handle_redeem");
+    assert_eq!(redeems.len(), 1, "one redeem line: {redeems:?}");
+    assert_eq!(redeems[0]["outcome"], "ok");
+    assert_eq!(redeems[0]["handle_id"], handle_id.as_str());
+    assert_eq!(redeems[0]["path"], "report.md");
+    assert_eq!(redeems[0]["generation"], 2);
+    assert_eq!(redeems[0]["audience_asserted"], b.audience());
+    assert_eq!(redeems[0]["bytes"], REPORT.len());
+    assert_eq!(redeems[0]["sha256"], sha256_hex(REPORT));
+    let fetches = b.events("peer_file_fetch");
+    assert_eq!(fetches.len(), 1, "one fetch line: {fetches:?}");
+    assert_eq!(fetches[0]["outcome"], "ok");
+    assert_eq!(fetches[0]["handle_id"], handle_id.as_str());
+    assert_eq!(fetches[0]["stored_path"], stored.as_str());
+    assert_eq!(fetches[0]["peer"], a.addr());
+    assert_eq!(fetches[0]["reason"], Value::Null);
+    assert_trace_well_formed(&a);
+    assert_trace_well_formed(&b);
+}
+
+/// Scenario 2: a third capsule, asserting its own identity, cannot redeem B's handle.
+#[test]
+fn third_capsule_cannot_redeem_a_handle_minted_for_another() {
+    let world = World::new();
+    let (mut a, b) = minter_and_fetcher(&world, Some("15m"));
+    let mut c = Capsule::spawn(
+        &world,
+        "c",
+        &world.workdir("c"),
+        &fetcher_manifest("fetcher-c", &a.addr()),
+        "127.0.0.1:0",
+    );
+    let (handle, handle_id) = share(&mut a, &b);
+
+    let code = c.call_err(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(code, "handle_not_valid");
+    assert!(
+        !c.workdir
+            .join("peer-in")
+            .join(format!("{handle_id}-report.md"))
+            .exists(),
+        "nothing landed in C's workdir"
+    );
+
+    let fetches = c.events("peer_file_fetch");
+    assert_eq!(outcomes(&fetches), ["handle_not_valid"], "C's fetch lines");
+    assert_eq!(fetches[0]["handle_id"], handle_id.as_str());
+    assert_eq!(fetches[0]["stored_path"], Value::Null);
+    let redeems = a.events("peer_handle_redeem");
+    assert_eq!(outcomes(&redeems), ["handle_not_valid"], "A's redeem lines");
+    assert_eq!(redeems[0]["handle_id"], handle_id.as_str());
+    assert_eq!(redeems[0]["audience_asserted"], c.audience());
+    assert_eq!(
+        redeems[0]["path"],
+        Value::Null,
+        "a refused MAC names no path"
+    );
+    assert_eq!(redeems[0]["bytes"], Value::Null);
+    assert!(b.events("peer_file_fetch").is_empty(), "B fetched nothing");
+    assert_trace_well_formed(&c);
+}
+
+/// Scenario 3: a handle redeems until `max_ttl` passes, then answers `handle_expired`.
+#[test]
+fn handle_expires_after_max_ttl() {
+    let world = World::new();
+    let (mut a, mut b) = minter_and_fetcher(&world, Some("2s"));
+    let result = a.call_ok("share-file", json!({"path": "report.md", "peer": b.addr()}));
+    let (handle, _) = check_share_result(&result, b.audience());
+    assert_expires_in(&result, 2_000, "max_ttl 2s");
+    let expires = result["expires_at_ms"].as_i64().expect("expires_at_ms");
+
+    let fetched = b.call_ok(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(fetched["bytes"], REPORT.len());
+
+    let wait = u64::try_from(expires + 500 - now_ms()).unwrap_or(0);
+    std::thread::sleep(Duration::from_millis(wait));
+    let code = b.call_err(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(code, "handle_expired");
+    assert_eq!(
+        outcomes(&a.events("peer_handle_redeem")),
+        ["ok", "handle_expired"]
+    );
+    assert_eq!(
+        outcomes(&b.events("peer_file_fetch")),
+        ["ok", "handle_expired"]
+    );
+}
+
+/// Scenario 4: `ttl` narrows and is clamped to `max_ttl`; bad ttls and inputs are refused
+/// before any mint line.
+#[test]
+fn share_file_ttl_is_clamped_and_validated() {
+    let world = World::new();
+    let (mut a, b) = minter_and_fetcher(&world, Some("15m"));
+    let cases: [(Value, i64); 5] = [
+        (json!("1d"), 900_000),
+        (json!("30s"), 30_000),
+        (json!(60), 60_000),
+        (json!(" 2m "), 120_000),
+        (Value::Null, 900_000),
+    ];
+    for (ttl, want_ms) in &cases {
+        let mut input = json!({"path": "report.md", "peer": b.addr()});
+        if !ttl.is_null() {
+            input["ttl"] = ttl.clone();
+        }
+        let result = a.call_ok("share-file", input);
+        check_share_result(&result, b.audience());
+        assert_expires_in(&result, *want_ms, &format!("ttl {ttl}"));
+    }
+    assert_eq!(a.events("peer_handle_mint").len(), cases.len());
+
+    for ttl in [
+        json!("1h30m"),
+        json!("0"),
+        json!(0),
+        json!("-5"),
+        json!(-5),
+        json!("5min"),
+        json!("30S"),
+        json!(1.5),
+        json!("1.5h"),
+        json!(""),
+        json!(true),
+    ] {
+        let code = a.call_err(
+            "share-file",
+            json!({"path": "report.md", "peer": b.addr(), "ttl": ttl}),
+        );
+        assert_eq!(code, "invalid_ttl", "ttl {ttl}");
+    }
+
+    for input in [
+        json!({"peer": b.addr()}),
+        json!({"path": "report.md"}),
+        json!({"path": "", "peer": b.addr()}),
+        json!({"path": "report.md", "peer": ""}),
+        json!({"path": "   ", "peer": b.addr()}),
+        json!({"path": "report.md", "peer": "  "}),
+        json!({"path": 7, "peer": b.addr()}),
+        json!({}),
+        json!("report.md"),
+    ] {
+        let code = a.call_err("share-file", input.clone());
+        assert_eq!(code, "invalid_input", "input {input}");
+    }
+    assert_eq!(
+        a.events("peer_handle_mint").len(),
+        cases.len(),
+        "input and ttl refusals leave no mint line (D-9.3)"
+    );
+}
+
+/// Scenario 5: `peer_fetch.allow` and the token shape are checked before any connection.
+#[test]
+fn fetch_refuses_disallowed_peers_and_malformed_handles_before_connecting() {
+    let world = World::new();
+    let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
+    let (handle, handle_id) = share(&mut a, &b);
+    let silent = SilentPeer::new();
+    let redeems_before = a.events("peer_handle_redeem").len();
+    assert_eq!(redeems_before, 0);
+
+    let not_allowed = [
+        format!("127.0.0.2:{}", a.port()),
+        format!("127.0.0.1:{}", a.port() + 1),
+        format!("localhost:{}", a.port()),
+        format!("https://127.0.0.1:{}", a.port() + 1),
+        silent.addr(),
+    ];
+    for peer in &not_allowed {
+        let code = b.call_err("fetch-peer-file", json!({"peer": peer, "handle": handle}));
+        assert_eq!(code, "peer_not_allowed", "peer {peer}");
+    }
+    silent.assert_untouched("a peer outside peer_fetch.allow");
+
+    for bad in ["hello", "mh1.$$$", "mh1.a b.c", "MH1.abc.def"] {
+        let code = b.call_err("fetch-peer-file", json!({"peer": a.addr(), "handle": bad}));
+        assert_eq!(code, "malformed_handle", "handle {bad:?}");
+        // The shape is checked before the allow list, too.
+        let code = b.call_err(
+            "fetch-peer-file",
+            json!({"peer": silent.addr(), "handle": bad}),
+        );
+        assert_eq!(code, "malformed_handle", "handle {bad:?} to a silent peer");
+    }
+    silent.assert_untouched("a malformed handle");
+
+    for input in [
+        json!({"peer": a.addr()}),
+        json!({"handle": handle}),
+        json!({"peer": "", "handle": handle}),
+        json!({"peer": a.addr(), "handle": " "}),
+    ] {
+        let code = b.call_err("fetch-peer-file", input.clone());
+        assert_eq!(code, "invalid_input", "input {input}");
+    }
+
+    assert_eq!(
+        a.events("peer_handle_redeem").len(),
+        redeems_before,
+        "no refused fetch reached A's peer plane"
+    );
+    let fetches = b.events("peer_file_fetch");
+    let mut want = vec!["peer_not_allowed".to_owned(); not_allowed.len()];
+    want.extend(vec!["malformed_handle".to_owned(); 8]);
+    assert_eq!(outcomes(&fetches), want, "B's fetch lines");
+    assert_eq!(fetches[0]["handle_id"], handle_id.as_str());
+    assert!(
+        !b.workdir.join("peer-in").exists(),
+        "no refused fetch created peer-in/"
+    );
+
+    // The same handle still works from the allowed address.
+    let fetched = b.call_ok(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(fetched["sha256"], sha256_hex(REPORT));
+    assert_eq!(outcomes(&a.events("peer_handle_redeem")), ["ok"]);
+}
+
+/// Scenario 6a: an escaping or missing path fails the mint before any card fetch.
+#[test]
+fn share_file_path_refusals_open_no_connection() {
+    let world = World::new();
+    let (mut a, _b) = minter_and_fetcher(&world, Some("15m"));
+    std::fs::write(world.path("secret.txt"), SECRET).expect("write the secret");
+    std::os::unix::fs::symlink("/etc/passwd", a.workdir.join("out/abs-link"))
+        .expect("absolute symlink");
+    std::os::unix::fs::symlink("../../secret.txt", a.workdir.join("out/rel-link"))
+        .expect("relative symlink");
+    std::os::unix::fs::symlink(world.path("secret.txt"), a.workdir.join("out/abs-secret"))
+        .expect("absolute symlink to the secret");
+    let silent = SilentPeer::new();
+
+    let cases = [
+        ("../x", "outside_root"),
+        ("%2e%2e/x", "outside_root"),
+        ("%2E%2E/secret.txt", "outside_root"),
+        ("/etc/passwd", "outside_root"),
+        ("a/../report.md", "outside_root"),
+        ("./report.md", "outside_root"),
+        ("abs-link", "outside_root"),
+        ("rel-link", "outside_root"),
+        ("abs-secret", "outside_root"),
+        ("missing.md", "not_found"),
+    ];
+    for (path, want) in cases {
+        let code = a.call_err("share-file", json!({"path": path, "peer": silent.addr()}));
+        assert_eq!(code, want, "path {path:?}");
+        silent.assert_untouched(&format!("share-file of {path:?}"));
+    }
+    let mints = a.events("peer_handle_mint");
+    let want: Vec<&str> = cases.iter().map(|(_, code)| *code).collect();
+    assert_eq!(outcomes(&mints), want, "one mint line per refused attempt");
+    for (mint, (path, _)) in mints.iter().zip(cases) {
+        assert_eq!(
+            mint["path"], path,
+            "a refused mint records the path as requested"
+        );
+        assert_eq!(mint["audience"], Value::Null, "no audience derived: {mint}");
+        assert_eq!(mint["handle_id"], Value::Null, "no handle minted: {mint}");
+        assert!(mint["reason"].is_string(), "a refusal has a reason: {mint}");
+    }
+}
+
+/// Scenario 6b: a peer outside `network.allow`, a down peer, and a card without a name are all
+/// `peer_unreachable`.
+#[test]
+fn share_file_peer_refusals_are_peer_unreachable() {
+    let world = World::new();
+    let (mut a, _b) = minter_and_fetcher(&world, Some("15m"));
+    let silent = SilentPeer::new();
+
+    // Not in network.allow (host compared exactly: localhost is not 127.0.0.1).
+    for peer in [
+        format!("localhost:{}", silent.port()),
+        format!("127.0.0.2:{}", silent.port()),
+    ] {
+        let code = a.call_err("share-file", json!({"path": "report.md", "peer": peer}));
+        assert_eq!(code, "peer_unreachable", "peer {peer}");
+    }
+    silent.assert_untouched("a peer outside network.allow");
+
+    // Down.
+    let down = format!("127.0.0.1:{}", closed_port());
+    let code = a.call_err("share-file", json!({"path": "report.md", "peer": down}));
+    assert_eq!(code, "peer_unreachable", "a closed port");
+
+    // Reachable, but the card cannot name an audience.
+    let nameless = CardServer::new(|addr| json!({"url": format!("http://{addr}")}).to_string());
+    let urlless = CardServer::new(|_| json!({"name": "ghost"}).to_string());
+    let not_json = CardServer::new(|_| "<html>hello</html>".to_owned());
+    for (server, what) in [
+        (&nameless, "card without name"),
+        (&urlless, "card without url"),
+        (&not_json, "card not JSON"),
+    ] {
+        let code = a.call_err(
+            "share-file",
+            json!({"path": "report.md", "peer": server.peer()}),
+        );
+        assert_eq!(code, "peer_unreachable", "{what}");
+        assert_eq!(
+            server.hits(),
+            1,
+            "{what}: the card was fetched exactly once"
+        );
+    }
+
+    let mints = a.events("peer_handle_mint");
+    assert_eq!(outcomes(&mints), vec!["peer_unreachable"; 6]);
+    for mint in &mints {
+        assert_eq!(mint["path"], "report.md");
+        assert_eq!(mint["audience"], Value::Null, "no audience derived: {mint}");
+        assert_eq!(mint["handle_id"], Value::Null);
+    }
+}
+
+/// Scenario 7: ending A's session revokes every handle; a new session over the same workdir and
+/// the same address does not honour them.
+#[test]
+fn handle_from_an_ended_session_is_not_valid_in_the_next() {
+    let world = World::new();
+    let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
+    let (handle, handle_id) = share(&mut a, &b);
+    let fetched = b.call_ok(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(fetched["bytes"], REPORT.len());
+
+    let old_addr = a.addr();
+    let old_session = a.session_id().to_owned();
+    let workdir = a.workdir.clone();
+    // SIGTERM ends the session; stdin is closed too so that this test does not depend on
+    // `sigterm_ends_a_console_session_whose_stdin_is_still_open`.
+    a.sigterm();
+    a.close_console();
+    let status = a.wait_exit("SIGTERM and end of stdin");
+    assert_eq!(status.code(), Some(0), "A exits 0 after SIGTERM");
+    drop(a);
+
+    let mut a2 = Capsule::spawn(
+        &world,
+        "a2",
+        &workdir,
+        &minter_manifest(Some("15m")),
+        &old_addr,
+    );
+    assert_eq!(a2.addr(), old_addr, "A' listens on A's old address");
+    assert_ne!(a2.session_id(), old_session, "a new session id");
+
+    let code = b.call_err(
+        "fetch-peer-file",
+        json!({"peer": old_addr, "handle": handle}),
+    );
+    assert_eq!(code, "handle_not_valid", "an ended session's handle");
+    let redeems = a2.events("peer_handle_redeem");
+    assert_eq!(outcomes(&redeems), ["handle_not_valid"]);
+    assert_eq!(redeems[0]["handle_id"], handle_id.as_str());
+    assert_eq!(redeems[0]["path"], Value::Null);
+
+    // A' mints its own working handle: the refusal was the revocation, not a broken capsule.
+    let (fresh, fresh_id) = share(&mut a2, &b);
+    assert_ne!(fresh_id, handle_id);
+    let fetched = b.call_ok(
+        "fetch-peer-file",
+        json!({"peer": old_addr, "handle": fresh}),
+    );
+    assert_eq!(fetched["generation"], 0, "a relaunched process reports 0");
+    assert_eq!(
+        outcomes(&b.events("peer_file_fetch")),
+        ["ok", "handle_not_valid", "ok"]
+    );
+}
+
+/// Scenario 8a: a `peer-in` symlink leading out of the workdir is never followed.
+#[test]
+fn fetch_refuses_a_peer_in_symlink_out_of_the_workdir() {
+    let world = World::new();
+    let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
+    let outside = world.path("outside");
+    std::fs::create_dir(&outside).expect("create the outside directory");
+    std::os::unix::fs::symlink(&outside, b.workdir.join("peer-in")).expect("peer-in symlink");
+    let (handle, _) = share(&mut a, &b);
+
+    let code = b.call_err(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(code, "path_refused");
+    assert!(
+        tree(&outside).is_empty(),
+        "nothing landed in the symlink's target: {:?}",
+        tree(&outside)
+    );
+    assert_eq!(
+        tree(&b.workdir),
+        ["peer-in"],
+        "no temp file left in B's workdir"
+    );
+    let meta = std::fs::symlink_metadata(b.workdir.join("peer-in")).expect("peer-in");
+    assert!(
+        meta.file_type().is_symlink(),
+        "peer-in is still the symlink"
+    );
+    let fetches = b.events("peer_file_fetch");
+    assert_eq!(outcomes(&fetches), ["path_refused"]);
+    assert_eq!(fetches[0]["stored_path"], Value::Null);
+}
+
+/// Scenario 8b: a `peer-in` that is a regular file, or a dangling symlink, refuses the landing.
+#[test]
+fn fetch_refuses_a_peer_in_that_is_not_a_directory() {
+    let world = World::new();
+    let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
+    let (handle, _) = share(&mut a, &b);
+    let peer_in = b.workdir.join("peer-in");
+
+    std::fs::write(&peer_in, b"not a directory\n").expect("peer-in as a file");
+    let code = b.call_err(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(code, "path_refused", "peer-in is a regular file");
+    assert_eq!(tree(&b.workdir), ["peer-in"]);
+    assert_eq!(
+        std::fs::read(&peer_in).expect("peer-in"),
+        b"not a directory\n",
+        "the file is untouched"
+    );
+
+    std::fs::remove_file(&peer_in).expect("remove peer-in");
+    let dangling = world.path("nowhere");
+    std::os::unix::fs::symlink(&dangling, &peer_in).expect("dangling peer-in");
+    let code = b.call_err(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(code, "path_refused", "peer-in is a dangling symlink");
+    assert!(!dangling.exists(), "the dangling target was not created");
+    assert_eq!(tree(&b.workdir), ["peer-in"]);
+    assert_eq!(
+        outcomes(&b.events("peer_file_fetch")),
+        ["path_refused", "path_refused"]
+    );
+}
+
+/// Scenario 9: after share → fetch → tamper → wrong audience, no trace and no stderr holds a
+/// token, and every trace line is well-formed JSON.
+#[test]
+fn tokens_never_reach_traces_or_stderr() {
+    let world = World::new();
+    let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
+    let mut c = Capsule::spawn(
+        &world,
+        "c",
+        &world.workdir("c"),
+        &fetcher_manifest("fetcher-c", &a.addr()),
+        "127.0.0.1:0",
+    );
+    let (handle, handle_id) = share(&mut a, &b);
+    b.call_ok(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+
+    // Tamper with the payload and with the MAC.
+    let parts: Vec<&str> = handle.split('.').collect();
+    let flip = |s: &str| {
+        let mut chars: Vec<char> = s.chars().collect();
+        chars[0] = if chars[0] == 'A' { 'B' } else { 'A' };
+        chars.into_iter().collect::<String>()
+    };
+    let tampered_payload = format!("{}.{}.{}", parts[0], flip(parts[1]), parts[2]);
+    let tampered_mac = format!("{}.{}.{}", parts[0], parts[1], flip(parts[2]));
+    for tampered in [&tampered_payload, &tampered_mac] {
+        let code = b.call_err(
+            "fetch-peer-file",
+            json!({"peer": a.addr(), "handle": tampered}),
+        );
+        assert!(
+            code == "handle_not_valid" || code == "malformed_handle",
+            "a tampered token is refused, got {code}"
+        );
+    }
+    // The right token with the wrong audience, and a token where a peer or path belongs.
+    assert_eq!(
+        c.call_err(
+            "fetch-peer-file",
+            json!({"peer": a.addr(), "handle": handle})
+        ),
+        "handle_not_valid"
+    );
+    assert_eq!(
+        b.call_err("fetch-peer-file", json!({"peer": handle, "handle": handle})),
+        "peer_not_allowed"
+    );
+    assert_eq!(
+        a.call_err("share-file", json!({"path": handle, "peer": b.addr()})),
+        "not_found"
+    );
+    let redeems = a.events("peer_handle_redeem");
+    assert_eq!(redeems.len(), 4, "ok, two tampers, C: {redeems:?}");
+    assert_eq!(redeems[0]["handle_id"], handle_id.as_str());
+
+    for capsule in [&a, &b, &c] {
+        assert_trace_well_formed(capsule);
+    }
+    let files = world.logs_and_traces();
+    assert_eq!(
+        files.len(),
+        6,
+        "three traces and three stderr captures: {files:?}"
+    );
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read a trace or log");
+        assert!(
+            !text.contains("mh1."),
+            "{} holds a token:\n{text}",
+            file.display()
+        );
+        assert!(
+            !text.contains(&parts[2][..16]),
+            "{} holds a MAC fragment",
+            file.display()
+        );
+    }
+}
+
+/// contract.md: "SIGINT or SIGTERM ends the session gracefully … and exits 0", whether or not a
+/// console is attached; and "End of stdin ends the session as SIGTERM does".
+#[test]
+fn sigterm_ends_a_console_session_whose_stdin_is_still_open() {
+    let world = World::new();
+    let (mut a, _b) = minter_and_fetcher(&world, Some("15m"));
+    a.sigterm();
+    let status = a.wait_exit("SIGTERM with the console's stdin still open");
+    assert_eq!(status.code(), Some(0), "exit status after SIGTERM");
+}
+
+#[test]
+fn end_of_console_input_ends_the_session_with_status_zero() {
+    let world = World::new();
+    let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
+    let (handle, _) = share(&mut a, &b);
+    let addr = a.addr();
+    a.close_console();
+    let status = a.wait_exit("end of stdin");
+    assert_eq!(status.code(), Some(0), "exit status after end of stdin");
+    let code = b.call_err("fetch-peer-file", json!({"peer": addr, "handle": handle}));
+    assert_eq!(
+        code, "peer_unreachable",
+        "the ended capsule no longer listens"
+    );
+}

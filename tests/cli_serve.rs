@@ -1,0 +1,1697 @@
+#![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
+//! Black-box tests of `resource-plane serve` (`contract.md`, D-1, D-4, D-6): the real binary is
+//! spawned over a temporary workdir and manifest, its ready line is read from stdout, and it is
+//! spoken to in raw HTTP/1.1 over `std::net::TcpStream`, through its console on stdin, and with
+//! signals. Every spawned process is killed when its guard drops.
+//!
+//! A [`World`] is one temporary directory holding `wd/` (the workdir), `manifest.yaml`, `tr/`
+//! (where traces go) and `tmp/` (the child's `TMPDIR`), so "nothing created" can be checked by
+//! comparing a snapshot of the whole world before and after a refused launch.
+//!
+//! Runtime: every test takes well under a second except
+//! [`slow_stalled_head_is_dropped_within_twelve_seconds`], which waits out the 10 s header read
+//! timeout (D-4.6) and is the only slow test.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_resource-plane");
+/// How long a launch may take to print its ready line or to be refused.
+const LAUNCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one HTTP exchange or console answer may take.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a graceful end (signal, end of stdin) may take (contract: promptly).
+const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An operator plane over `out/`; the name has capitals so audience lowercasing shows.
+const FILES_MANIFEST: &str = "\
+name: Reporter
+exports:
+  files: { root: out/, mode: read-only, max_bytes: 10Mi }
+";
+
+// ---------------------------------------------------------------------------------------------
+// The world: a workdir, a manifest, a trace directory and a TMPDIR, all in one tempdir.
+// ---------------------------------------------------------------------------------------------
+
+struct World {
+    _dir: TempDir,
+    root: PathBuf,
+}
+
+impl World {
+    fn new(manifest: &str) -> World {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical tempdir");
+        for sub in ["wd", "tr", "tmp"] {
+            std::fs::create_dir(root.join(sub)).expect("world subdirectory");
+        }
+        std::fs::write(root.join("manifest.yaml"), manifest).expect("manifest");
+        World { _dir: dir, root }
+    }
+
+    /// A world whose workdir holds `out/a.txt`, `out/.hidden` and `out/sub/b.txt`.
+    fn with_files(manifest: &str) -> World {
+        let world = World::new(manifest);
+        world.write("out/a.txt", b"hello\n");
+        world.write("out/.hidden", b"h");
+        world.write("out/sub/b.txt", b"bee");
+        world
+    }
+
+    fn workdir(&self) -> PathBuf {
+        self.root.join("wd")
+    }
+
+    fn manifest(&self) -> PathBuf {
+        self.root.join("manifest.yaml")
+    }
+
+    fn trace(&self) -> PathBuf {
+        self.root.join("tr").join("trace.jsonl")
+    }
+
+    fn tmpdir(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+
+    /// Writes a file under the workdir, creating its parents.
+    fn write(&self, rel: &str, bytes: &[u8]) {
+        let path = self.workdir().join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("parents");
+        std::fs::write(path, bytes).expect("write file");
+    }
+
+    /// Creates a symlink at `rel` (relative to the world root) pointing at `target`.
+    fn symlink(&self, target: &str, rel: &str) {
+        std::os::unix::fs::symlink(target, self.root.join(rel)).expect("symlink");
+    }
+
+    /// `serve --workdir wd --manifest manifest.yaml --trace tr/trace.jsonl` plus `extra`.
+    fn args(&self, extra: &[&str]) -> Vec<String> {
+        let mut args = self.args_without_trace(&[]);
+        args.push("--trace".into());
+        args.push(self.trace().display().to_string());
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    }
+
+    /// `serve --workdir wd --manifest manifest.yaml` plus `extra` (default trace path).
+    fn args_without_trace(&self, extra: &[&str]) -> Vec<String> {
+        let mut args = vec![
+            "serve".to_owned(),
+            "--workdir".into(),
+            self.workdir().display().to_string(),
+            "--manifest".into(),
+            self.manifest().display().to_string(),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    }
+
+    /// Every path under the world with its type (and size or link target).
+    fn snapshot(&self) -> BTreeMap<String, String> {
+        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
+            let mut entries: Vec<_> = std::fs::read_dir(dir)
+                .expect("read_dir")
+                .map(|e| e.expect("dir entry").path())
+                .collect();
+            entries.sort();
+            for path in entries {
+                let rel = path
+                    .strip_prefix(base)
+                    .expect("under base")
+                    .display()
+                    .to_string();
+                let meta = std::fs::symlink_metadata(&path).expect("lstat");
+                if meta.file_type().is_symlink() {
+                    let target = std::fs::read_link(&path).expect("readlink");
+                    out.insert(rel, format!("link -> {}", target.display()));
+                } else if meta.is_dir() {
+                    out.insert(rel, "dir".into());
+                    walk(&path, base, out);
+                } else {
+                    out.insert(rel, format!("file, {} bytes", meta.len()));
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(&self.root, &self.root, &mut out);
+        out
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes: a guard that always kills, a running server, and a refused launch.
+// ---------------------------------------------------------------------------------------------
+
+/// Kills (SIGKILL) and reaps the child when dropped, whatever the test did.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl ChildGuard {
+    /// Polls until the child exits or `timeout` passes.
+    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.0.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        rustix::process::kill_process(rustix::process::Pid::from_child(&self.0), signal)
+            .expect("kill(2)");
+    }
+}
+
+/// A `serve` process that printed its ready line.
+struct Server {
+    // Field order: the guard drops (kills) before the log directory goes.
+    child: ChildGuard,
+    stdin: Option<ChildStdin>,
+    stdout: mpsc::Receiver<String>,
+    ready: Value,
+    logs: TempDir,
+}
+
+impl Server {
+    fn start(world: &World, args: Vec<String>) -> Server {
+        Self::spawn(world, args, false)
+    }
+
+    fn start_console(world: &World, args: Vec<String>) -> Server {
+        let mut args = args;
+        args.push("--console".into());
+        Self::spawn(world, args, true)
+    }
+
+    fn spawn(world: &World, args: Vec<String>, console: bool) -> Server {
+        let logs = tempfile::tempdir().expect("log tempdir");
+        let stderr = std::fs::File::create(logs.path().join("stderr")).expect("stderr file");
+        let mut child = ChildGuard(
+            Command::new(BIN)
+                .args(&args)
+                .env("TMPDIR", world.tmpdir())
+                .stdin(if console {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stdout(Stdio::piped())
+                .stderr(stderr)
+                .spawn()
+                .expect("spawn resource-plane"),
+        );
+        let stdin = child.0.stdin.take();
+        let stdout = child.0.stdout.take().expect("stdout pipe");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = Server {
+            child,
+            stdin,
+            stdout: rx,
+            ready: Value::Null,
+            logs,
+        };
+        let Some(first) = server.next_line(LAUNCH_TIMEOUT) else {
+            let status = server.child.wait_exit(Duration::from_millis(200));
+            panic!(
+                "no ready line within {LAUNCH_TIMEOUT:?} (exit: {status:?}); stderr:\n{}",
+                server.stderr()
+            );
+        };
+        server.ready = serde_json::from_str(&first)
+            .unwrap_or_else(|e| panic!("the first stdout line is not JSON ({e}): {first:?}"));
+        server
+    }
+
+    fn next_line(&self, timeout: Duration) -> Option<String> {
+        self.stdout.recv_timeout(timeout).ok()
+    }
+
+    fn ready_str(&self, key: &str) -> &str {
+        self.ready[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("ready line field {key} is not a string: {}", self.ready))
+    }
+
+    /// The port of a default (`http://127.0.0.1:PORT`) url.
+    fn port(&self) -> u16 {
+        let url = self.ready_str("url");
+        url.strip_prefix("http://127.0.0.1:")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("url {url:?} is not http://127.0.0.1:PORT"))
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.logs.path().join("stderr")).unwrap_or_default()
+    }
+
+    /// Sends one console line and returns the one JSON answer.
+    fn console(&mut self, line: &str) -> Value {
+        let stdin = self.stdin.as_mut().expect("console stdin");
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .and_then(|()| stdin.flush())
+            .expect("write console line");
+        let answer = self
+            .next_line(IO_TIMEOUT)
+            .unwrap_or_else(|| panic!("no console answer to {line:?} within {IO_TIMEOUT:?}"));
+        serde_json::from_str(&answer)
+            .unwrap_or_else(|e| panic!("console answer to {line:?} is not JSON ({e}): {answer:?}"))
+    }
+
+    /// Sends a signal and requires exit status 0 within [`EXIT_TIMEOUT`].
+    fn stop_with(&mut self, signal: rustix::process::Signal, what: &str) {
+        self.child.signal(signal);
+        self.expect_clean_exit(what);
+    }
+
+    fn expect_clean_exit(&mut self, what: &str) {
+        let status = self.child.wait_exit(EXIT_TIMEOUT);
+        assert!(
+            status.is_some(),
+            "{what}: the process did not exit within {EXIT_TIMEOUT:?}"
+        );
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{what}: exit status {status:?}; stderr:\n{}",
+            self.stderr()
+        );
+    }
+
+    /// After exit: every stdout line that followed the ready line.
+    fn remaining_stdout(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        while let Ok(line) = self.stdout.recv_timeout(IO_TIMEOUT) {
+            lines.push(line);
+        }
+        lines
+    }
+}
+
+/// What a launch that exited on its own left behind.
+struct Exited {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `serve` to completion (it must exit within [`LAUNCH_TIMEOUT`]).
+fn run_to_exit(world: &World, args: &[String]) -> Exited {
+    let mut child = ChildGuard(
+        Command::new(BIN)
+            .args(args)
+            .env("TMPDIR", world.tmpdir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn resource-plane"),
+    );
+    let Some(status) = child.wait_exit(LAUNCH_TIMEOUT) else {
+        panic!("the launch was not refused: still running after {LAUNCH_TIMEOUT:?} ({args:?})");
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    let _ = child
+        .0
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut stdout);
+    let _ = child
+        .0
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr);
+    Exited {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// Requires a refused launch: status 2, `error[CODE]:` and a `  hint:` line on stderr, nothing
+/// on stdout, nothing created anywhere in the world and no file at `trace`. Returns stderr.
+fn assert_refused(case: &str, world: &World, args: &[String], code: &str, trace: &Path) -> String {
+    let before = world.snapshot();
+    let out = run_to_exit(world, args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{case}: exit status {:?}; stderr:\n{}",
+        out.status,
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!("error[{code}]:")),
+        "{case}: stderr lacks `error[{code}]:`:\n{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.lines().any(|l| l.starts_with("  hint:")),
+        "{case}: stderr has no line starting `  hint:`:\n{}",
+        out.stderr
+    );
+    assert_eq!(out.stdout, "", "{case}: a refused launch printed on stdout");
+    assert!(
+        std::fs::symlink_metadata(trace).is_err(),
+        "{case}: a refused launch created the trace file {}",
+        trace.display()
+    );
+    assert_eq!(
+        world.snapshot(),
+        before,
+        "{case}: a refused launch created or changed something in the world"
+    );
+    out.stderr
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw HTTP over TcpStream.
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug)]
+struct Reply {
+    version: String,
+    status: u16,
+    /// Lowercased names, in wire order.
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        let mut values = self.headers.iter().filter(|(n, _)| n == name);
+        let first = values.next().map(|(_, v)| v.as_str());
+        assert!(
+            values.next().is_none(),
+            "header {name} sent twice: {self:?}"
+        );
+        first
+    }
+
+    fn names(&self) -> BTreeSet<&str> {
+        self.headers.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {:?}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// Every response: `connection: close` and a `date` header.
+    fn assert_close_and_date(&self, what: &str) {
+        assert_eq!(
+            self.header("connection"),
+            Some("close"),
+            "{what}: connection header; {self:?}"
+        );
+        let date = self
+            .header("date")
+            .unwrap_or_else(|| panic!("{what}: no date header; {self:?}"));
+        assert!(
+            date.len() == 29 && date.ends_with(" GMT") && date.as_bytes()[3] == b',',
+            "{what}: date {date:?} is not an IMF-fixdate"
+        );
+    }
+
+    /// A JSON refusal `{"error": code, "message": …}`.
+    fn assert_refusal(&self, status: u16, code: &str, what: &str) {
+        assert_eq!(self.status, status, "{what}: status; body {}", self.text());
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/json"),
+            "{what}"
+        );
+        let body = self.json();
+        assert_eq!(body["error"], code, "{what}: error code; body {body}");
+        assert!(body["message"].is_string(), "{what}: message; body {body}");
+    }
+}
+
+/// Reads until the server closes the connection; panics if it does not within `timeout`.
+fn read_to_eof(stream: &mut TcpStream, timeout: Duration) -> Vec<u8> {
+    let deadline = Instant::now() + timeout;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16384];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "the server did not close the connection within {timeout:?}; got {:?}",
+            String::from_utf8_lossy(&out)
+        );
+        stream.set_read_timeout(Some(left)).expect("read timeout");
+        match stream.read(&mut buf) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            // A server closing with unread request bytes resets: that is a close too.
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return out,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => panic!("read failed: {e}"),
+        }
+    }
+}
+
+fn parse_reply(raw: &[u8]) -> Reply {
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| {
+            panic!(
+                "no complete response head in {:?}",
+                String::from_utf8_lossy(raw)
+            )
+        });
+    let head = std::str::from_utf8(&raw[..end]).expect("response head is UTF-8");
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().expect("status line");
+    let mut parts = status_line.splitn(3, ' ');
+    let version = parts.next().expect("version").to_owned();
+    let status = parts
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let headers = lines
+        .map(|line| {
+            let (name, value) = line
+                .split_once(':')
+                .unwrap_or_else(|| panic!("bad header line {line:?}"));
+            (name.to_ascii_lowercase(), value.trim().to_owned())
+        })
+        .collect();
+    Reply {
+        version,
+        status,
+        headers,
+        body: raw[end + 4..].to_vec(),
+    }
+}
+
+fn connect(port: u16) -> TcpStream {
+    TcpStream::connect(("127.0.0.1", port)).expect("connect to the server")
+}
+
+/// Sends `request` as is, reads to EOF, parses one response.
+fn exchange(port: u16, request: &[u8]) -> Reply {
+    let mut stream = connect(port);
+    // The server may answer and close before reading everything (431): not an error here.
+    let _ = stream.write_all(request);
+    parse_reply(&read_to_eof(&mut stream, IO_TIMEOUT))
+}
+
+fn send(port: u16, method: &str, target: &str) -> Reply {
+    exchange(
+        port,
+        format!("{method} {target} HTTP/1.1\r\nhost: localhost\r\n\r\n").as_bytes(),
+    )
+}
+
+fn get(port: u16, target: &str) -> Reply {
+    send(port, "GET", target)
+}
+
+/// A listing must answer 200 with one entry per file: the server is still serving.
+fn assert_still_serving(port: u16, after: &str) {
+    let reply = get(port, "/resources/files");
+    assert_eq!(reply.status, 200, "listing after {after}: {}", reply.text());
+    assert_eq!(
+        reply.json()["entries"].as_array().map(Vec::len),
+        Some(3),
+        "listing after {after}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small checks.
+// ---------------------------------------------------------------------------------------------
+
+fn is_lower_hex(text: &str, len: usize) -> bool {
+    text.len() == len && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn mtime_ms(path: &Path) -> u128 {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .expect("mtime")
+        .duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis()
+}
+
+fn trace_lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("trace {} unreadable: {e}", path.display()));
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("trace line {} is not JSON ({e}): {line:?}", i + 1))
+        })
+        .collect()
+}
+
+// =============================================================================================
+// 1. The ready line.
+// =============================================================================================
+
+#[test]
+fn ready_line_has_exactly_the_documented_keys_and_stdout_holds_nothing_else() {
+    let world = World::with_files(FILES_MANIFEST);
+    let mut server = Server::start(&world, world.args(&[]));
+    let ready = server
+        .ready
+        .as_object()
+        .expect("ready line is an object")
+        .clone();
+    let keys: BTreeSet<&str> = ready.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from(["audience", "event", "session_id", "trace", "url"]),
+        "ready line keys: {}",
+        server.ready
+    );
+    assert_eq!(ready["event"], "listening");
+    let port = server.port();
+    assert_eq!(
+        server.ready_str("audience"),
+        format!("reporter@127.0.0.1:{port}"),
+        "audience: lowercased name @ bound address"
+    );
+    let session = server.ready_str("session_id").to_owned();
+    assert!(
+        session
+            .strip_prefix("ses_")
+            .is_some_and(|hex| is_lower_hex(hex, 32)),
+        "session_id {session:?} is not ses_ + 32 lowercase hex"
+    );
+    assert_eq!(
+        server.ready_str("trace"),
+        world.trace().display().to_string(),
+        "--trace is the trace reported"
+    );
+
+    // The url is live, and the trace named is the one written.
+    assert_eq!(get(port, "/resources/files").status, 200);
+    let lines = trace_lines(&world.trace());
+    assert_eq!(lines.len(), 1, "one request, one trace line: {lines:?}");
+    assert_eq!(lines[0]["session_id"], session.as_str());
+
+    server.stop_with(rustix::process::Signal::TERM, "SIGTERM");
+    assert_eq!(
+        server.remaining_stdout(),
+        Vec::<String>::new(),
+        "nothing but the ready line may reach stdout"
+    );
+}
+
+#[test]
+fn url_flag_changes_url_and_audience() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&["--url", "http://Example.test:8080"]));
+    assert_eq!(server.ready_str("url"), "http://Example.test:8080");
+    assert_eq!(server.ready_str("audience"), "reporter@example.test:8080");
+    drop(server);
+
+    // The port is always explicit in an audience (D-8): 80 for http when absent.
+    let server = Server::start(&world, world.args(&["--url", "http://Example.test"]));
+    assert_eq!(server.ready_str("url"), "http://Example.test");
+    assert_eq!(server.ready_str("audience"), "reporter@example.test:80");
+}
+
+#[test]
+fn default_trace_is_a_per_session_file_outside_the_workdir() {
+    let world = World::with_files(FILES_MANIFEST);
+    let first = Server::start(&world, world.args_without_trace(&[]));
+    let second = Server::start(&world, world.args_without_trace(&[]));
+    let mut created = Vec::new();
+    for server in [&first, &second] {
+        let trace = PathBuf::from(server.ready_str("trace"));
+        created.push(trace.clone());
+        assert!(
+            trace.is_absolute(),
+            "default trace {trace:?} is not absolute"
+        );
+        let canonical = std::fs::canonicalize(&trace)
+            .unwrap_or_else(|e| panic!("default trace {trace:?} does not exist: {e}"));
+        assert!(
+            !canonical.starts_with(world.workdir()),
+            "default trace {canonical:?} lies inside the workdir"
+        );
+        assert_eq!(get(server.port(), "/resources/files").status, 200);
+        let lines = trace_lines(&trace);
+        assert_eq!(lines.len(), 1, "default trace {trace:?}: {lines:?}");
+        assert_eq!(lines[0]["session_id"], server.ready_str("session_id"));
+    }
+    assert_ne!(
+        created[0], created[1],
+        "two sessions at once must not share a default trace file"
+    );
+    drop((first, second));
+    for trace in created {
+        if !trace.starts_with(&world.root) {
+            let _ = std::fs::remove_file(trace);
+        }
+    }
+}
+
+// =============================================================================================
+// 2. Launch refusals (status 2, `error[CODE]:`, `  hint:`, nothing created).
+// =============================================================================================
+
+#[test]
+fn malformed_manifests_refuse_with_e_man_003() {
+    let cases = [
+        (
+            "max_bytes 10MB",
+            "name: r\nexports:\n  files: { root: out/, mode: read-only, max_bytes: 10MB }\n",
+        ),
+        (
+            "max_bytes 0",
+            "name: r\nexports:\n  files: { root: out/, mode: read-only, max_bytes: 0 }\n",
+        ),
+        (
+            "missing name",
+            "exports:\n  files: { root: out/, mode: read-only }\n",
+        ),
+        (
+            "blank name",
+            "name: '  '\nexports:\n  files: { root: out/, mode: read-only }\n",
+        ),
+        (
+            "mode read-write",
+            "name: r\nexports:\n  files: { root: out/, mode: read-write }\n",
+        ),
+        (
+            "missing mode",
+            "name: r\nexports:\n  files: { root: out/ }\n",
+        ),
+        (
+            "root with ..",
+            "name: r\nexports:\n  files: { root: ../out, mode: read-only }\n",
+        ),
+        (
+            "absolute root",
+            "name: r\nexports:\n  files: { root: /out, mode: read-only }\n",
+        ),
+        (
+            "allow entry with a path",
+            "name: r\ncapabilities:\n  peer_fetch: { allow: [\"http://host/path\"] }\n",
+        ),
+        (
+            "empty allow list",
+            "name: r\ncapabilities:\n  network: { allow: [] }\n",
+        ),
+        (
+            "max_ttl 1h30m",
+            "name: r\nexports:\n  peer_files: { root: out/, max_ttl: 1h30m }\n",
+        ),
+        (
+            "after_task forever",
+            "name: r\nlifecycle: { after_task: forever }\n",
+        ),
+        ("not a mapping", "- just\n- a list\n"),
+        ("not YAML", "name: [unclosed\n"),
+    ];
+    for (case, manifest) in cases {
+        let world = World::new(manifest);
+        let trace = world.trace();
+        assert_refused(case, &world, &world.args(&[]), "E-MAN-003", &trace);
+    }
+
+    // With the default trace path, a refused launch creates no trace directory either.
+    let world = World::new(cases[0].1);
+    let stderr = assert_refused(
+        "max_bytes 10MB, default trace",
+        &world,
+        &world.args_without_trace(&[]),
+        "E-MAN-003",
+        &world.trace(),
+    );
+    assert!(
+        stderr.contains("exports.files.max_bytes"),
+        "E-MAN-003 names the field (D-1.7):\n{stderr}"
+    );
+}
+
+#[test]
+fn persistent_capsule_without_a_short_ttl_refuses_with_e_cap_008() {
+    let cases = [
+        (
+            "sleep without max_ttl",
+            "name: r\nexports:\n  peer_files: { root: out/ }\nlifecycle: { after_task: sleep }\n",
+        ),
+        (
+            "sleep with max_ttl 901",
+            "name: r\nexports:\n  peer_files: { root: out/, max_ttl: 901 }\nlifecycle: { after_task: sleep }\n",
+        ),
+        (
+            "sleep with max_ttl 16m",
+            "name: r\nexports:\n  peer_files: { root: out/, max_ttl: 16m }\nlifecycle: { after_task: sleep }\n",
+        ),
+        (
+            // E-CAP-008 is checked before E-CAP-007 (D-1.9).
+            "sleep without max_ttl and an escaping root",
+            "name: r\nexports:\n  peer_files: { root: esc/ }\nlifecycle: { after_task: sleep }\n",
+        ),
+    ];
+    for (case, manifest) in cases {
+        let world = World::new(manifest);
+        world.symlink("../tr", "wd/esc");
+        let stderr = assert_refused(case, &world, &world.args(&[]), "E-CAP-008", &world.trace());
+        for needle in [
+            "exports.peer_files.max_ttl",
+            "lifecycle.after_task: sleep",
+            "900s",
+            "durability",
+        ] {
+            assert!(
+                stderr.contains(needle),
+                "{case}: E-CAP-008 must mention {needle:?} (D-1.8):\n{stderr}"
+            );
+        }
+    }
+
+    // 900 s exactly is allowed.
+    let world = World::new(
+        "name: r\nexports:\n  peer_files: { root: out/, max_ttl: 900 }\nlifecycle: { after_task: sleep }\n",
+    );
+    let server = Server::start(&world, world.args(&[]));
+    assert_eq!(server.ready["event"], "listening");
+}
+
+#[test]
+fn escaping_export_roots_refuse_with_e_cap_007() {
+    let files = "name: r\nexports:\n  files: { root: out, mode: read-only }\n";
+    let peer = "name: r\nexports:\n  peer_files: { root: out }\n";
+    // (case, manifest, link target of wd/out, field the message must name)
+    let cases = [
+        (
+            "relative symlink to ../outside",
+            files,
+            "../outside",
+            "exports.files.root",
+        ),
+        (
+            "dangling relative symlink ../nowhere/x",
+            files,
+            "../nowhere/x",
+            "exports.files.root",
+        ),
+        (
+            "peer root: relative symlink out",
+            peer,
+            "../outside",
+            "exports.peer_files.root",
+        ),
+    ];
+    for (case, manifest, target, field) in cases {
+        let world = World::new(manifest);
+        std::fs::create_dir(world.root.join("outside")).expect("outside dir");
+        world.symlink(target, "wd/out");
+        let stderr = assert_refused(case, &world, &world.args(&[]), "E-CAP-007", &world.trace());
+        assert!(
+            stderr.contains(field),
+            "{case}: the message names {field}:\n{stderr}"
+        );
+    }
+
+    // An absolute symlink refuses even when it points inside the workdir [stronger].
+    let world = World::new(files);
+    std::fs::create_dir(world.workdir().join("real")).expect("real dir");
+    let target = world.workdir().join("real").display().to_string();
+    world.symlink(&target, "wd/out");
+    assert_refused(
+        "absolute symlink pointing inside the workdir",
+        &world,
+        &world.args(&[]),
+        "E-CAP-007",
+        &world.trace(),
+    );
+
+    // A relative symlink staying inside, and a missing root, are accepted.
+    let world = World::new(files);
+    world.write("real/a.txt", b"x");
+    world.symlink("real", "wd/out");
+    let server = Server::start(&world, world.args(&[]));
+    let listing = get(server.port(), "/resources/files");
+    assert_eq!(listing.status, 200, "{}", listing.text());
+    assert_eq!(listing.json()["entries"][0]["path"], "a.txt");
+    drop(server);
+    let world = World::new(files);
+    let server = Server::start(&world, world.args(&[]));
+    let listing = get(server.port(), "/resources/files");
+    assert_eq!(listing.status, 200, "missing root: {}", listing.text());
+    assert_eq!(listing.json()["entries"], serde_json::json!([]));
+}
+
+#[test]
+fn trace_inside_the_workdir_or_a_missing_workdir_refuses_with_e_cli_001() {
+    let world = World::new(FILES_MANIFEST);
+    std::fs::create_dir(world.workdir().join("out")).expect("out");
+    let inside = world.workdir().join("trace.jsonl");
+    assert_refused(
+        "--trace inside the workdir",
+        &world,
+        &world.args_without_trace(&["--trace", &inside.display().to_string()]),
+        "E-CLI-001",
+        &inside,
+    );
+    let dotted = world.workdir().join("out").join("..").join("t.jsonl");
+    assert_refused(
+        "--trace inside the workdir through ..",
+        &world,
+        &world.args_without_trace(&["--trace", &dotted.display().to_string()]),
+        "E-CLI-001",
+        &world.workdir().join("t.jsonl"),
+    );
+    // A trace path that is a symlink into the workdir must not write there either.
+    world.symlink("../wd/linked.jsonl", "tr/link.jsonl");
+    let link = world.root.join("tr").join("link.jsonl");
+    assert_refused(
+        "--trace a symlink into the workdir",
+        &world,
+        &world.args_without_trace(&["--trace", &link.display().to_string()]),
+        "E-CLI-001",
+        &world.workdir().join("linked.jsonl"),
+    );
+
+    let missing = world.root.join("missing");
+    let mut args = world.args(&[]);
+    args[2] = missing.display().to_string();
+    assert_refused(
+        "missing workdir",
+        &world,
+        &args,
+        "E-CLI-001",
+        &world.trace(),
+    );
+    assert!(!missing.exists(), "serve never creates the workdir");
+
+    let file = world.root.join("tr").join("not-a-dir");
+    std::fs::write(&file, b"").expect("file");
+    args[2] = file.display().to_string();
+    assert_refused(
+        "workdir is a file",
+        &world,
+        &args,
+        "E-CLI-001",
+        &world.trace(),
+    );
+}
+
+/// A launch refused after the listener is bound must still have created nothing ("a refused
+/// launch … exits with status 2, having created nothing"). `--url` that cannot form an audience
+/// is a command-line error (`E-CLI-001`), checked before anything is created.
+#[test]
+fn unusable_advertised_url_refuses_and_creates_no_trace() {
+    let world = World::with_files(FILES_MANIFEST);
+    assert_refused(
+        "--url not a url, --trace given",
+        &world,
+        &world.args(&["--url", "not a url"]),
+        "E-CLI-001",
+        &world.trace(),
+    );
+    assert_refused(
+        "--url ftp://x, default trace",
+        &world,
+        &world.args_without_trace(&["--url", "ftp://x"]),
+        "E-CLI-001",
+        &world.trace(),
+    );
+}
+
+#[test]
+fn unknown_manifest_keys_only_warn_and_the_launch_proceeds() {
+    let world = World::with_files(
+        "\
+name: Reporter
+colour: blue
+exports:
+  files: { root: out/, mode: read-only, extra: 2 }
+",
+    );
+    let server = Server::start(&world, world.args(&[]));
+    assert_eq!(server.ready["event"], "listening");
+    let stderr = server.stderr();
+    for key in ["colour", "exports.files.extra"] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains("warning") && l.contains(key)),
+            "unknown key {key} must be warned about on stderr:\n{stderr}"
+        );
+    }
+    assert!(
+        !stderr.contains("error["),
+        "a warning is not an error:\n{stderr}"
+    );
+    assert_still_serving(server.port(), "a warned launch");
+}
+
+// =============================================================================================
+// 3. HTTP over the socket.
+// =============================================================================================
+
+#[test]
+fn listing_and_read_carry_exactly_the_spec_headers() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&["--containment", "sealed"]));
+    let port = server.port();
+    let out = world.workdir().join("out");
+
+    let listing = get(port, "/resources/files");
+    assert_eq!(listing.status, 200, "{}", listing.text());
+    assert_eq!(listing.version, "HTTP/1.1");
+    assert_eq!(
+        listing.names(),
+        BTreeSet::from([
+            "connection",
+            "content-length",
+            "content-type",
+            "date",
+            "x-murmur-containment",
+            "x-murmur-export-root",
+            "x-murmur-generation",
+        ]),
+        "listing headers: {listing:?}"
+    );
+    listing.assert_close_and_date("listing");
+    assert_eq!(listing.header("content-type"), Some("application/json"));
+    assert_eq!(listing.header("x-murmur-generation"), Some("0"));
+    assert_eq!(listing.header("x-murmur-containment"), Some("sealed"));
+    assert_eq!(listing.header("x-murmur-export-root"), Some("out/"));
+    assert_eq!(
+        listing.header("content-length"),
+        Some(listing.body.len().to_string().as_str())
+    );
+    let entry = |rel: &str, bytes: &[u8]| {
+        format!(
+            r#"{{"path":"{rel}","size_bytes":{},"mtime_ms":{},"sha256":"{}"}}"#,
+            bytes.len(),
+            mtime_ms(&out.join(rel)),
+            sha256_hex(bytes)
+        )
+    };
+    let expected = format!(
+        r#"{{"root":"out/","mode":"read-only","max_bytes":10485760,"generation":0,"containment_achieved":"sealed","entries":[{},{},{}]}}"#,
+        entry(".hidden", b"h"),
+        entry("a.txt", b"hello\n"),
+        entry("sub/b.txt", b"bee"),
+    );
+    assert_eq!(
+        listing.text(),
+        expected,
+        "listing body (D-3.5 order, compact)"
+    );
+
+    let read = get(port, "/resources/files/a.txt");
+    assert_eq!(read.status, 200, "{}", read.text());
+    assert_eq!(
+        read.names(),
+        BTreeSet::from([
+            "connection",
+            "content-length",
+            "content-type",
+            "date",
+            "etag",
+            "x-murmur-containment",
+            "x-murmur-export-root",
+            "x-murmur-generation",
+            "x-murmur-mtime-ms",
+        ]),
+        "read headers: {read:?}"
+    );
+    read.assert_close_and_date("read");
+    assert_eq!(read.body, b"hello\n");
+    assert_eq!(
+        read.header("content-type"),
+        Some("application/octet-stream")
+    );
+    assert_eq!(
+        read.header("etag"),
+        Some(format!("\"sha256:{}\"", sha256_hex(b"hello\n")).as_str())
+    );
+    assert_eq!(read.header("content-length"), Some("6"));
+    assert_eq!(
+        read.header("x-murmur-mtime-ms"),
+        Some(mtime_ms(&out.join("a.txt")).to_string().as_str())
+    );
+    assert_eq!(read.header("x-murmur-generation"), Some("0"));
+    assert_eq!(read.header("x-murmur-containment"), Some("sealed"));
+    assert_eq!(read.header("x-murmur-export-root"), Some("out/"));
+
+    // HTTP/1.0 is served too, and closed the same way (D-4.1).
+    let old = exchange(port, b"GET /resources/files/sub/b.txt HTTP/1.0\r\n\r\n");
+    assert_eq!(old.status, 200, "{}", old.text());
+    assert_eq!(old.body, b"bee");
+    old.assert_close_and_date("HTTP/1.0 read");
+}
+
+#[test]
+fn every_response_closes_after_exactly_one_response() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&[]));
+    let port = server.port();
+    let requests: [(&str, &[u8], u16); 8] = [
+        (
+            "listing",
+            b"GET /resources/files HTTP/1.1\r\nhost: x\r\n\r\n",
+            200,
+        ),
+        (
+            "read",
+            b"GET /resources/files/a.txt HTTP/1.1\r\nhost: x\r\n\r\n",
+            200,
+        ),
+        (
+            "missing",
+            b"GET /resources/files/nope HTTP/1.1\r\nhost: x\r\n\r\n",
+            404,
+        ),
+        (
+            "escape",
+            b"GET /resources/files/../x HTTP/1.1\r\nhost: x\r\n\r\n",
+            403,
+        ),
+        (
+            "post",
+            b"POST /resources/files HTTP/1.1\r\nhost: x\r\n\r\n",
+            405,
+        ),
+        (
+            "agent card",
+            b"GET /.well-known/agent-card.json HTTP/1.1\r\nhost: x\r\n\r\n",
+            200,
+        ),
+        ("foreign", b"GET / HTTP/1.1\r\nhost: x\r\n\r\n", 404),
+        ("unparseable", b"GET\r\n\r\n", 400),
+    ];
+    for (what, request, status) in requests {
+        let reply = exchange(port, request);
+        assert_eq!(reply.status, status, "{what}: {}", reply.text());
+        reply.assert_close_and_date(what);
+        if let Some(length) = reply.header("content-length") {
+            assert_eq!(
+                length,
+                reply.body.len().to_string(),
+                "{what}: nothing may follow the one response"
+            );
+        }
+    }
+
+    // Two pipelined requests, even with keep-alive asked for: one response, then close.
+    let pipelined = exchange(
+        port,
+        b"GET /resources/files/a.txt HTTP/1.1\r\nhost: x\r\nconnection: keep-alive\r\n\r\n\
+          GET /resources/files/sub/b.txt HTTP/1.1\r\nhost: x\r\n\r\n",
+    );
+    assert_eq!(pipelined.status, 200);
+    assert_eq!(
+        pipelined.body,
+        b"hello\n",
+        "only the first pipelined request is answered: {:?}",
+        pipelined.text()
+    );
+    pipelined.assert_close_and_date("pipelined");
+}
+
+#[test]
+fn head_on_a_file_path_is_405_with_the_same_headers_and_no_body() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&[]));
+    let port = server.port();
+    let head = send(port, "HEAD", "/resources/files/a.txt");
+    let post = send(port, "POST", "/resources/files/a.txt");
+    post.assert_refusal(405, "method_not_allowed", "POST");
+    assert_eq!(head.status, 405, "HEAD: {head:?}");
+    assert_eq!(head.header("allow"), Some("GET"));
+    assert_eq!(post.header("allow"), Some("GET"));
+    assert!(head.body.is_empty(), "HEAD has no body: {:?}", head.text());
+    assert_eq!(
+        head.header("content-length"),
+        Some(post.body.len().to_string().as_str()),
+        "HEAD's content-length is that of the GET-shaped 405 body"
+    );
+    head.assert_close_and_date("HEAD");
+    let without_date = |r: &Reply| -> Vec<(String, String)> {
+        let mut h: Vec<_> = r
+            .headers
+            .iter()
+            .filter(|(n, _)| n != "date")
+            .cloned()
+            .collect();
+        h.sort();
+        h
+    };
+    assert_eq!(
+        without_date(&head),
+        without_date(&post),
+        "HEAD gets the same status and headers as any other non-GET (D-4.3)"
+    );
+}
+
+#[test]
+fn request_heads_over_16_kib_are_431_and_smaller_ones_are_served() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&[]));
+    let port = server.port();
+    let with_padding = |n: usize| {
+        let mut req = b"GET /resources/files/a.txt HTTP/1.1\r\nhost: x\r\nx-pad: ".to_vec();
+        req.extend(std::iter::repeat_n(b'a', n));
+        req.extend_from_slice(b"\r\n\r\n");
+        req
+    };
+    let small = exchange(port, &with_padding(12 * 1024));
+    assert_eq!(
+        small.status,
+        200,
+        "a 12 KiB head is served: {}",
+        small.text()
+    );
+    assert_eq!(small.body, b"hello\n");
+
+    let big = exchange(port, &with_padding(17 * 1024));
+    assert_eq!(big.status, 431, "a 17 KiB head: {big:?}");
+    big.assert_close_and_date("431");
+    assert_still_serving(port, "a 431");
+}
+
+#[test]
+fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&[]));
+    let port = server.port();
+    let cases: [(&str, &[u8]); 6] = [
+        ("garbage bytes", b"\x00\x01\r\n\r\n"),
+        ("bare method", b"GET\r\n\r\n"),
+        ("HTTP/9.9", b"GET / HTTP/9.9\r\nhost: x\r\n\r\n"),
+        (
+            "HTTP/2 over HTTP/1",
+            b"GET /resources/files HTTP/2.0\r\nhost: x\r\n\r\n",
+        ),
+        (
+            "target with spaces",
+            b"GET /resources/files/a b c HTTP/1.1\r\nhost: x\r\n\r\n",
+        ),
+        (
+            "header without colon",
+            b"GET /resources/files HTTP/1.1\r\nno colon here\r\n\r\n",
+        ),
+    ];
+    for (case, request) in cases {
+        let reply = exchange(port, request);
+        assert!(
+            (400..500).contains(&reply.status),
+            "{case}: expected a 4xx, got {reply:?}"
+        );
+        reply.assert_close_and_date(case);
+        assert_still_serving(port, case);
+    }
+    // Nothing unparseable reached the trace: only the listings after each case did.
+    let lines = trace_lines(&world.trace());
+    assert_eq!(lines.len(), cases.len(), "trace: {lines:?}");
+    assert!(lines.iter().all(|l| l["event_type"] == "resource_list"));
+}
+
+#[test]
+fn absolute_form_target_routes_normally() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&[]));
+    let port = server.port();
+    let origin = get(port, "/resources/files");
+    let absolute = get(port, "http://x/resources/files");
+    assert_eq!(absolute.status, 200, "{}", absolute.text());
+    assert_eq!(absolute.body, origin.body, "the same listing");
+    absolute.assert_close_and_date("absolute-form");
+    let read = get(port, "http://x/resources/files/a.txt");
+    assert_eq!(read.status, 200, "{}", read.text());
+    assert_eq!(read.body, b"hello\n");
+}
+
+#[test]
+fn a_request_body_is_never_awaited() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&[]));
+    let port = server.port();
+    let cases: [(&str, &[u8]); 3] = [
+        (
+            "content-length 10^9, nothing sent",
+            b"POST /resources/files/a.txt HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000000\r\n\r\n",
+        ),
+        (
+            "chunked, nothing sent",
+            b"PUT /resources/files/a.txt HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n",
+        ),
+        (
+            "GET with content-length 10^9",
+            b"GET /resources/files/a.txt HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000000\r\n\r\n",
+        ),
+    ];
+    for (case, request) in cases {
+        // `exchange` fails the test unless the response arrives and the connection closes
+        // within IO_TIMEOUT although the declared body never comes.
+        let reply = exchange(port, request);
+        reply.assert_close_and_date(case);
+        if request.starts_with(b"GET") {
+            assert_eq!(reply.status, 200, "{case}: {}", reply.text());
+            assert_eq!(reply.body, b"hello\n", "{case}");
+        } else {
+            reply.assert_refusal(405, "method_not_allowed", case);
+            assert_eq!(reply.header("allow"), Some("GET"), "{case}");
+        }
+    }
+}
+
+// =============================================================================================
+// 4. Stalled clients.
+// =============================================================================================
+
+const PARTIAL_HEAD: &[u8] = b"GET /resources/files HTTP/1.1\r\nhost: x\r\nx-slow: ";
+
+#[test]
+fn stalled_partial_heads_do_not_block_other_clients() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&[]));
+    let port = server.port();
+    let stalled: Vec<TcpStream> = (0..5)
+        .map(|_| {
+            let mut s = connect(port);
+            s.write_all(PARTIAL_HEAD).expect("partial head");
+            s
+        })
+        .collect();
+    let started = Instant::now();
+    let reply = get(port, "/resources/files/a.txt");
+    let took = started.elapsed();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.body, b"hello\n");
+    assert!(
+        took < Duration::from_secs(2),
+        "a client behind 5 stalled ones waited {took:?}"
+    );
+    drop(stalled);
+}
+
+/// SLOW (about 10 s): the only test that waits out the header read timeout (D-4.6).
+#[test]
+fn slow_stalled_head_is_dropped_within_twelve_seconds() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&[]));
+    let mut stalled = connect(server.port());
+    stalled.write_all(PARTIAL_HEAD).expect("partial head");
+    // read_to_eof fails the test unless the server closes within 12 s.
+    let leftover = read_to_eof(&mut stalled, Duration::from_secs(12));
+    if !leftover.is_empty() {
+        let reply = parse_reply(&leftover);
+        assert!(
+            (400..500).contains(&reply.status),
+            "a timed-out head may only get a 4xx: {reply:?}"
+        );
+    }
+    assert_still_serving(server.port(), "a dropped stalled client");
+}
+
+// =============================================================================================
+// 5. The console.
+// =============================================================================================
+
+fn invalid_request(answer: &Value) -> bool {
+    answer["ok"] == false
+        && answer["error"]["code"] == "invalid_request"
+        && answer["error"]["message"].is_string()
+}
+
+#[test]
+fn console_tools_lists_exactly_the_granted_tools_sorted() {
+    let peer_files = "exports:\n  peer_files: { root: out/ }\n";
+    let peer_fetch = "capabilities:\n  peer_fetch: { allow: [\"localhost:1\"] }\n";
+    let files = "exports:\n  files: { root: out/, mode: read-only }\n";
+    let cases = [
+        (
+            "both",
+            format!("name: r\n{peer_files}{peer_fetch}"),
+            vec!["fetch-peer-file", "share-file"],
+        ),
+        (
+            "peer_files only",
+            format!("name: r\n{peer_files}"),
+            vec!["share-file"],
+        ),
+        (
+            "peer_fetch only",
+            format!("name: r\n{peer_fetch}"),
+            vec!["fetch-peer-file"],
+        ),
+        ("neither", format!("name: r\n{files}"), vec![]),
+        (
+            "network only",
+            "name: r\ncapabilities:\n  network: { allow: [localhost] }\n".to_owned(),
+            vec![],
+        ),
+    ];
+    for (case, manifest, tools) in cases {
+        let world = World::new(&manifest);
+        let mut server = Server::start_console(&world, world.args(&[]));
+        assert_eq!(
+            server.console(r#"{"op":"tools"}"#),
+            serde_json::json!({"ok": true, "result": tools}),
+            "{case}"
+        );
+    }
+}
+
+#[test]
+fn console_task_complete_advances_the_generation_seen_over_http() {
+    let world = World::with_files(FILES_MANIFEST);
+    let mut server = Server::start_console(&world, world.args(&[]));
+    let port = server.port();
+    assert_eq!(
+        get(port, "/resources/files/a.txt").header("x-murmur-generation"),
+        Some("0")
+    );
+    for generation in 1..=3u64 {
+        assert_eq!(
+            server.console(r#"{"op":"task-complete"}"#),
+            serde_json::json!({"ok": true, "result": {"generation": generation}}),
+        );
+        let read = get(port, "/resources/files/a.txt");
+        assert_eq!(
+            read.header("x-murmur-generation"),
+            Some(generation.to_string().as_str()),
+            "read after {generation} completed tasks"
+        );
+        let listing = get(port, "/resources/files");
+        assert_eq!(listing.json()["generation"], generation);
+    }
+    let generations: Vec<Value> = trace_lines(&world.trace())
+        .iter()
+        .map(|l| l["generation"].clone())
+        .collect();
+    assert_eq!(
+        generations,
+        serde_json::json!([0, 1, 1, 2, 2, 3, 3])
+            .as_array()
+            .cloned()
+            .unwrap(),
+        "trace generations"
+    );
+}
+
+#[test]
+fn console_answers_invalid_lines_with_invalid_request_and_goes_on() {
+    let world = World::with_files(FILES_MANIFEST);
+    let mut server = Server::start_console(&world, world.args(&[]));
+    for line in [
+        "garbage",
+        "{}",
+        r#"{"op":"nope"}"#,
+        "[]",
+        "42",
+        r#"{"op":7}"#,
+        r#"{"op":"call"}"#,
+        r#"{"op":"call","tool":5}"#,
+        "",
+    ] {
+        let answer = server.console(line);
+        assert!(
+            invalid_request(&answer),
+            "{line:?} must answer invalid_request, got {answer}"
+        );
+    }
+    assert_eq!(
+        server.console(r#"{"op":"task-complete"}"#),
+        serde_json::json!({"ok": true, "result": {"generation": 1}}),
+        "the session goes on after invalid lines"
+    );
+    assert_still_serving(server.port(), "invalid console lines");
+}
+
+#[test]
+fn console_calling_an_ungranted_tool_answers_unknown_tool() {
+    let world = World::with_files(FILES_MANIFEST);
+    let mut server = Server::start_console(&world, world.args(&[]));
+    for tool in ["share-file", "fetch-peer-file", "nope"] {
+        let answer = server.console(&format!(
+            r#"{{"op":"call","tool":"{tool}","input":{{"path":"a.txt","peer":"localhost:1","handle":"mh1.a.b"}}}}"#
+        ));
+        assert_eq!(answer["ok"], false, "{tool}: {answer}");
+        assert_eq!(answer["error"]["code"], "unknown_tool", "{tool}: {answer}");
+        assert!(answer["error"]["message"].is_string(), "{tool}: {answer}");
+    }
+    // A granted tool is callable through the same op (here refused on its input).
+    let world = World::new("name: r\nexports:\n  peer_files: { root: out/ }\n");
+    let mut server = Server::start_console(&world, world.args(&[]));
+    let answer = server.console(r#"{"op":"call","tool":"share-file","input":{}}"#);
+    assert_eq!(answer["ok"], false, "{answer}");
+    assert_eq!(answer["error"]["code"], "invalid_input", "{answer}");
+}
+
+#[test]
+fn console_end_of_stdin_exits_zero() {
+    let world = World::with_files(FILES_MANIFEST);
+    let mut server = Server::start_console(&world, world.args(&[]));
+    assert_eq!(server.console(r#"{"op":"tools"}"#)["ok"], true);
+    drop(server.stdin.take());
+    server.expect_clean_exit("end of stdin");
+    assert_eq!(server.remaining_stdout(), Vec::<String>::new());
+}
+
+// =============================================================================================
+// 6. Signals.
+// =============================================================================================
+
+#[test]
+fn sigterm_ends_the_session_with_status_0() {
+    let world = World::with_files(FILES_MANIFEST);
+    let mut server = Server::start(&world, world.args(&[]));
+    assert_still_serving(server.port(), "launch");
+    server.stop_with(rustix::process::Signal::TERM, "SIGTERM");
+}
+
+#[test]
+fn sigint_ends_the_session_with_status_0() {
+    let world = World::with_files(FILES_MANIFEST);
+    let mut server = Server::start(&world, world.args(&[]));
+    assert_still_serving(server.port(), "launch");
+    server.stop_with(rustix::process::Signal::INT, "SIGINT");
+}
+
+/// With `--console` and stdin still open (an operator's terminal or pipe), a signal must end
+/// the session just as without the console: the pending stdin read must not hold the exit.
+#[test]
+fn signals_end_a_console_session_with_stdin_open() {
+    let world = World::with_files(FILES_MANIFEST);
+    for (signal, name) in [
+        (rustix::process::Signal::TERM, "SIGTERM"),
+        (rustix::process::Signal::INT, "SIGINT"),
+    ] {
+        let mut server = Server::start_console(&world, world.args(&[]));
+        assert_eq!(server.console(r#"{"op":"tools"}"#)["ok"], true);
+        assert_still_serving(server.port(), "launch");
+        server.stop_with(signal, &format!("{name} with --console and stdin open"));
+    }
+}
+
+/// The ready line says the server is up, so a signal sent the moment it is read must already
+/// end the session gracefully. Repeated so a handler installed only after the line shows.
+#[test]
+fn a_signal_right_after_the_ready_line_still_exits_0() {
+    let world = World::with_files(FILES_MANIFEST);
+    for round in 0..10 {
+        let (signal, name) = if round % 2 == 0 {
+            (rustix::process::Signal::TERM, "SIGTERM")
+        } else {
+            (rustix::process::Signal::INT, "SIGINT")
+        };
+        let mut server = Server::start(&world, world.args(&[]));
+        server.stop_with(
+            signal,
+            &format!("round {round}: {name} right after the ready line"),
+        );
+    }
+}
+
+// =============================================================================================
+// 7. The trace file.
+// =============================================================================================
+
+#[test]
+fn trace_has_exactly_one_line_per_request_under_resources() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&[]));
+    let port = server.port();
+    let session = server.ready_str("session_id").to_owned();
+    // (method, target, status, event_type, outcome)
+    let requests = [
+        ("GET", "/resources/files", 200, "resource_list", "ok"),
+        ("GET", "/resources/files/a.txt", 200, "resource_read", "ok"),
+        (
+            "GET",
+            "/resources/files/sub/b.txt?v=1",
+            200,
+            "resource_read",
+            "ok",
+        ),
+        (
+            "GET",
+            "/resources/files/missing.txt",
+            404,
+            "resource_read",
+            "not_found",
+        ),
+        (
+            "GET",
+            "/resources/files/..%2Fsecret",
+            403,
+            "resource_read",
+            "outside_root",
+        ),
+        (
+            "GET",
+            "/resources/files/sub",
+            403,
+            "resource_read",
+            "not_a_regular_file",
+        ),
+        (
+            "POST",
+            "/resources/files/a.txt",
+            405,
+            "resource_read",
+            "method_not_allowed",
+        ),
+        (
+            "HEAD",
+            "/resources/files/a.txt",
+            405,
+            "resource_read",
+            "method_not_allowed",
+        ),
+        (
+            "DELETE",
+            "/resources/files",
+            405,
+            "resource_list",
+            "method_not_allowed",
+        ),
+        ("GET", "/resources/x", 404, "resource_read", "not_found"),
+        ("GET", "/resources", 404, "resource_read", "not_found"),
+        (
+            "PUT",
+            "/resources/x",
+            405,
+            "resource_read",
+            "method_not_allowed",
+        ),
+        (
+            "GET",
+            "/resources/peer/",
+            404,
+            "peer_handle_redeem",
+            "no_peer_plane",
+        ),
+    ];
+    for (method, target, status, _, _) in requests {
+        let reply = send(port, method, target);
+        assert_eq!(reply.status, status, "{method} {target}: {}", reply.text());
+        // Requests outside /resources leave no line.
+        assert_eq!(get(port, "/").status, 404);
+        assert_eq!(get(port, "/.well-known/agent-card.json").status, 200);
+        let _ = exchange(port, b"GET\r\n\r\n");
+    }
+
+    let lines = trace_lines(&world.trace());
+    assert_eq!(
+        lines.len(),
+        requests.len(),
+        "one trace line per request under /resources: {lines:#?}"
+    );
+    let mut last_timestamp = 0;
+    let mut ids = BTreeSet::new();
+    for ((method, target, _, event_type, outcome), line) in requests.iter().zip(&lines) {
+        let what = format!("{method} {target}: {line}");
+        assert_eq!(line["event_type"], *event_type, "{what}");
+        let id = line["event_id"].as_str().unwrap_or_default();
+        assert!(
+            id.strip_prefix("evt_").is_some_and(|h| is_lower_hex(h, 32)),
+            "{what}: event_id"
+        );
+        assert!(ids.insert(id.to_owned()), "{what}: event_id repeated");
+        assert_eq!(line["session_id"], session.as_str(), "{what}");
+        let timestamp = line["timestamp"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{what}: timestamp is not Unix ms"));
+        assert!(
+            timestamp >= last_timestamp,
+            "{what}: timestamps go backwards"
+        );
+        last_timestamp = timestamp;
+        assert_eq!(line["outcome"], *outcome, "{what}");
+        if *outcome == "ok" {
+            assert!(line["reason"].is_null(), "{what}: reason on ok");
+        } else {
+            assert!(line["reason"].is_string(), "{what}: reason on a refusal");
+        }
+        assert_eq!(line["generation"], 0, "{what}");
+    }
+    assert_eq!(lines[1]["path"], "a.txt");
+    assert_eq!(lines[1]["bytes"], 6);
+    assert_eq!(lines[1]["sha256"], sha256_hex(b"hello\n"));
+    assert_eq!(
+        lines[2]["path"], "sub/b.txt",
+        "the query is not part of the path"
+    );
+    assert_eq!(lines[4]["path"], "../secret", "the decoded request path");
+    assert!(lines[4]["bytes"].is_null() && lines[4]["sha256"].is_null());
+    assert_eq!(lines[0]["entry_count"], 3);
+    assert_eq!(lines[0]["total_bytes"], 10);
+    assert!(lines[12]["handle_id"].is_null(), "no token, no handle_id");
+}
