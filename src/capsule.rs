@@ -115,6 +115,7 @@ impl Capsule {
         let files: Option<Arc<dyn ResourcePlane>> = manifest.files.as_ref().map(|f| {
             Arc::new(OperatorPlane::new(
                 backends.fs.clone(),
+                backends.clock.clone(),
                 ExportScope {
                     root: f.root.clone(),
                     max_bytes: f.max_bytes,

@@ -5,6 +5,7 @@
 //! into responses and trace lines, so every plane implementation gets the same wire behaviour.
 
 pub mod handle;
+pub mod hash_cache;
 mod peer;
 pub mod reader;
 mod resource;

@@ -1,6 +1,7 @@
 //! The one reader both planes call (spec: "a peer redeem calls the same reader"): resolve,
 //! type-check, size-check and read one file from one descriptor, and walk a root for a listing.
 
+use super::hash_cache::HashCache;
 use crate::backends::fs::{Containment, Filesystem, OpenFile, RootPath};
 use crate::budget::{BudgetPermit, ByteBudget};
 use crate::path::RelPath;
@@ -8,6 +9,7 @@ use crate::refusal::{Code, Refusal};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use std::io::Read;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One file's bytes as served, with the validator computed over exactly those bytes (D-2.7).
 #[derive(Debug)]
@@ -116,11 +118,17 @@ pub fn read_file(
 /// Lists every regular file under the scope (D-3): sorted byte-lexicographically, each entry
 /// from one open with its hash streamed (memory stays bounded), symlinks decided by the class,
 /// vanished or failing entries omitted. A missing root, or one that is not a directory, lists
-/// as empty.
+/// as empty. Hashes come from `cache` when D-3.6 allows, and misses are hashed by several
+/// threads at once, so a cold cache keeps more files in flight than there are cores.
 ///
 /// # Errors
 /// `outside_root` when the root escapes the workdir, `io_error` when it cannot be read.
-pub fn list_files(fs: &dyn Filesystem, scope: &ExportScope) -> Result<Vec<ListingEntry>, Refusal> {
+pub fn list_files(
+    fs: &dyn Filesystem,
+    scope: &ExportScope,
+    cache: &HashCache,
+    now_ms: i64,
+) -> Result<Vec<ListingEntry>, Refusal> {
     let root = match fs.open_root(&scope.root, scope.containment) {
         Ok(root) => root,
         Err(e) if e.kind == crate::backends::fs::FsErrorKind::NotFound => return Ok(Vec::new()),
@@ -128,34 +136,92 @@ pub fn list_files(fs: &dyn Filesystem, scope: &ExportScope) -> Result<Vec<Listin
     };
     let mut candidates = root.walk()?;
     candidates.sort_unstable_by(|a, b| a.as_str().as_bytes().cmp(b.as_str().as_bytes()));
-    let mut entries = Vec::with_capacity(candidates.len());
-    let mut buffer = vec![0u8; 64 * 1024];
-    for path in candidates {
-        let Ok(mut file) = root.open_file(&path) else {
-            continue;
-        };
-        let mtime_ms = file.meta().mtime_ms;
-        let mut hasher = Sha256::new();
-        let mut size = 0u64;
-        let complete = loop {
-            match file.read(&mut buffer) {
-                Ok(0) => break true,
-                Ok(n) => {
-                    hasher.update(&buffer[..n]);
-                    size += n as u64;
+    let hashed_at_ns = i128::from(now_ms) * 1_000_000;
+    let next = AtomicUsize::new(0);
+    let workers = listing_workers(candidates.len());
+    let results: Vec<Vec<(usize, ListingEntry, (u64, u64))>> =
+        std::thread::scope(|scope_threads| {
+            let work = || {
+                let mut done = Vec::new();
+                let mut buffer = vec![0u8; 64 * 1024];
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(path) = candidates.get(index) else {
+                        break;
+                    };
+                    if let Some((entry, id)) =
+                        list_one(root.as_ref(), path, cache, hashed_at_ns, &mut buffer)
+                    {
+                        done.push((index, entry, id));
+                    }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break false,
-            }
+                done
+            };
+            let handles: Vec<_> = (1..workers).map(|_| scope_threads.spawn(work)).collect();
+            let mut all = vec![work()];
+            all.extend(handles.into_iter().filter_map(|h| h.join().ok()));
+            all
+        });
+    let mut indexed: Vec<(usize, ListingEntry, (u64, u64))> =
+        results.into_iter().flatten().collect();
+    indexed.sort_unstable_by_key(|(index, _, _)| *index);
+    cache.retain(&indexed.iter().map(|(_, _, id)| *id).collect());
+    Ok(indexed.into_iter().map(|(_, entry, _)| entry).collect())
+}
+
+/// Threads for a listing of `files`: one for small trees, else twice the cores (hashing is
+/// CPU-bound when warm; the extra threads keep the disk busy when cold).
+fn listing_workers(files: usize) -> usize {
+    if files < 64 {
+        return 1;
+    }
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    (cores * 2).min(files / 32).max(1)
+}
+
+/// One entry: open, then the cached hash or a streamed one. `None` when the entry vanished,
+/// is not a regular file under the class rules, or failed mid-read.
+fn list_one(
+    root: &dyn crate::backends::fs::RootDir,
+    path: &RelPath,
+    cache: &HashCache,
+    hashed_at_ns: i128,
+    buffer: &mut [u8],
+) -> Option<(ListingEntry, (u64, u64))> {
+    let mut file = root.open_file(path).ok()?;
+    let meta = file.meta();
+    let id = (meta.dev, meta.ino);
+    if let Some(sha256) = cache.get(&meta) {
+        let entry = ListingEntry {
+            path: path.as_str().to_owned(),
+            size_bytes: meta.size,
+            mtime_ms: meta.mtime_ms,
+            sha256,
         };
-        if complete {
-            entries.push(ListingEntry {
-                path: path.as_str().to_owned(),
-                size_bytes: size,
-                mtime_ms,
-                sha256: crate::hex::encode(&hasher.finalize()),
-            });
+        return Some((entry, id));
+    }
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    loop {
+        match file.read(buffer) {
+            Ok(0) => break,
+            Ok(n) => {
+                hasher.update(&buffer[..n]);
+                size += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
         }
     }
-    Ok(entries)
+    let sha256 = crate::hex::encode(&hasher.finalize());
+    if size == meta.size {
+        cache.put(&meta, &sha256, hashed_at_ns);
+    }
+    let entry = ListingEntry {
+        path: path.as_str().to_owned(),
+        size_bytes: size,
+        mtime_ms: meta.mtime_ms,
+        sha256,
+    };
+    Some((entry, id))
 }

@@ -25,7 +25,8 @@ struct MemDir {
 #[derive(Debug)]
 struct MemFile {
     ino: u64,
-    content: Mutex<(bytes::Bytes, i64)>,
+    /// Bytes, mtime in ms, and the write that last changed them (the in-memory ctime).
+    content: Mutex<(bytes::Bytes, i64, u64)>,
     /// When set, every read of this file fails with this error (fault injection).
     read_fault: Mutex<Option<io::ErrorKind>>,
 }
@@ -94,7 +95,11 @@ impl MemoryFilesystem {
             path,
             MemNode::File(Arc::new(MemFile {
                 ino,
-                content: Mutex::new((bytes::Bytes::from(bytes.into()), mtime_ms)),
+                content: Mutex::new((
+                    bytes::Bytes::from(bytes.into()),
+                    mtime_ms,
+                    self.next_ino.fetch_add(1, Ordering::Relaxed),
+                )),
                 read_fault: Mutex::new(None),
             })),
         );
@@ -106,7 +111,11 @@ impl MemoryFilesystem {
         let existing = lock(&dir.entries).get(&name).cloned();
         match existing {
             Some(MemNode::File(f)) => {
-                *lock(&f.content) = (bytes::Bytes::from(bytes.into()), mtime_ms)
+                *lock(&f.content) = (
+                    bytes::Bytes::from(bytes.into()),
+                    mtime_ms,
+                    self.next_ino.fetch_add(1, Ordering::Relaxed),
+                )
             }
             _ => self.add_file(path, bytes, mtime_ms),
         }
@@ -279,7 +288,7 @@ impl Filesystem for MemoryFilesystem {
             name.as_bytes().to_vec(),
             MemNode::File(Arc::new(MemFile {
                 ino,
-                content: Mutex::new((bytes::Bytes::copy_from_slice(bytes), 0)),
+                content: Mutex::new((bytes::Bytes::copy_from_slice(bytes), 0, ino)),
                 read_fault: Mutex::new(None),
             })),
         );
@@ -302,7 +311,7 @@ impl RootDir for MemRootDir {
         };
         match resolve::resolve(&MemLookup, &self.dir, target.as_str().as_bytes(), symlinks)? {
             Node::File(f) => {
-                let (bytes, mtime_ms) = lock(&f.content).clone();
+                let (bytes, mtime_ms, change) = lock(&f.content).clone();
                 let fault = *lock(&f.read_fault);
                 let size = bytes.len() as u64;
                 Ok(Box::new(MemOpenFile {
@@ -314,7 +323,8 @@ impl RootDir for MemRootDir {
                         dev: 0,
                         ino: f.ino,
                         mtime_ns: i128::from(mtime_ms) * 1_000_000,
-                        ctime_ns: i128::from(mtime_ms) * 1_000_000,
+                        // Every write moves the ctime, as the kernel's does.
+                        ctime_ns: i128::from(mtime_ms) * 1_000_000 + i128::from(change),
                     },
                 }))
             }

@@ -207,7 +207,7 @@ pub trait OpenFile: Read + Send + Debug {
 }
 
 /// An export root opened beneath the workdir for one request, under one containment class.
-pub trait RootDir: Send + Debug {
+pub trait RootDir: Send + Sync + Debug {
     /// Opens `target` beneath this root and confirms from the descriptor that it is a regular
     /// file, without running any device's or FIFO's open routine (D-2.4 to D-2.6).
     ///

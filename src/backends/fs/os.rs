@@ -155,58 +155,67 @@ fn meta_of(stat: &rustix::fs::Stat) -> FileMeta {
     }
 }
 
-/// Turns an `O_PATH` descriptor into a readable one for the same inode, if and only if it is a
-/// regular file. The reopen goes through `/proc/self/fd`, so it cannot land on another inode.
-fn reopen_regular(probe: OwnedFd, class: Containment) -> Result<Box<dyn OpenFile>, FsError> {
+/// Types an `O_PATH` probe and accepts it only if it is a regular file. Nothing is opened for
+/// reading yet: that happens on the first read, through `/proc/self/fd`, so it cannot land on
+/// another inode, and a caller that only needs the metadata (a listing's cache hit) never pays
+/// for it (D-2.6, D-3.6).
+fn accept_regular(probe: OwnedFd, class: Containment) -> Result<Box<dyn OpenFile>, FsError> {
     let probed = rustix::fs::fstat(&probe).map_err(|e| fs_error(e, class, "fstat"))?;
-    let file_type = FileType::from_raw_mode(probed.st_mode);
-    match file_type {
-        FileType::RegularFile => {}
-        FileType::Symlink => {
-            return Err(FsError::new(
-                FsErrorKind::SymlinkRefused,
-                "final component is a symlink under the scoped class",
-            ));
-        }
-        other => {
-            return Err(FsError::new(
-                FsErrorKind::NotARegularFile,
-                format!("the target is {}", special_kind(other)),
-            ));
-        }
+    match FileType::from_raw_mode(probed.st_mode) {
+        FileType::RegularFile => Ok(Box::new(OsOpenFile {
+            state: OpenState::Probed(probe),
+            meta: meta_of(&probed),
+        })),
+        FileType::Symlink => Err(FsError::new(
+            FsErrorKind::SymlinkRefused,
+            "final component is a symlink under the scoped class",
+        )),
+        other => Err(FsError::new(
+            FsErrorKind::NotARegularFile,
+            format!("the target is {}", special_kind(other)),
+        )),
     }
+}
+
+/// Reopens a probed regular file for reading and checks it is the same inode.
+fn reopen_for_reading(probe: &OwnedFd, meta: &FileMeta) -> io::Result<File> {
     let proc_path = format!("/proc/self/fd/{}", probe.as_raw_fd());
     let fd = rustix::fs::open(
         proc_path.as_str(),
         OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
         Mode::empty(),
-    )
-    .map_err(|e| fs_error(e, class, "reopen through /proc/self/fd"))?;
-    let stat = rustix::fs::fstat(&fd).map_err(|e| fs_error(e, class, "fstat"))?;
-    if stat.st_dev != probed.st_dev
-        || stat.st_ino != probed.st_ino
+    )?;
+    let stat = rustix::fs::fstat(&fd)?;
+    if stat.st_dev != meta.dev
+        || stat.st_ino != meta.ino
         || FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
     {
-        return Err(FsError::new(
-            FsErrorKind::Io,
-            "the inode changed during reopen",
-        ));
+        return Err(io::Error::other("the inode changed during reopen"));
     }
-    Ok(Box::new(OsOpenFile {
-        file: File::from(fd),
-        meta: meta_of(&stat),
-    }))
+    Ok(File::from(fd))
+}
+
+#[derive(Debug)]
+enum OpenState {
+    Probed(OwnedFd),
+    Reading(File),
 }
 
 #[derive(Debug)]
 struct OsOpenFile {
-    file: File,
+    state: OpenState,
     meta: FileMeta,
 }
 
 impl Read for OsOpenFile {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.file.read(buf)
+        if let OpenState::Probed(probe) = &self.state {
+            self.state = OpenState::Reading(reopen_for_reading(probe, &self.meta)?);
+        }
+        match &mut self.state {
+            OpenState::Reading(file) => file.read(buf),
+            OpenState::Probed(_) => unreachable!("reopened above"),
+        }
     }
 }
 
@@ -406,7 +415,7 @@ impl RootDir for OsRootDir {
                 }
             }
         };
-        reopen_regular(probe, class)
+        accept_regular(probe, class)
     }
 
     fn walk(&self) -> Result<Vec<RelPath>, FsError> {

@@ -1,0 +1,137 @@
+//! The listing's hash cache (D-3.6): a hash is reused only when the same descriptor reports the
+//! same (device, inode, size, mtime ns, ctime ns) as when it was hashed, and never for a file
+//! changed within 2 s of when it was hashed (the racy-git rule), so a listed hash always
+//! describes the file's current bytes.
+//!
+//! The ctime in the key is what makes this safe against a same-size, same-mtime rewrite in
+//! place: the kernel moves ctime on every write and no caller can set it back.
+
+use crate::backends::fs::FileMeta;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// How close to its last change a file may be hashed and still be cached, in nanoseconds.
+const RACY_WINDOW_NS: i128 = 2_000_000_000;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Key {
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl Key {
+    fn of(meta: &FileMeta) -> Self {
+        Key {
+            size: meta.size,
+            mtime_ns: meta.mtime_ns,
+            ctime_ns: meta.ctime_ns,
+        }
+    }
+}
+
+/// Hashes of files by identity, for repeat listings.
+#[derive(Debug, Default)]
+pub struct HashCache {
+    entries: Mutex<HashMap<(u64, u64), (Key, String)>>,
+}
+
+impl HashCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The cached hash for a file whose descriptor reports `meta`, if still valid.
+    pub fn get(&self, meta: &FileMeta) -> Option<String> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        match entries.get(&(meta.dev, meta.ino)) {
+            Some((key, hash)) if *key == Key::of(meta) => Some(hash.clone()),
+            _ => None,
+        }
+    }
+
+    /// Remembers `sha256` for `meta`, hashed at `hashed_at_ns`, unless the file changed within
+    /// the racy window before that moment (or claims to have changed after it).
+    pub fn put(&self, meta: &FileMeta, sha256: &str, hashed_at_ns: i128) {
+        let last_change = meta.mtime_ns.max(meta.ctime_ns);
+        if hashed_at_ns - last_change < RACY_WINDOW_NS {
+            return;
+        }
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((meta.dev, meta.ino), (Key::of(meta), sha256.to_owned()));
+    }
+
+    /// Keeps only the identities in `live`, so the cache never outgrows the tree.
+    pub fn retain(&self, live: &std::collections::HashSet<(u64, u64)>) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|id, _| live.contains(id));
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(size: u64, mtime_ns: i128, ctime_ns: i128) -> FileMeta {
+        FileMeta {
+            size,
+            mtime_ms: (mtime_ns / 1_000_000) as i64,
+            dev: 1,
+            ino: 7,
+            mtime_ns,
+            ctime_ns,
+        }
+    }
+
+    #[test]
+    fn reuses_only_the_same_identity_and_times() {
+        let cache = HashCache::new();
+        let m = meta(10, 1_000, 1_000);
+        cache.put(&m, "h", 10_000_000_000);
+        assert_eq!(cache.get(&m).as_deref(), Some("h"));
+        assert_eq!(cache.get(&meta(11, 1_000, 1_000)), None, "size changed");
+        assert_eq!(cache.get(&meta(10, 1_001, 1_000)), None, "mtime changed");
+        assert_eq!(
+            cache.get(&meta(10, 1_000, 1_001)),
+            None,
+            "ctime changed: a same-size rewrite"
+        );
+    }
+
+    #[test]
+    fn racy_files_are_never_cached() {
+        let cache = HashCache::new();
+        let now = 100_000_000_000i128;
+        cache.put(&meta(1, now - 1_999_999_999, now - 5_000_000_000), "h", now);
+        assert!(cache.is_empty(), "mtime within 2 s");
+        cache.put(&meta(1, now - 5_000_000_000, now - 10), "h", now);
+        assert!(cache.is_empty(), "ctime within 2 s");
+        cache.put(&meta(1, now + 5_000_000_000, now + 5_000_000_000), "h", now);
+        assert!(cache.is_empty(), "a change time in the future");
+        cache.put(&meta(1, now - 2_000_000_000, now - 2_000_000_000), "h", now);
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn retain_prunes() {
+        let cache = HashCache::new();
+        cache.put(&meta(1, 0, 0), "h", 10_000_000_000);
+        cache.retain(&Default::default());
+        assert!(cache.is_empty());
+    }
+}
