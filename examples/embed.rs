@@ -41,7 +41,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             trace: Arc::new(JsonlTraceSink::open(&trace)?),
         },
     )?;
-    println!("serving {workdir} at {url}; tools for the model: {:?}", capsule.tools().names());
+    println!(
+        "serving {workdir} at {url}; tools for the model: {:?}",
+        capsule.tools().names()
+    );
     let router = capsule.router();
 
     loop {
@@ -56,7 +59,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         if Router::claims(request.uri().path()) {
                             router.handle(request).await.map(|b| b.boxed())
                         } else {
-                            hyper::Response::new(Full::new(Bytes::from_static(b"the runtime's own route\n")).boxed())
+                            hyper::Response::new(
+                                Full::new(Bytes::from_static(b"the runtime's own route\n")).boxed(),
+                            )
                         };
                     Ok::<_, Infallible>(response)
                 }

@@ -122,6 +122,31 @@ pub fn percent_decode_strict(raw: &str) -> Result<String, Refusal> {
     String::from_utf8(out).map_err(|_| lexical("decoded path is not UTF-8"))
 }
 
+/// Decodes every valid `%XX` escape and keeps everything else as sent, replacing invalid UTF-8:
+/// the form a refused path is recorded in, so a percent-encoded token in it is still visible
+/// to the trace's redaction (D-6.5) while the request itself was refused.
+pub fn percent_decode_lossy(raw: &str) -> String {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escape = (bytes[i] == b'%')
+            .then(|| Some(hex_value(*bytes.get(i + 1)?)? << 4 | hex_value(*bytes.get(i + 2)?)?))
+            .flatten();
+        match escape {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn hex_value(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
@@ -201,6 +226,12 @@ mod tests {
         ] {
             assert_eq!(code(raw), Err(Code::OutsideRoot), "{raw:?}");
         }
+    }
+
+    #[test]
+    fn lossy_decoding_keeps_what_it_cannot_decode() {
+        assert_eq!(percent_decode_lossy("mh1%2Ea.b%zz%"), "mh1.a.b%zz%");
+        assert_eq!(percent_decode_lossy("%ff%41"), "\u{fffd}A");
     }
 
     #[test]

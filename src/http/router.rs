@@ -8,7 +8,7 @@ use crate::backends::fs::Containment;
 use crate::backends::trace::{TraceEvent, Tracer};
 use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead};
 use crate::generation::Generation;
-use crate::path::{percent_decode_strict, strip_query};
+use crate::path::{percent_decode_lossy, percent_decode_strict, strip_query};
 use crate::planes::{ListingEntry, PeerPlane, ResourcePlane};
 use crate::refusal::{Code, Refusal};
 use http::header::HeaderValue;
@@ -148,7 +148,7 @@ impl Router {
             Route::Listing => self.listing(method, generation),
             Route::Read(raw) => self.read(method, raw, generation),
             Route::OtherResource => {
-                let path = Some(strip_query(raw_path).to_owned());
+                let path = Some(recorded_path(strip_query(raw_path), false));
                 let code = if method == Method::GET {
                     Code::NotFound
                 } else {
@@ -252,7 +252,7 @@ impl Router {
 
     fn read(&self, method: &Method, raw: &str, generation: u64) -> Response<PlaneBody> {
         let raw = strip_query(raw);
-        let decoded = percent_decode_strict(raw).unwrap_or_else(|_| raw.to_owned());
+        let decoded = recorded_path(raw, true);
         let result = if method != Method::GET {
             Err(Refusal::new(
                 Code::MethodNotAllowed,
@@ -409,9 +409,39 @@ impl Router {
     }
 }
 
+/// The `path` a trace line records for a request: decoded when `decode` and it decodes, else as
+/// sent. Either way, when a best-effort decoding reveals a handle token, that decoding is
+/// recorded instead, so the sink's redaction sees the token (D-6.5).
+fn recorded_path(raw: &str, decode: bool) -> String {
+    if decode && let Ok(decoded) = percent_decode_strict(raw) {
+        return decoded;
+    }
+    let lossy = percent_decode_lossy(raw);
+    if lossy.contains("mh1.") {
+        lossy
+    } else {
+        raw.to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Route;
+    use super::{Route, recorded_path};
+
+    #[test]
+    fn recorded_paths() {
+        assert_eq!(recorded_path("a%20b", true), "a b");
+        assert_eq!(recorded_path("%C3", true), "%C3");
+        assert_eq!(
+            recorded_path("/resources/files%2Fx", false),
+            "/resources/files%2Fx"
+        );
+        assert_eq!(recorded_path("x/mh1%2Ea.b%zz", true), "x/mh1.a.b%zz");
+        assert_eq!(
+            recorded_path("/resources/mh1%2Ea.b", false),
+            "/resources/mh1.a.b"
+        );
+    }
 
     #[test]
     fn routes_on_the_raw_path() {

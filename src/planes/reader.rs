@@ -139,35 +139,36 @@ pub fn list_files(
     let hashed_at_ns = i128::from(now_ms) * 1_000_000;
     let next = AtomicUsize::new(0);
     let workers = listing_workers(candidates.len());
-    let results: Vec<Vec<(usize, ListingEntry, (u64, u64))>> =
-        std::thread::scope(|scope_threads| {
-            let work = || {
-                let mut done = Vec::new();
-                let mut buffer = vec![0u8; 64 * 1024];
-                loop {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(path) = candidates.get(index) else {
-                        break;
-                    };
-                    if let Some((entry, id)) =
-                        list_one(root.as_ref(), path, cache, hashed_at_ns, &mut buffer)
-                    {
-                        done.push((index, entry, id));
-                    }
+    let results: Vec<Vec<Listed>> = std::thread::scope(|scope_threads| {
+        let work = || {
+            let mut done = Vec::new();
+            let mut buffer = vec![0u8; 64 * 1024];
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(path) = candidates.get(index) else {
+                    break;
+                };
+                if let Some((entry, id)) =
+                    list_one(root.as_ref(), path, cache, hashed_at_ns, &mut buffer)
+                {
+                    done.push((index, entry, id));
                 }
-                done
-            };
-            let handles: Vec<_> = (1..workers).map(|_| scope_threads.spawn(work)).collect();
-            let mut all = vec![work()];
-            all.extend(handles.into_iter().filter_map(|h| h.join().ok()));
-            all
-        });
-    let mut indexed: Vec<(usize, ListingEntry, (u64, u64))> =
-        results.into_iter().flatten().collect();
+            }
+            done
+        };
+        let handles: Vec<_> = (1..workers).map(|_| scope_threads.spawn(work)).collect();
+        let mut all = vec![work()];
+        all.extend(handles.into_iter().filter_map(|h| h.join().ok()));
+        all
+    });
+    let mut indexed: Vec<Listed> = results.into_iter().flatten().collect();
     indexed.sort_unstable_by_key(|(index, _, _)| *index);
     cache.retain(&indexed.iter().map(|(_, _, id)| *id).collect());
     Ok(indexed.into_iter().map(|(_, entry, _)| entry).collect())
 }
+
+/// A listed entry with its position in the sorted candidates and its file identity.
+type Listed = (usize, ListingEntry, (u64, u64));
 
 /// Threads for a listing of `files`: one for small trees, else twice the cores (hashing is
 /// CPU-bound when warm; the extra threads keep the disk busy when cold).
