@@ -5,7 +5,7 @@
 
 use super::clock::Clock;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::fmt::Debug;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -145,31 +145,40 @@ impl Tracer {
 
     /// Writes `event` as one line: envelope, then the event's fields, redacted (D-6).
     ///
+    /// The line is serialised once and redacted as text: a token's characters (base64url and
+    /// dots) are never escaped by JSON, so every token in any string or key is found there, and
+    /// its replacement `<handle:…>` needs no escaping either.
+    ///
     /// # Errors
     /// The sink's error; the caller must fail closed (D-6.4).
     pub fn emit<E: TraceEvent>(&self, event: &E) -> io::Result<()> {
-        let mut line = Map::new();
-        line.insert("event_type".into(), E::EVENT_TYPE.into());
-        line.insert(
-            "event_id".into(),
-            format!("evt_{}", super::random::hex::<16>()).into(),
-        );
-        line.insert("session_id".into(), self.session_id.clone().into());
-        line.insert("timestamp".into(), self.clock.now_ms().into());
-        match serde_json::to_value(event)? {
-            Value::Object(fields) => line.extend(fields),
-            other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("trace event is not an object: {other}"),
-                ));
-            }
+        let fields = serde_json::to_vec(event)?;
+        if fields.first() != Some(&b'{') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a trace event must serialise to a JSON object",
+            ));
         }
-        let mut value = Value::Object(line);
-        crate::redact::redact_json(&mut value);
-        let mut bytes = serde_json::to_vec(&value)?;
-        bytes.push(b'\n');
-        self.sink.append_line(&bytes)
+        let mut line = Vec::with_capacity(fields.len() + 160);
+        line.extend_from_slice(br#"{"event_type":"#);
+        serde_json::to_writer(&mut line, E::EVENT_TYPE)?;
+        line.extend_from_slice(br#","event_id":"evt_"#);
+        line.extend_from_slice(super::random::hex::<16>().as_bytes());
+        line.extend_from_slice(br#"","session_id":"#);
+        serde_json::to_writer(&mut line, &self.session_id)?;
+        line.extend_from_slice(br#","timestamp":"#);
+        line.extend_from_slice(self.clock.now_ms().to_string().as_bytes());
+        if fields.len() > 2 {
+            line.push(b',');
+        }
+        line.extend_from_slice(&fields[1..]);
+        line.push(b'\n');
+        let text = std::str::from_utf8(&line)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        match crate::redact::redact_tokens(text) {
+            std::borrow::Cow::Borrowed(_) => self.sink.append_line(&line),
+            std::borrow::Cow::Owned(clean) => self.sink.append_line(clean.as_bytes()),
+        }
     }
 }
 

@@ -1,0 +1,290 @@
+//! Criterion benches for issue 5, each beside its floor in the same run; the end of the run
+//! prints the ratios (`cargo bench --bench planes`).
+//!
+//! | Group | Plane | Floor |
+//! |---|---|---|
+//! | `read/<size>` | a read through the operator plane (resolve, type-check, read, sha256) | `std::fs::File::open` + `read_to_end` + sha256 of the same file |
+//! | `redeem/4k` | a redeem of a valid handle for a 4 KiB file | a plain read of the same file |
+//! | `resolve` | decode + kernel-contained open of `sub/deep/f` (no read) | one `openat` of the same path |
+//! | `etag/<size>` | the etag (sha256 → lowercase hex) | sha256 alone |
+//! | `mac` | verifying a token's MAC through the `KeyStore` | HMAC-SHA256 of the same bytes with a prepared key |
+//! | `list/<n>` | a listing of `n` files (cold: fresh cache; warm: repeat) | walk + open + read + sha256 of every file |
+#![allow(clippy::disallowed_methods)] // benches build their own worlds with std::fs
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use resource_plane::backends::fs::{Containment, RootPath};
+use resource_plane::backends::{FixedKeyStore, KeyStore, OsFilesystem, SystemClock};
+use resource_plane::budget::ByteBudget;
+use resource_plane::planes::{ExportScope, HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+const SIZES: [(&str, usize); 3] = [("4k", 4096), ("1m", 1 << 20), ("10m", 10 << 20)];
+
+struct World {
+    _dir: tempfile::TempDir,
+    workdir: PathBuf,
+}
+
+fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let workdir = dir.path().to_path_buf();
+    std::fs::create_dir_all(workdir.join("out/sub/deep")).unwrap();
+    for (name, size) in SIZES {
+        std::fs::write(workdir.join(format!("out/{name}.bin")), vec![0x5a; size]).unwrap();
+    }
+    std::fs::write(workdir.join("out/sub/deep/f"), b"deep").unwrap();
+    World { _dir: dir, workdir }
+}
+
+fn scope(root: &str) -> ExportScope {
+    ExportScope {
+        root: RootPath::parse(root).unwrap(),
+        max_bytes: 64 << 20,
+        containment: Containment::Sealed,
+    }
+}
+
+fn operator(workdir: &Path, root: &str) -> OperatorPlane {
+    OperatorPlane::new(
+        Arc::new(OsFilesystem::open(workdir).unwrap()),
+        Arc::new(SystemClock),
+        scope(root),
+        ByteBudget::new(1 << 30),
+    )
+}
+
+fn floor_read(path: &Path) -> String {
+    let mut file = std::fs::File::open(path).unwrap();
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf).unwrap();
+    resource_plane::hex::encode(&Sha256::digest(&buf))
+}
+
+fn reads(c: &mut Criterion, w: &World) {
+    let plane = operator(&w.workdir, "out");
+    for (name, size) in SIZES {
+        let mut group = c.benchmark_group(format!("read/{name}"));
+        group.throughput(Throughput::Bytes(size as u64));
+        if size > 1 << 20 {
+            group.sample_size(20);
+        }
+        let path = w.workdir.join(format!("out/{name}.bin"));
+        let rel = format!("{name}.bin");
+        group.bench_function("plane", |b| b.iter(|| plane.read(&rel).unwrap().sha256));
+        group.bench_function("floor", |b| b.iter(|| floor_read(&path)));
+        group.finish();
+    }
+}
+
+fn redeem(c: &mut Criterion, w: &World) {
+    let fs = Arc::new(OsFilesystem::open(&w.workdir).unwrap());
+    let peer = HmacPeerPlane::new(
+        fs,
+        Arc::new(SystemClock),
+        Arc::new(FixedKeyStore::new([9; 32])),
+        scope("out"),
+        "ses_bench".into(),
+        ByteBudget::new(1 << 30),
+    );
+    let target = peer.resolve_for_mint("4k.bin").unwrap();
+    let token = peer
+        .mint(&target, "reader@127.0.0.1:1", 3600)
+        .unwrap()
+        .token;
+    let plane = operator(&w.workdir, "out");
+    let mut group = c.benchmark_group("redeem/4k");
+    group.bench_function("plane", |b| {
+        b.iter(|| {
+            peer.redeem(&token, &[b"reader@127.0.0.1:1"])
+                .result
+                .unwrap()
+                .sha256
+        })
+    });
+    group.bench_function("floor", |b| b.iter(|| plane.read("4k.bin").unwrap().sha256));
+    group.finish();
+}
+
+fn resolve(c: &mut Criterion, w: &World) {
+    let fs = OsFilesystem::open(&w.workdir).unwrap();
+    let root = RootPath::parse("out").unwrap();
+    let target = resource_plane::path::decode_request_path("sub/deep/f").unwrap();
+    let dir = std::fs::File::open(w.workdir.join("out")).unwrap();
+    let mut group = c.benchmark_group("resolve");
+    group.bench_function("plane", |b| {
+        b.iter(|| {
+            use resource_plane::backends::Filesystem;
+            let target = resource_plane::path::decode_request_path("sub/deep/f").unwrap();
+            fs.open_root(&root, Containment::Sealed)
+                .unwrap()
+                .open_file(&target)
+                .unwrap()
+                .meta()
+                .size
+        })
+    });
+    group.bench_function("floor", |b| {
+        b.iter(|| {
+            let fd = rustix::fs::openat(
+                &dir,
+                target.as_str(),
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .unwrap();
+            rustix::fs::fstat(&fd).unwrap().st_size
+        })
+    });
+    group.finish();
+}
+
+fn etag(c: &mut Criterion) {
+    for (name, size) in SIZES {
+        let data = vec![0xa5u8; size];
+        let mut group = c.benchmark_group(format!("etag/{name}"));
+        group.throughput(Throughput::Bytes(size as u64));
+        if size > 1 << 20 {
+            group.sample_size(20);
+        }
+        group.bench_function("plane", |b| {
+            b.iter(|| resource_plane::hex::sha256_hex(&data))
+        });
+        group.bench_function("floor", |b| b.iter(|| Sha256::digest(&data)));
+        group.finish();
+    }
+}
+
+fn mac(c: &mut Criterion) {
+    use hmac::{KeyInit, Mac};
+    let store = FixedKeyStore::new([3; 32]);
+    let parts: [&[u8]; 5] = [
+        b"murmur-peer-handle-v1",
+        &[0x1f],
+        &[b'x'; 120],
+        &[0x1f],
+        b"reader@127.0.0.1:1",
+    ];
+    let tag = store.sign(&parts).unwrap();
+    let prepared = hmac::Hmac::<Sha256>::new_from_slice(&[3; 32]).unwrap();
+    let mut group = c.benchmark_group("mac");
+    group.bench_function("plane", |b| b.iter(|| store.verify(&parts, &tag)));
+    group.bench_function("floor", |b| {
+        b.iter(|| {
+            let mut m = prepared.clone();
+            for p in parts {
+                m.update(p);
+            }
+            m.verify_slice(&tag).is_ok()
+        })
+    });
+    group.finish();
+}
+
+fn listing(c: &mut Criterion) {
+    for files in [100usize, 1000] {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..files {
+            let sub = dir.path().join(format!("out/d{}", i % 10));
+            std::fs::create_dir_all(&sub).unwrap();
+            std::fs::write(sub.join(format!("f{i}")), vec![i as u8; 16 * 1024]).unwrap();
+        }
+        // Let the racy-git window pass so the warm plane may cache.
+        std::thread::sleep(Duration::from_millis(2100));
+        let warm = operator(dir.path(), "out");
+        warm.list().unwrap();
+        let mut group = c.benchmark_group(format!("list/{files}"));
+        group.sample_size(20);
+        group.throughput(Throughput::Elements(files as u64));
+        group.bench_function(BenchmarkId::new("plane", "cold"), |b| {
+            b.iter(|| operator(dir.path(), "out").list().unwrap().len())
+        });
+        group.bench_function(BenchmarkId::new("plane", "warm"), |b| {
+            b.iter(|| warm.list().unwrap().len())
+        });
+        group.bench_function("floor", |b| b.iter(|| floor_walk(&dir.path().join("out"))));
+        group.finish();
+    }
+}
+
+/// Walk + open + read + sha256, single-threaded, sorted: the floor a listing is compared to.
+fn floor_walk(root: &Path) -> usize {
+    let mut stack = vec![root.to_path_buf()];
+    let mut files = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_file() {
+                files.push(entry.path());
+            }
+        }
+    }
+    files.sort();
+    let hashes: Vec<String> = files.iter().map(|p| floor_read(p)).collect();
+    hashes.len()
+}
+
+fn ratio_report() {
+    let base = Path::new("target/criterion");
+    let mean = |group: &str, id: &str| -> Option<f64> {
+        let path = base
+            .join(group.replace('/', "_"))
+            .join(id)
+            .join("new/estimates.json");
+        let text = std::fs::read_to_string(path).ok()?;
+        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+        value["mean"]["point_estimate"].as_f64()
+    };
+    println!(
+        "\n{:<14} {:>14} {:>14} {:>8}",
+        "group", "plane", "floor", "ratio"
+    );
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for (name, _) in SIZES {
+        rows.push((format!("read/{name}"), "plane".into()));
+        rows.push((format!("etag/{name}"), "plane".into()));
+    }
+    rows.push(("redeem/4k".into(), "plane".into()));
+    rows.push(("resolve".into(), "plane".into()));
+    rows.push(("mac".into(), "plane".into()));
+    for files in [100, 1000] {
+        rows.push((format!("list/{files}"), "plane/cold".into()));
+        rows.push((format!("list/{files}"), "plane/warm".into()));
+    }
+    for (group, id) in rows {
+        if let (Some(p), Some(f)) = (mean(&group, &id), mean(&group, "floor")) {
+            println!(
+                "{:<14} {:>11.2} µs {:>11.2} µs {:>7.2}x   {id}",
+                group,
+                p / 1e3,
+                f / 1e3,
+                p / f
+            );
+        }
+    }
+    if let (Some(r), Some(p)) = (mean("redeem/4k", "plane"), mean("redeem/4k", "floor")) {
+        println!("redeem overhead over a plain read: {:.2} µs", (r - p) / 1e3);
+    }
+}
+
+fn main() {
+    let w = world();
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    reads(&mut c, &w);
+    redeem(&mut c, &w);
+    resolve(&mut c, &w);
+    etag(&mut c);
+    mac(&mut c);
+    listing(&mut c);
+    c.final_summary();
+    ratio_report();
+}
