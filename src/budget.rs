@@ -28,6 +28,21 @@ impl ByteBudget {
         *self.inner.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Borrows `bytes` (capped at the whole budget) only if they are free right now: for work
+    /// running on an async worker, which must never wait.
+    pub fn try_acquire(&self, bytes: u64) -> Option<BudgetPermit> {
+        let want = bytes.min(self.capacity);
+        let mut available = self.inner.0.lock().unwrap_or_else(|e| e.into_inner());
+        if *available < want {
+            return None;
+        }
+        *available -= want;
+        Some(BudgetPermit {
+            budget: self.clone(),
+            bytes: want,
+        })
+    }
+
     /// Borrows `bytes` (capped at the whole budget, so one huge read still proceeds alone),
     /// blocking the calling thread until they are free. Call from blocking threads only.
     pub fn acquire_blocking(&self, bytes: u64) -> BudgetPermit {

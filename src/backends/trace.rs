@@ -126,6 +126,10 @@ pub struct Tracer {
     sink: Arc<dyn TraceSink>,
     clock: Arc<dyn Clock>,
     session_id: String,
+    /// Event ids: a random 64-bit prefix drawn once, then a counter, so ids are unique within
+    /// the session, unpredictable across sessions, and cost no syscall per line.
+    id_prefix: u64,
+    id_counter: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Tracer {
@@ -135,7 +139,17 @@ impl Tracer {
             sink,
             clock,
             session_id,
+            id_prefix: u64::from_le_bytes(super::random::bytes::<8>()),
+            id_counter: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         }
+    }
+
+    /// The next event id's 32 hex characters.
+    fn next_event_id(&self) -> String {
+        let n = self
+            .id_counter
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{:016x}{:016x}", self.id_prefix, n)
     }
 
     /// The session id stamped on every line.
@@ -163,7 +177,7 @@ impl Tracer {
         line.extend_from_slice(br#"{"event_type":"#);
         serde_json::to_writer(&mut line, E::EVENT_TYPE)?;
         line.extend_from_slice(br#","event_id":"evt_"#);
-        line.extend_from_slice(super::random::hex::<16>().as_bytes());
+        line.extend_from_slice(self.next_event_id().as_bytes());
         line.extend_from_slice(br#"","session_id":"#);
         serde_json::to_writer(&mut line, &self.session_id)?;
         line.extend_from_slice(br#","timestamp":"#);

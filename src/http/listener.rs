@@ -71,7 +71,6 @@ pub async fn serve(
                 }
             },
         };
-        let _ = stream.set_nodelay(true);
         let router = router.clone();
         let service = service_fn(move |request| {
             let router = router.clone();

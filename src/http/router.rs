@@ -9,12 +9,17 @@ use crate::backends::trace::{TraceEvent, Tracer};
 use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead};
 use crate::generation::Generation;
 use crate::path::{percent_decode_lossy, percent_decode_strict, strip_query};
-use crate::planes::{ListingEntry, PeerPlane, ResourcePlane};
+use crate::planes::{ListingEntry, PeerPlane, ReadMode, ResourcePlane};
 use crate::refusal::{Code, Refusal};
 use http::header::HeaderValue;
 use http::{Method, Request, Response};
 use serde::Serialize;
 use std::sync::Arc;
+
+/// The largest file a read or redeem serves on the async worker that received it; larger files,
+/// and every listing, move to the blocking pool. Small reads are cheaper inline than the two
+/// context switches of a hand-off.
+pub const INLINE_READ_LIMIT: u64 = 256 * 1024;
 
 /// Where a raw request path leads (D-4.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,9 +119,14 @@ impl Router {
             .map(|v| v.as_bytes().to_vec())
             .collect();
         drop(request);
-        let route = Route::of(&path);
-        if matches!(route, Route::AgentCard | Route::Foreign) {
-            return self.respond(&method, &path, &[]);
+        {
+            let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
+            let inline = ReadMode::Inline {
+                limit: INLINE_READ_LIMIT,
+            };
+            if let Some(response) = self.respond_in(&method, &path, &audience, inline) {
+                return response;
+            }
         }
         let router = self.clone();
         tokio::task::spawn_blocking(move || {
@@ -135,8 +145,21 @@ impl Router {
         raw_path: &str,
         audience: &[&[u8]],
     ) -> Response<PlaneBody> {
+        self.respond_in(method, raw_path, audience, ReadMode::Blocking)
+            .expect("a blocking answer is always given")
+    }
+
+    /// Answers one request in `mode`; `None` (nothing traced, nothing read) when an inline
+    /// answer would have to read a large file or list the root.
+    fn respond_in(
+        &self,
+        method: &Method,
+        raw_path: &str,
+        audience: &[&[u8]],
+        mode: ReadMode,
+    ) -> Option<Response<PlaneBody>> {
         let generation = self.mounted.generation.current();
-        match Route::of(raw_path) {
+        Some(match Route::of(raw_path) {
             Route::Foreign => response::refusal(Code::NotFound, None, None),
             Route::AgentCard => {
                 if method == Method::GET {
@@ -145,8 +168,9 @@ impl Router {
                     response::refusal(Code::MethodNotAllowed, None, None)
                 }
             }
+            Route::Listing if mode != ReadMode::Blocking && method == Method::GET => return None,
             Route::Listing => self.listing(method, generation),
-            Route::Read(raw) => self.read(method, raw, generation),
+            Route::Read(raw) => self.read(method, raw, generation, mode)?,
             Route::OtherResource => {
                 let path = Some(recorded_path(strip_query(raw_path), false));
                 let code = if method == Method::GET {
@@ -160,9 +184,9 @@ impl Router {
                     generation,
                 )
             }
-            Route::PeerIndex => self.redeem(method, None, audience, generation),
-            Route::Redeem(token) => self.redeem(method, Some(token), audience, generation),
-        }
+            Route::PeerIndex => self.redeem(method, None, audience, generation, mode)?,
+            Route::Redeem(token) => self.redeem(method, Some(token), audience, generation, mode)?,
+        })
     }
 
     /// Writes `event`, then returns `ok`; a failed write turns any answer into 500 (D-6.4).
@@ -250,7 +274,13 @@ impl Router {
         }
     }
 
-    fn read(&self, method: &Method, raw: &str, generation: u64) -> Response<PlaneBody> {
+    fn read(
+        &self,
+        method: &Method,
+        raw: &str,
+        generation: u64,
+        mode: ReadMode,
+    ) -> Option<Response<PlaneBody>> {
         let raw = strip_query(raw);
         let decoded = recorded_path(raw, true);
         let result = if method != Method::GET {
@@ -264,7 +294,13 @@ impl Router {
                     Code::NoResourcePlane,
                     "exports.files is not declared",
                 )),
-                Some(plane) => plane.read(raw).map(|file| (plane.clone(), file)),
+                Some(plane) => {
+                    let served = match mode {
+                        ReadMode::Blocking => plane.read(raw),
+                        ReadMode::Inline { limit } => plane.read_inline(raw, limit)?,
+                    };
+                    served.map(|file| (plane.clone(), file))
+                }
             }
         };
         match result {
@@ -284,9 +320,9 @@ impl Router {
                     file.mtime_ms,
                 );
                 self.plane_headers(&mut ok, generation, Some(plane.scope().root.declared()));
-                self.traced(&event, ok, generation, None)
+                Some(self.traced(&event, ok, generation, None))
             }
-            Err(refusal) => self.traced_read_refusal(Some(decoded), refusal, generation),
+            Err(refusal) => Some(self.traced_read_refusal(Some(decoded), refusal, generation)),
         }
     }
 
@@ -319,7 +355,8 @@ impl Router {
         token: Option<&str>,
         audience: &[&[u8]],
         generation: u64,
-    ) -> Response<PlaneBody> {
+        mode: ReadMode,
+    ) -> Option<Response<PlaneBody>> {
         let token = token.map(strip_query);
         let early = if method != Method::GET {
             Some(Refusal::new(
@@ -340,7 +377,10 @@ impl Router {
             None
         };
         let redeem = match (early, &self.mounted.peer, token) {
-            (None, Some(plane), Some(token)) => plane.redeem(token, audience),
+            (None, Some(plane), Some(token)) => match mode {
+                ReadMode::Blocking => plane.redeem(token, audience),
+                ReadMode::Inline { limit } => plane.redeem_inline(token, audience, limit)?,
+            },
             (early, _, token) => crate::planes::Redeem {
                 handle_id: token.map(crate::hex::handle_id),
                 path: None,
@@ -391,7 +431,7 @@ impl Router {
                 (event, response)
             }
         };
-        self.traced(&event, response, generation, handle_id.as_deref())
+        Some(self.traced(&event, response, generation, handle_id.as_deref()))
     }
 
     fn plane_headers(

@@ -12,7 +12,7 @@ mod resource;
 
 pub use peer::HmacPeerPlane;
 pub(crate) use peer::normalise_audience;
-pub use reader::{ExportScope, ListingEntry, ServedFile};
+pub use reader::{ExportScope, ListingEntry, ReadMode, ServedFile};
 pub use resource::OperatorPlane;
 
 use crate::path::RelPath;
@@ -37,6 +37,15 @@ pub trait ResourcePlane: Debug + Send + Sync {
     /// `outside_root` (lexical or resolved), `not_found`, `symlink_refused`,
     /// `not_a_regular_file`, `too_large`, `io_error`.
     fn read(&self, raw_path: &str) -> Result<ServedFile, Refusal>;
+
+    /// [`read`](Self::read) on an async worker: the same answer, or `None` (having read no byte
+    /// and written nothing) when the file is larger than `limit` or the in-flight budget is not
+    /// free at once, so the caller moves the read to a blocking thread. The default always
+    /// defers.
+    fn read_inline(&self, raw_path: &str, limit: u64) -> Option<Result<ServedFile, Refusal>> {
+        let _ = (raw_path, limit);
+        None
+    }
 }
 
 /// A freshly minted handle. The token is the secret; everything else is safe to log.
@@ -85,6 +94,18 @@ pub trait PeerPlane: Debug + Send + Sync {
     /// `GET /resources/peer/<raw_token>` with the `x-murmur-audience` header values as sent,
     /// in the order of D-7.2. Blocking.
     fn redeem(&self, raw_token: &str, audience_headers: &[&[u8]]) -> Redeem;
+
+    /// [`redeem`](Self::redeem) on an async worker, or `None` to move it to a blocking thread
+    /// (see [`ResourcePlane::read_inline`]). The default always defers.
+    fn redeem_inline(
+        &self,
+        raw_token: &str,
+        audience_headers: &[&[u8]],
+        limit: u64,
+    ) -> Option<Redeem> {
+        let _ = (raw_token, audience_headers, limit);
+        None
+    }
 
     /// Ends the session: zeroes the key, so no outstanding handle verifies again (D-12).
     fn end_session(&self);

@@ -1,7 +1,7 @@
 //! The peer plane: HMAC-signed, audience-bound, expiring handles (D-7).
 
 use super::handle::{self, MAC_CONTEXT, MAC_SEPARATOR, Payload};
-use super::reader::{self, ExportScope};
+use super::reader::{self, ExportScope, ReadMode};
 use super::{Minted, PeerPlane, Redeem};
 use crate::backends::{Clock, Filesystem, KeyStore};
 use crate::budget::ByteBudget;
@@ -91,6 +91,32 @@ impl PeerPlane for HmacPeerPlane {
     }
 
     fn redeem(&self, raw_token: &str, audience_headers: &[&[u8]]) -> Redeem {
+        self.redeem_in(raw_token, audience_headers, ReadMode::Blocking)
+            .expect("a blocking redeem always answers")
+    }
+
+    fn redeem_inline(
+        &self,
+        raw_token: &str,
+        audience_headers: &[&[u8]],
+        limit: u64,
+    ) -> Option<Redeem> {
+        self.redeem_in(raw_token, audience_headers, ReadMode::Inline { limit })
+    }
+
+    fn end_session(&self) {
+        self.keys.destroy();
+    }
+}
+
+impl HmacPeerPlane {
+    /// The redeem of D-7.2; `None` only when an inline read defers.
+    fn redeem_in(
+        &self,
+        raw_token: &str,
+        audience_headers: &[&[u8]],
+        mode: ReadMode,
+    ) -> Option<Redeem> {
         let handle_id = (!raw_token.is_empty()).then(|| crate::hex::handle_id(raw_token));
         let audience = match audience_headers {
             [one] => Some(normalise_audience(one)),
@@ -108,11 +134,11 @@ impl PeerPlane for HmacPeerPlane {
 
         // 1. Shape.
         let Some(token) = handle::parse(raw_token) else {
-            return refuse(
+            return Some(refuse(
                 Code::MalformedHandle,
                 "the token is not a well-formed mh1 v1 handle",
                 None,
-            );
+            ));
         };
         // 2. Audience: exactly one header, non-empty after trimming.
         let audience = match audience {
@@ -123,7 +149,7 @@ impl PeerPlane for HmacPeerPlane {
                 } else {
                     "x-murmur-audience absent or empty"
                 };
-                return refuse(Code::MissingAudience, why, None);
+                return Some(refuse(Code::MissingAudience, why, None));
             }
         };
         // 3. MAC, constant time; a foreign `iss` folds into the same refusal. Both checks run
@@ -133,26 +159,38 @@ impl PeerPlane for HmacPeerPlane {
             .verify(&mac_parts(token.payload_b64, &audience), &token.mac);
         let iss_ok = token.payload.iss == self.session_id;
         if !(mac_ok & iss_ok) {
-            return refuse(Code::HandleNotValid, "MAC verification failed", None);
+            return Some(refuse(
+                Code::HandleNotValid,
+                "MAC verification failed",
+                None,
+            ));
         }
         let path = Some(token.payload.p.clone());
         // 4. Expiry.
         if token.payload.exp <= self.clock.now_ms() {
-            return refuse(Code::HandleExpired, "the handle's exp is in the past", path);
+            return Some(refuse(
+                Code::HandleExpired,
+                "the handle's exp is in the past",
+                path,
+            ));
         }
         // 5. Path, through the operator plane's reader.
-        let result = RelPath::parse_canonical(&token.payload.p).and_then(|target| {
-            reader::read_file(self.fs.as_ref(), &self.scope, &target, Some(&self.budget))
-        });
-        Redeem {
+        let result = match RelPath::parse_canonical(&token.payload.p) {
+            Ok(target) => reader::read_file(
+                self.fs.as_ref(),
+                &self.scope,
+                &target,
+                Some(&self.budget),
+                mode,
+            )
+            .transpose()?,
+            Err(refusal) => Err(refusal),
+        };
+        Some(Redeem {
             handle_id,
             path,
             audience_asserted,
             result,
-        }
-    }
-
-    fn end_session(&self) {
-        self.keys.destroy();
+        })
     }
 }

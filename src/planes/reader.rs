@@ -69,9 +69,23 @@ pub fn probe_file(
     open(fs, scope, target).map(drop)
 }
 
+/// Where a read runs, chosen by the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadMode {
+    /// On a blocking thread: any size; waits for the in-flight budget.
+    Blocking,
+    /// On an async worker: gives up before reading a byte when the file is larger than `limit`
+    /// or its bytes are not free in the budget right now, so the worker never stalls.
+    Inline {
+        /// The largest file read inline.
+        limit: u64,
+    },
+}
+
 /// Reads `target` under the scope (D-2.4 to D-2.7): size from the descriptor first (`too_large`
 /// before any byte is read), then at most `max_bytes + 1` bytes, so a file that grew during the
-/// read is `too_large` too. Borrows the body's size from `budget` before reading.
+/// read is `too_large` too. Borrows the body's size from `budget` before reading. `Ok(None)`
+/// only in [`ReadMode::Inline`], when the read should move to a blocking thread.
 ///
 /// # Errors
 /// `not_found`, `outside_root`, `symlink_refused`, `not_a_regular_file`, `too_large`,
@@ -81,8 +95,9 @@ pub fn read_file(
     scope: &ExportScope,
     target: &RelPath,
     budget: Option<&ByteBudget>,
-) -> Result<ServedFile, Refusal> {
-    let file = open(fs, scope, target)?;
+    mode: ReadMode,
+) -> Result<Option<ServedFile>, Refusal> {
+    let mut file = open(fs, scope, target)?;
     let meta = file.meta();
     if meta.size > scope.max_bytes {
         return Err(Refusal::new(
@@ -91,11 +106,18 @@ pub fn read_file(
         ));
     }
     let limit = scope.max_bytes.saturating_add(1);
-    let permit = budget.map(|b| b.acquire_blocking(meta.size.saturating_add(1).min(limit)));
-    let mut buffer =
-        Vec::with_capacity(usize::try_from(meta.size.saturating_add(1).min(limit)).unwrap_or(0));
-    file.take(limit)
-        .read_to_end(&mut buffer)
+    let want = meta.size.saturating_add(1).min(limit);
+    let permit = match (mode, budget) {
+        (ReadMode::Inline { limit: inline }, _) if meta.size > inline => return Ok(None),
+        (ReadMode::Inline { .. }, Some(budget)) => match budget.try_acquire(want) {
+            Some(permit) => Some(permit),
+            None => return Ok(None),
+        },
+        (ReadMode::Blocking, Some(budget)) => Some(budget.acquire_blocking(want)),
+        (_, None) => None,
+    };
+    let mut buffer = Vec::with_capacity(usize::try_from(want).unwrap_or(0));
+    file.read_up_to(limit, &mut buffer)
         .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;
     if buffer.len() as u64 > scope.max_bytes {
         return Err(Refusal::new(
@@ -107,12 +129,12 @@ pub fn read_file(
         ));
     }
     let sha256 = crate::hex::encode(&Sha256::digest(&buffer));
-    Ok(ServedFile {
+    Ok(Some(ServedFile {
         bytes: Bytes::from(buffer),
         sha256,
         mtime_ms: meta.mtime_ms,
         permit,
-    })
+    }))
 }
 
 /// Lists every regular file under the scope (D-3): sorted byte-lexicographically, each entry

@@ -2,7 +2,7 @@
 
 use super::ResourcePlane;
 use super::hash_cache::HashCache;
-use super::reader::{self, ExportScope, ListingEntry, ServedFile};
+use super::reader::{self, ExportScope, ListingEntry, ReadMode, ServedFile};
 use crate::backends::Clock;
 use crate::backends::fs::Filesystem;
 use crate::budget::ByteBudget;
@@ -39,6 +39,23 @@ impl OperatorPlane {
     }
 }
 
+impl OperatorPlane {
+    fn read_in(&self, raw_path: &str, mode: ReadMode) -> Option<Result<ServedFile, Refusal>> {
+        let target = match decode_request_path(raw_path) {
+            Ok(target) => target,
+            Err(refusal) => return Some(Err(refusal)),
+        };
+        reader::read_file(
+            self.fs.as_ref(),
+            &self.scope,
+            &target,
+            Some(&self.budget),
+            mode,
+        )
+        .transpose()
+    }
+}
+
 impl ResourcePlane for OperatorPlane {
     fn scope(&self) -> &ExportScope {
         &self.scope
@@ -54,7 +71,11 @@ impl ResourcePlane for OperatorPlane {
     }
 
     fn read(&self, raw_path: &str) -> Result<ServedFile, Refusal> {
-        let target = decode_request_path(raw_path)?;
-        reader::read_file(self.fs.as_ref(), &self.scope, &target, Some(&self.budget))
+        self.read_in(raw_path, ReadMode::Blocking)
+            .expect("a blocking read always answers")
+    }
+
+    fn read_inline(&self, raw_path: &str, limit: u64) -> Option<Result<ServedFile, Refusal>> {
+        self.read_in(raw_path, ReadMode::Inline { limit })
     }
 }

@@ -204,6 +204,28 @@ pub struct FileMeta {
 pub trait OpenFile: Read + Send + Debug {
     /// The descriptor's metadata, read at open.
     fn meta(&self) -> FileMeta;
+
+    /// Appends at most `limit` bytes to `out`, until end of file.
+    ///
+    /// # Errors
+    /// The read's error.
+    fn read_up_to(&mut self, limit: u64, out: &mut Vec<u8>) -> std::io::Result<()> {
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut left = limit;
+        while left > 0 {
+            let want = usize::try_from(left).unwrap_or(usize::MAX).min(chunk.len());
+            match self.read(&mut chunk[..want]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    out.extend_from_slice(&chunk[..n]);
+                    left -= n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// An export root opened beneath the workdir for one request, under one containment class.

@@ -36,6 +36,8 @@ pub enum Strategy {
 pub struct OsFilesystem {
     workdir: Arc<OwnedFd>,
     strategy: Strategy,
+    /// `/proc/self/fd`, held open so a reopen costs one lookup, not four.
+    proc_fds: Option<Arc<OwnedFd>>,
 }
 
 impl fmt::Debug for OsFilesystem {
@@ -63,9 +65,17 @@ impl OsFilesystem {
         } else {
             Strategy::FallbackWalk
         };
+        let proc_fds = rustix::fs::open(
+            "/proc/self/fd",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()
+        .map(Arc::new);
         Ok(OsFilesystem {
             workdir: Arc::new(fd),
             strategy,
+            proc_fds,
         })
     }
 
@@ -159,12 +169,17 @@ fn meta_of(stat: &rustix::fs::Stat) -> FileMeta {
 /// reading yet: that happens on the first read, through `/proc/self/fd`, so it cannot land on
 /// another inode, and a caller that only needs the metadata (a listing's cache hit) never pays
 /// for it (D-2.6, D-3.6).
-fn accept_regular(probe: OwnedFd, class: Containment) -> Result<Box<dyn OpenFile>, FsError> {
+fn accept_regular(
+    probe: OwnedFd,
+    class: Containment,
+    proc_fds: Option<Arc<OwnedFd>>,
+) -> Result<Box<dyn OpenFile>, FsError> {
     let probed = rustix::fs::fstat(&probe).map_err(|e| fs_error(e, class, "fstat"))?;
     match FileType::from_raw_mode(probed.st_mode) {
         FileType::RegularFile => Ok(Box::new(OsOpenFile {
             state: OpenState::Probed(probe),
             meta: meta_of(&probed),
+            proc_fds,
         })),
         FileType::Symlink => Err(FsError::new(
             FsErrorKind::SymlinkRefused,
@@ -178,13 +193,20 @@ fn accept_regular(probe: OwnedFd, class: Containment) -> Result<Box<dyn OpenFile
 }
 
 /// Reopens a probed regular file for reading and checks it is the same inode.
-fn reopen_for_reading(probe: &OwnedFd, meta: &FileMeta) -> io::Result<File> {
-    let proc_path = format!("/proc/self/fd/{}", probe.as_raw_fd());
-    let fd = rustix::fs::open(
-        proc_path.as_str(),
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
+fn reopen_for_reading(
+    probe: &OwnedFd,
+    meta: &FileMeta,
+    proc_fds: Option<&OwnedFd>,
+) -> io::Result<File> {
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = match proc_fds {
+        Some(dir) => rustix::fs::openat(dir, probe.as_raw_fd().to_string(), flags, Mode::empty())?,
+        None => rustix::fs::open(
+            format!("/proc/self/fd/{}", probe.as_raw_fd()),
+            flags,
+            Mode::empty(),
+        )?,
+    };
     let stat = rustix::fs::fstat(&fd)?;
     if stat.st_dev != meta.dev
         || stat.st_ino != meta.ino
@@ -205,15 +227,27 @@ enum OpenState {
 struct OsOpenFile {
     state: OpenState,
     meta: FileMeta,
+    proc_fds: Option<Arc<OwnedFd>>,
 }
 
 impl Read for OsOpenFile {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut file = self.reading()?;
+        file.read(buf)
+    }
+}
+
+impl OsOpenFile {
+    fn reading(&mut self) -> io::Result<&File> {
         if let OpenState::Probed(probe) = &self.state {
-            self.state = OpenState::Reading(reopen_for_reading(probe, &self.meta)?);
+            self.state = OpenState::Reading(reopen_for_reading(
+                probe,
+                &self.meta,
+                self.proc_fds.as_deref(),
+            )?);
         }
-        match &mut self.state {
-            OpenState::Reading(file) => file.read(buf),
+        match &self.state {
+            OpenState::Reading(file) => Ok(file),
             OpenState::Probed(_) => unreachable!("reopened above"),
         }
     }
@@ -222,6 +256,11 @@ impl Read for OsOpenFile {
 impl OpenFile for OsOpenFile {
     fn meta(&self) -> FileMeta {
         self.meta
+    }
+
+    fn read_up_to(&mut self, limit: u64, out: &mut Vec<u8>) -> io::Result<()> {
+        // `File` reads into the vector's spare capacity directly: no zeroing, no extra copy.
+        self.reading()?.take(limit).read_to_end(out).map(drop)
     }
 }
 
@@ -291,6 +330,7 @@ impl Filesystem for OsFilesystem {
             }
         };
         Ok(Box::new(OsRootDir {
+            proc_fds: self.proc_fds.clone(),
             fd,
             class,
             strategy: self.strategy,
@@ -369,6 +409,7 @@ fn land_in(workdir: BorrowedFd<'_>, dir: &str, name: &str, bytes: &[u8]) -> Resu
 
 #[derive(Debug)]
 struct OsRootDir {
+    proc_fds: Option<Arc<OwnedFd>>,
     fd: Arc<OwnedFd>,
     class: Containment,
     strategy: Strategy,
@@ -415,7 +456,7 @@ impl RootDir for OsRootDir {
                 }
             }
         };
-        accept_regular(probe, class)
+        accept_regular(probe, class, self.proc_fds.clone())
     }
 
     fn walk(&self) -> Result<Vec<RelPath>, FsError> {
