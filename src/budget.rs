@@ -1,21 +1,83 @@
 //! A bound on the bytes held by in-flight reads (D-4.6): excess work waits, it is not dropped.
+//!
+//! The budget also recycles body buffers. Large buffers freed by many threads are exactly what
+//! a general-purpose allocator is worst at returning to the OS, so buffers go back to the pool
+//! instead, and the pool is trimmed so that pooled plus borrowed bytes never exceed the
+//! capacity: the process's read buffers stay within one budget whatever the load.
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Buffers smaller than this are left to the allocator.
+const POOLED_MIN: u64 = 64 * 1024;
+
+/// `capacity = free + borrowed + pooled`, always.
+#[derive(Debug)]
+struct State {
+    free: u64,
+    pooled: Vec<Vec<u8>>,
+    pooled_bytes: u64,
+}
+
+impl State {
+    /// Reserves `want` bytes if possible: reusing the smallest pooled buffer that fits, else
+    /// evicting pooled buffers until the free bytes suffice. Returns the bytes charged and the
+    /// reused buffer, if any.
+    fn reserve(&mut self, want: u64) -> Option<(u64, Option<Vec<u8>>)> {
+        if want >= POOLED_MIN {
+            let fit = self
+                .pooled
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.capacity() as u64 >= want)
+                .min_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i);
+            if let Some(index) = fit {
+                let buffer = self.pooled.swap_remove(index);
+                let bytes = buffer.capacity() as u64;
+                self.pooled_bytes -= bytes;
+                return Some((bytes, Some(buffer)));
+            }
+        }
+        if self.free + self.pooled_bytes < want {
+            return None;
+        }
+        while self.free < want {
+            let smallest = (0..self.pooled.len()).min_by_key(|i| self.pooled[*i].capacity())?;
+            let evicted = self.pooled.swap_remove(smallest);
+            self.pooled_bytes -= evicted.capacity() as u64;
+            self.free += evicted.capacity() as u64;
+        }
+        self.free -= want;
+        Some((want, None))
+    }
+}
 
 /// A pool of bytes that reads borrow from for as long as their body is in memory.
 #[derive(Debug, Clone)]
 pub struct ByteBudget {
-    inner: Arc<(Mutex<u64>, Condvar)>,
+    inner: Arc<(Mutex<State>, Condvar)>,
     capacity: u64,
 }
 
 impl ByteBudget {
     /// A budget of `capacity` bytes.
     pub fn new(capacity: u64) -> Self {
+        let capacity = capacity.max(1);
         ByteBudget {
-            inner: Arc::new((Mutex::new(capacity), Condvar::new())),
-            capacity: capacity.max(1),
+            inner: Arc::new((
+                Mutex::new(State {
+                    free: capacity,
+                    pooled: Vec::new(),
+                    pooled_bytes: 0,
+                }),
+                Condvar::new(),
+            )),
+            capacity,
         }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The configured capacity.
@@ -23,39 +85,45 @@ impl ByteBudget {
         self.capacity
     }
 
-    /// Bytes not currently borrowed.
+    /// Bytes neither borrowed nor pooled.
     pub fn available(&self) -> u64 {
-        *self.inner.0.lock().unwrap_or_else(|e| e.into_inner())
+        let state = self.state();
+        state.free + state.pooled_bytes
+    }
+
+    /// Bytes held in recycled buffers.
+    pub fn pooled(&self) -> u64 {
+        self.state().pooled_bytes
+    }
+
+    fn permit(&self, (bytes, buffer): (u64, Option<Vec<u8>>), want: u64) -> BudgetPermit {
+        BudgetPermit {
+            budget: self.clone(),
+            bytes,
+            want,
+            buffer,
+        }
     }
 
     /// Borrows `bytes` (capped at the whole budget) only if they are free right now: for work
     /// running on an async worker, which must never wait.
     pub fn try_acquire(&self, bytes: u64) -> Option<BudgetPermit> {
         let want = bytes.min(self.capacity);
-        let mut available = self.inner.0.lock().unwrap_or_else(|e| e.into_inner());
-        if *available < want {
-            return None;
-        }
-        *available -= want;
-        Some(BudgetPermit {
-            budget: self.clone(),
-            bytes: want,
-        })
+        let reserved = self.state().reserve(want)?;
+        Some(self.permit(reserved, want))
     }
 
     /// Borrows `bytes` (capped at the whole budget, so one huge read still proceeds alone),
     /// blocking the calling thread until they are free. Call from blocking threads only.
     pub fn acquire_blocking(&self, bytes: u64) -> BudgetPermit {
         let want = bytes.min(self.capacity);
-        let (lock, ready) = &*self.inner;
-        let mut available = lock.lock().unwrap_or_else(|e| e.into_inner());
-        while *available < want {
-            available = ready.wait(available).unwrap_or_else(|e| e.into_inner());
-        }
-        *available -= want;
-        BudgetPermit {
-            budget: self.clone(),
-            bytes: want,
+        let (_, ready) = &*self.inner;
+        let mut state = self.state();
+        loop {
+            if let Some(reserved) = state.reserve(want) {
+                return self.permit(reserved, want);
+            }
+            state = ready.wait(state).unwrap_or_else(|e| e.into_inner());
         }
     }
 }
@@ -65,12 +133,40 @@ impl ByteBudget {
 pub struct BudgetPermit {
     budget: ByteBudget,
     bytes: u64,
+    want: u64,
+    buffer: Option<Vec<u8>>,
+}
+
+impl BudgetPermit {
+    /// The empty buffer this permit pays for: a recycled one when the pool had one that fits,
+    /// else a new one of at least `capacity` bytes.
+    pub fn buffer(&mut self, capacity: usize) -> Vec<u8> {
+        match self.buffer.take() {
+            Some(buffer) if buffer.capacity() >= capacity => buffer,
+            _ => Vec::with_capacity(capacity),
+        }
+    }
+
+    /// Returns the bytes, and `buffer` to the pool when it is worth keeping. The pool keeps
+    /// what the permit paid for, so pooled plus borrowed bytes never exceed the capacity.
+    pub fn recycle(mut self, mut buffer: Vec<u8>) {
+        let size = buffer.capacity() as u64;
+        if size >= POOLED_MIN && size <= self.bytes.max(self.want) && size >= self.want {
+            buffer.clear();
+            let mut state = self.budget.state();
+            state.pooled_bytes += size;
+            state.pooled.push(buffer);
+            // The rest of what the permit paid for goes back to the free bytes.
+            state.free += self.bytes.saturating_sub(size);
+            self.bytes = 0;
+        }
+    }
 }
 
 impl Drop for BudgetPermit {
     fn drop(&mut self) {
-        let (lock, ready) = &*self.budget.inner;
-        *lock.lock().unwrap_or_else(|e| e.into_inner()) += self.bytes;
+        let (_, ready) = &*self.budget.inner;
+        self.budget.state().free += self.bytes;
         ready.notify_all();
     }
 }
@@ -92,6 +188,37 @@ mod tests {
         drop(first);
         assert_eq!(waiter.join().unwrap(), 50);
         assert_eq!(budget.available(), 100);
+    }
+
+    #[test]
+    fn buffers_are_recycled_within_the_budget() {
+        let budget = ByteBudget::new(1 << 20);
+        let mut permit = budget.acquire_blocking(300 << 10);
+        let buffer = permit.buffer(300 << 10);
+        let address = buffer.as_ptr();
+        permit.recycle(buffer);
+        assert_eq!(budget.available(), 1 << 20);
+        assert!(budget.pooled() >= 300 << 10);
+        let mut again = budget.acquire_blocking(200 << 10);
+        let reused = again.buffer(200 << 10);
+        assert_eq!(reused.as_ptr(), address, "the pooled buffer is reused");
+        again.recycle(reused);
+        assert_eq!(budget.pooled(), 300 << 10, "and kept again");
+        // Borrowing almost everything evicts the pool: pooled + borrowed <= capacity.
+        let big = budget.acquire_blocking(900 << 10);
+        assert_eq!(budget.pooled(), 0, "pool evicted");
+        assert_eq!(budget.available(), (1 << 20) - (900 << 10));
+        drop(big);
+        assert_eq!(budget.available(), 1 << 20);
+    }
+
+    #[test]
+    fn small_buffers_are_not_pooled() {
+        let budget = ByteBudget::new(1 << 20);
+        let mut permit = budget.acquire_blocking(100);
+        let buffer = permit.buffer(100);
+        permit.recycle(buffer);
+        assert_eq!(budget.pooled(), 0);
     }
 
     #[test]

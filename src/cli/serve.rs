@@ -37,6 +37,9 @@ pub(crate) struct ServeArgs {
     /// The fetcher's own body cap in bytes.
     #[arg(long, default_value_t = 10 * 1024 * 1024)]
     fetch_max_bytes: u64,
+    /// Bytes that in-flight read bodies may hold at once (D-4.6); more reads wait.
+    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    inflight_budget: u64,
     /// PEM certificates trusted for https peers, added to the system's roots.
     #[arg(long)]
     peer_ca: Vec<PathBuf>,
@@ -185,6 +188,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         .map_err(|e| cli_error(e, "check the system's TLS roots"))?;
     config.containment = args.containment;
     config.fetch_max_bytes = args.fetch_max_bytes;
+    config.inflight_budget_bytes = args.inflight_budget;
     config.peer_tls = peer_tls;
     let capsule = Capsule::launch(
         &manifest,

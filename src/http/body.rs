@@ -1,7 +1,6 @@
-//! The response body: one buffer, sent whole, holding its in-flight byte budget until hyper has
-//! finished with it (D-4.6).
+//! The response body: one buffer, sent whole. A file's buffer carries its own share of the
+//! in-flight budget (D-4.6), released when hyper drops the last reference after writing it.
 
-use crate::budget::BudgetPermit;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use std::convert::Infallible;
@@ -13,17 +12,15 @@ use std::task::{Context, Poll};
 pub struct PlaneBody {
     data: Option<Bytes>,
     len: u64,
-    _permit: Option<BudgetPermit>,
 }
 
 impl PlaneBody {
-    /// A body of `data`, releasing `permit` when dropped.
-    pub fn new(data: Bytes, permit: Option<BudgetPermit>) -> Self {
+    /// A body of `data`.
+    pub fn new(data: Bytes) -> Self {
         let len = data.len() as u64;
         PlaneBody {
             data: (!data.is_empty()).then_some(data),
             len,
-            _permit: permit,
         }
     }
 
@@ -35,7 +32,7 @@ impl PlaneBody {
 
 impl From<Vec<u8>> for PlaneBody {
     fn from(v: Vec<u8>) -> Self {
-        PlaneBody::new(Bytes::from(v), None)
+        PlaneBody::new(Bytes::from(v))
     }
 }
 

@@ -314,11 +314,8 @@ impl Router {
                     containment_achieved: self.containment(),
                     reason: None,
                 };
-                let mut ok = response::file(
-                    PlaneBody::new(file.bytes, file.permit),
-                    &file.sha256,
-                    file.mtime_ms,
-                );
+                let mut ok =
+                    response::file(PlaneBody::new(file.bytes), &file.sha256, file.mtime_ms);
                 self.plane_headers(&mut ok, generation, Some(plane.scope().root.declared()));
                 Some(self.traced(&event, ok, generation, None))
             }
@@ -403,11 +400,8 @@ impl Router {
                     outcome: "ok",
                     reason: None,
                 };
-                let mut ok = response::file(
-                    PlaneBody::new(file.bytes, file.permit),
-                    &file.sha256,
-                    file.mtime_ms,
-                );
+                let mut ok =
+                    response::file(PlaneBody::new(file.bytes), &file.sha256, file.mtime_ms);
                 self.plane_headers(&mut ok, generation, None);
                 if let Some(id) = &handle_id {
                     ok.headers_mut()

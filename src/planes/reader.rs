@@ -12,6 +12,7 @@ use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One file's bytes as served, with the validator computed over exactly those bytes (D-2.7).
+/// The bytes hold their share of the in-flight budget until the last clone is dropped.
 #[derive(Debug)]
 pub struct ServedFile {
     /// The body.
@@ -20,8 +21,38 @@ pub struct ServedFile {
     pub sha256: String,
     /// `x-murmur-mtime-ms`, from the same descriptor.
     pub mtime_ms: i64,
-    /// The in-flight budget this body holds until it is dropped.
-    pub permit: Option<BudgetPermit>,
+}
+
+/// A body buffer that holds its share of the in-flight budget for as long as any clone of it
+/// lives, including in the HTTP layer's write queue after the response body is handed over.
+/// On drop, the buffer goes back to the budget's pool and the bytes to the budget.
+struct Budgeted {
+    buffer: Vec<u8>,
+    permit: Option<BudgetPermit>,
+}
+
+impl AsRef<[u8]> for Budgeted {
+    fn as_ref(&self) -> &[u8] {
+        &self.buffer
+    }
+}
+
+impl Drop for Budgeted {
+    fn drop(&mut self) {
+        if let Some(permit) = self.permit.take() {
+            permit.recycle(std::mem::take(&mut self.buffer));
+        }
+    }
+}
+
+fn budgeted(buffer: Vec<u8>, permit: Option<BudgetPermit>) -> Bytes {
+    match permit {
+        None => Bytes::from(buffer),
+        Some(permit) => Bytes::from_owner(Budgeted {
+            buffer,
+            permit: Some(permit),
+        }),
+    }
 }
 
 /// One listing entry (D-3.3, D-3.5).
@@ -116,7 +147,12 @@ pub fn read_file(
         (ReadMode::Blocking, Some(budget)) => Some(budget.acquire_blocking(want)),
         (_, None) => None,
     };
-    let mut buffer = Vec::with_capacity(usize::try_from(want).unwrap_or(0));
+    let capacity = usize::try_from(want).unwrap_or(0);
+    let mut permit = permit;
+    let mut buffer = match &mut permit {
+        Some(permit) => permit.buffer(capacity),
+        None => Vec::with_capacity(capacity),
+    };
     file.read_up_to(limit, &mut buffer)
         .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;
     if buffer.len() as u64 > scope.max_bytes {
@@ -130,10 +166,9 @@ pub fn read_file(
     }
     let sha256 = crate::hex::encode(&Sha256::digest(&buffer));
     Ok(Some(ServedFile {
-        bytes: Bytes::from(buffer),
+        bytes: budgeted(buffer, permit),
         sha256,
         mtime_ms: meta.mtime_ms,
-        permit,
     }))
 }
 

@@ -1,0 +1,308 @@
+//! Scale measurements for issue 5, each against its limit measured in the same run
+//! (`cargo bench --bench scale`; `SCALE_FILES` and `SCALE_FILE_KIB` shrink the tree):
+//!
+//! 1. a full listing of a 10,000-file, 1 GiB tree (warm page cache, cold hash cache) against
+//!    the two-core hashing limit: bytes / (2 × the single-core sha256 rate measured here);
+//! 2. a repeat listing (warm hash cache) against `git status` on the same tree;
+//! 3. read latency against export-tree size, and listing cost against files and bytes, written
+//!    to `bench/scale.csv` for `bench/plot.py`;
+//! 4. 256 concurrent HTTP reads of 10 MiB files: peak RSS against twice the in-flight budget
+//!    plus 64 MiB.
+#![allow(clippy::disallowed_methods)] // benches build their own worlds with std::fs
+
+use resource_plane::backends::fs::{Containment, RootPath};
+use resource_plane::backends::{OsFilesystem, SystemClock};
+use resource_plane::budget::ByteBudget;
+use resource_plane::planes::{ExportScope, OperatorPlane, ResourcePlane};
+use sha2::{Digest, Sha256};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn plane(workdir: &Path) -> OperatorPlane {
+    OperatorPlane::new(
+        Arc::new(OsFilesystem::open(workdir).unwrap()),
+        Arc::new(SystemClock),
+        ExportScope {
+            root: RootPath::parse("out").unwrap(),
+            max_bytes: 64 << 20,
+            containment: Containment::Sealed,
+        },
+        ByteBudget::new(1 << 30),
+    )
+}
+
+/// `files` files of `size` bytes in 100 directories; returns total bytes.
+fn make_tree(root: &Path, files: usize, size: usize) -> u64 {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut block = vec![0u8; size];
+    for i in 0..files {
+        let dir = root.join(format!("out/d{:02}", i % 100));
+        std::fs::create_dir_all(&dir).unwrap();
+        for chunk in block.chunks_mut(8) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            chunk.copy_from_slice(&seed.to_le_bytes()[..chunk.len()]);
+        }
+        std::fs::write(dir.join(format!("f{i:05}.bin")), &block).unwrap();
+    }
+    (files * size) as u64
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn time<T>(f: impl FnOnce() -> T) -> (Duration, T) {
+    let start = Instant::now();
+    let out = f();
+    (start.elapsed(), out)
+}
+
+/// Single-core sha256 rate in bytes per second, over a 64 MiB buffer.
+fn sha256_rate() -> f64 {
+    let data = vec![0x5au8; 64 << 20];
+    let best = (0..3)
+        .map(|_| time(|| Sha256::digest(&data)).0)
+        .min()
+        .unwrap();
+    data.len() as f64 / best.as_secs_f64()
+}
+
+fn git_status(dir: &Path) -> Option<Duration> {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+    };
+    git(&["init", "-q"])?;
+    git(&["-c", "user.email=b@b", "-c", "user.name=b", "add", "-A"])?;
+    git(&[
+        "-c",
+        "user.email=b@b",
+        "-c",
+        "user.name=b",
+        "commit",
+        "-qm",
+        "tree",
+    ])?;
+    git(&["status", "--porcelain"])?;
+    Some(median(
+        (0..5)
+            .map(|_| time(|| git(&["status", "--porcelain"])).0)
+            .collect(),
+    ))
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` and test discovery
+    }
+    // Memory first, so the process's own earlier allocations do not count against it.
+    memory(
+        256,
+        10 << 20,
+        (env_usize("SCALE_BUDGET_MIB", 256) as u64) << 20,
+    );
+    if std::env::var("SCALE_MEMORY_ONLY").is_ok() {
+        return;
+    }
+    let files = env_usize("SCALE_FILES", 10_000);
+    let file_kib = env_usize("SCALE_FILE_KIB", 105);
+    let rate = sha256_rate();
+    println!("single-core sha256: {:.2} GB/s", rate / 1e9);
+
+    let dir = tempfile::tempdir().unwrap();
+    let (made, bytes) = time(|| make_tree(dir.path(), files, file_kib * 1024));
+    println!(
+        "tree: {files} files, {:.2} GiB, written in {made:.1?}",
+        bytes as f64 / (1u64 << 30) as f64
+    );
+    std::thread::sleep(Duration::from_millis(2100)); // leave the racy-git window
+    let limit = Duration::from_secs_f64(bytes as f64 / (2.0 * rate));
+
+    // 1. Full listing, warm page cache, cold hash cache.
+    plane(dir.path()).list().unwrap(); // warm the page cache
+    let cold = median(
+        (0..3)
+            .map(|_| time(|| plane(dir.path()).list().unwrap().len()).0)
+            .collect(),
+    );
+    println!(
+        "full listing (cold hash cache): {cold:.1?}; two-core hashing limit {limit:.1?}; ratio {:.2}x (target <= 1.3x)",
+        cold.as_secs_f64() / limit.as_secs_f64()
+    );
+
+    // 2. Repeat listing, warm hash cache, against git status.
+    let warm_plane = plane(dir.path());
+    warm_plane.list().unwrap();
+    let warm = median(
+        (0..7)
+            .map(|_| time(|| warm_plane.list().unwrap().len()).0)
+            .collect(),
+    );
+    match git_status(dir.path()) {
+        Some(git) => println!(
+            "repeat listing (warm hash cache): {warm:.1?}; git status {git:.1?}; ratio {:.2}x (targets <= 1x and < 50 ms)",
+            warm.as_secs_f64() / git.as_secs_f64()
+        ),
+        None => println!("repeat listing (warm hash cache): {warm:.1?}; git unavailable"),
+    }
+
+    // 3. Curves: read latency vs tree size; listing cost vs files (hits) and bytes (misses).
+    let mut csv = String::from("kind,files,bytes,micros\n");
+    for n in [100usize, 1_000, 3_000, 10_000] {
+        let d = tempfile::tempdir().unwrap();
+        let b = make_tree(d.path(), n, 4096);
+        let p = plane(d.path());
+        let read = median(
+            (0..2000)
+                .map(|i| {
+                    time(|| {
+                        p.read(&format!("d{:02}/f{:05}.bin", (i % n) % 100, i % n))
+                            .unwrap()
+                            .bytes
+                            .len()
+                    })
+                    .0
+                })
+                .collect(),
+        );
+        csv.push_str(&format!(
+            "read_latency,{n},{b},{:.2}\n",
+            read.as_secs_f64() * 1e6
+        ));
+        std::thread::sleep(Duration::from_millis(2100));
+        let warm = plane(d.path());
+        warm.list().unwrap();
+        let hit = median(
+            (0..5)
+                .map(|_| time(|| warm.list().unwrap().len()).0)
+                .collect(),
+        );
+        csv.push_str(&format!(
+            "listing_hits,{n},{b},{:.2}\n",
+            hit.as_secs_f64() * 1e6
+        ));
+        println!("{n:>6} files: 4 KiB read {read:.1?}, cached listing {hit:.1?}");
+    }
+    for kib in [64usize, 256, 1024, 4096] {
+        let d = tempfile::tempdir().unwrap();
+        let b = make_tree(d.path(), 200, kib * 1024);
+        plane(d.path()).list().unwrap();
+        let miss = median(
+            (0..3)
+                .map(|_| time(|| plane(d.path()).list().unwrap().len()).0)
+                .collect(),
+        );
+        csv.push_str(&format!(
+            "listing_misses,200,{b},{:.2}\n",
+            miss.as_secs_f64() * 1e6
+        ));
+        println!("200 files x {kib} KiB: uncached listing {miss:.1?}");
+    }
+    std::fs::write("bench/scale.csv", &csv).unwrap();
+}
+
+/// Peak RSS of a real `serve` process while `clients` threads read `size`-byte files at once.
+fn memory(clients: usize, size: usize, budget: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let workdir = dir.path().join("wd");
+    std::fs::create_dir_all(workdir.join("out")).unwrap();
+    for i in 0..16 {
+        std::fs::write(workdir.join(format!("out/big{i}")), vec![i as u8; size]).unwrap();
+    }
+    let manifest = dir.path().join("manifest.yaml");
+    std::fs::write(
+        &manifest,
+        "name: mem\nexports: { files: { root: out, mode: read-only, max_bytes: 16Mi } }\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_resource-plane"))
+        .args(["serve", "--workdir"])
+        .arg(&workdir)
+        .arg("--manifest")
+        .arg(&manifest)
+        .arg("--trace")
+        .arg(dir.path().join("trace.jsonl"))
+        .args(["--inflight-budget", &budget.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&ready).unwrap();
+    let addr = ready["url"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_owned();
+    let hwm = |pid: u32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let before = hwm(child.id());
+    let (elapsed, ok) = time(|| {
+        let handles: Vec<_> = (0..clients)
+            .map(|i| {
+                let addr = addr.clone();
+                std::thread::spawn(move || {
+                    let mut s = std::net::TcpStream::connect(addr).unwrap();
+                    write!(
+                        s,
+                        "GET /resources/files/big{} HTTP/1.1\r\nHost: x\r\n\r\n",
+                        i % 16
+                    )
+                    .unwrap();
+                    let mut buf = vec![0u8; 64 * 1024];
+                    let mut total = 0usize;
+                    loop {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => total += n,
+                        }
+                    }
+                    total > size
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|ok| *ok)
+            .count()
+    });
+    let peak = hwm(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    let bound = 2 * budget / 1024 + 64 * 1024;
+    println!(
+        "{ok}/{clients} concurrent {} MiB reads in {elapsed:.1?}; serve peak RSS {} MiB (idle {} MiB); in-flight budget {} MiB; bound 2 x budget + 64 MiB = {} MiB",
+        size >> 20,
+        peak / 1024,
+        before / 1024,
+        budget >> 20,
+        bound / 1024
+    );
+}
