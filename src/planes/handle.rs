@@ -5,7 +5,6 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Serialize;
-use serde_json::Value;
 
 /// The longest token examined at all; longer is malformed without any crypto (D-7.2).
 pub const MAX_TOKEN_LEN: usize = 4096;
@@ -77,19 +76,25 @@ pub fn parse(token: &str) -> Option<ParsedToken<'_>> {
     })
 }
 
+/// The wire form of a payload: typed, so a mistyped field fails the parse (extra keys are
+/// ignored; the MAC decides whether they were signed).
+#[derive(serde::Deserialize)]
+struct WirePayload {
+    v: u64,
+    iss: String,
+    p: String,
+    exp: i64,
+    n: String,
+}
+
 fn decode_payload(bytes: &[u8]) -> Option<Payload> {
-    let Value::Object(map) = serde_json::from_slice::<Value>(bytes).ok()? else {
-        return None;
-    };
-    if map.get("v")?.as_u64()? != 1 {
-        return None;
-    }
-    Some(Payload {
+    let wire: WirePayload = serde_json::from_slice(bytes).ok()?;
+    (wire.v == 1).then_some(Payload {
         v: 1,
-        iss: map.get("iss")?.as_str()?.to_owned(),
-        p: map.get("p")?.as_str()?.to_owned(),
-        exp: map.get("exp")?.as_i64()?,
-        n: map.get("n")?.as_str()?.to_owned(),
+        iss: wire.iss,
+        p: wire.p,
+        exp: wire.exp,
+        n: wire.n,
     })
 }
 

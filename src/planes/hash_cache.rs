@@ -8,7 +8,7 @@
 
 use crate::backends::fs::FileMeta;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 /// How close to its last change a file may be hashed and still be cached, in nanoseconds.
 const RACY_WINDOW_NS: i128 = 2_000_000_000;
@@ -33,7 +33,7 @@ impl Key {
 /// Hashes of files by identity, for repeat listings.
 #[derive(Debug, Default)]
 pub struct HashCache {
-    entries: Mutex<HashMap<(u64, u64), (Key, String)>>,
+    entries: RwLock<HashMap<(u64, u64), (Key, String)>>,
 }
 
 impl HashCache {
@@ -44,7 +44,7 @@ impl HashCache {
 
     /// The cached hash for a file whose descriptor reports `meta`, if still valid.
     pub fn get(&self, meta: &FileMeta) -> Option<String> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
         match entries.get(&(meta.dev, meta.ino)) {
             Some((key, hash)) if *key == Key::of(meta) => Some(hash.clone()),
             _ => None,
@@ -59,7 +59,7 @@ impl HashCache {
             return;
         }
         self.entries
-            .lock()
+            .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert((meta.dev, meta.ino), (Key::of(meta), sha256.to_owned()));
     }
@@ -67,14 +67,14 @@ impl HashCache {
     /// Keeps only the identities in `live`, so the cache never outgrows the tree.
     pub fn retain(&self, live: &std::collections::HashSet<(u64, u64)>) {
         self.entries
-            .lock()
+            .write()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|id, _| live.contains(id));
     }
 
     /// Entries held.
     pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.entries.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Whether the cache is empty.
