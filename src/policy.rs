@@ -105,6 +105,24 @@ impl Address {
         Ok(Address { scheme, host, port })
     }
 
+    /// Parses a tool's `peer`: `host[:port]`, or an `http(s)` URL whose path, query and
+    /// fragment are ignored (the card and the redeem have fixed paths on the peer's host).
+    ///
+    /// # Errors
+    /// A description of what is accepted.
+    pub fn parse_peer(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let is_url = ["http://", "https://"]
+            .iter()
+            .any(|p| strip_prefix_ci(text, p).is_some());
+        if is_url {
+            crate::audience::url_address(text)
+                .ok_or_else(|| "host:port or an http(s) URL with a host".to_owned())
+        } else {
+            Address::parse(text)
+        }
+    }
+
     /// The scheme a connection uses: as written, else `http` (D-11).
     pub fn effective_scheme(&self) -> Scheme {
         self.scheme.unwrap_or(Scheme::Http)
@@ -273,6 +291,18 @@ mod tests {
         ] {
             assert!(Address::parse(bad).is_err(), "{bad:?} must be refused");
         }
+    }
+
+    #[test]
+    fn tool_peers_may_be_urls_with_paths() {
+        let a = Address::parse_peer("https://Peer.example:8443/a2a/v1?x#y").unwrap();
+        assert_eq!(
+            (a.scheme, a.host_port()),
+            (Some(Scheme::Https), "peer.example:8443".into())
+        );
+        assert_eq!(Address::parse_peer("h:9").unwrap().host_port(), "h:9");
+        assert!(Address::parse_peer("h/x").is_err());
+        assert!(Address::parse_peer("http:///x").is_err());
     }
 
     #[test]

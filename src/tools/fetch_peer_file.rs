@@ -137,7 +137,7 @@ impl FetchPeerFile {
                 "the handle is not an mh1 token",
             ));
         }
-        let peer = Address::parse(peer_text)
+        let peer = Address::parse_peer(peer_text)
             .map_err(|_| Failure::of(Code::PeerNotAllowed, "the peer address does not parse"))?;
         if !self.allow.admits(&peer) {
             return Err(Failure::of(

@@ -58,7 +58,7 @@ impl ShareFile {
         }
         let path = required_string(&input, "path")?;
         let peer_text = required_string(&input, "peer")?;
-        let peer = Address::parse(&peer_text).map_err(|accepted| ToolError {
+        let peer = Address::parse_peer(&peer_text).map_err(|accepted| ToolError {
             code: Code::InvalidInput.as_str().into(),
             message: format!("`peer` must be {accepted}"),
         })?;
