@@ -1695,3 +1695,51 @@ fn trace_has_exactly_one_line_per_request_under_resources() {
     assert_eq!(lines[0]["total_bytes"], 10);
     assert!(lines[12]["handle_id"].is_null(), "no token, no handle_id");
 }
+
+/// A command line that does not parse is refused like any launch: `error[E-CLI-001]`, a hint,
+/// exit status 2, nothing on stdout; `--help` and `--version` still exit 0.
+#[test]
+fn unparsable_command_lines_are_refused_launches() {
+    let bin = env!("CARGO_BIN_EXE_resource-plane");
+    let cases: [&[&str]; 4] = [
+        &["serve"],
+        &[
+            "serve",
+            "--workdir",
+            "/tmp",
+            "--manifest",
+            "/nonexistent",
+            "--containment",
+            "bogus",
+        ],
+        &[
+            "serve",
+            "--workdir",
+            "/tmp",
+            "--manifest",
+            "/x",
+            "--listen",
+            "not-an-address",
+        ],
+        &["frobnicate"],
+    ];
+    for args in cases {
+        let out = std::process::Command::new(bin).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error[E-CLI-001]: "),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.lines().any(|l| l.starts_with("  hint: ")),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    for flag in ["--help", "--version"] {
+        let out = std::process::Command::new(bin).arg(flag).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        assert!(!out.stdout.is_empty(), "{flag}");
+    }
+}
