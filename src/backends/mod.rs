@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod fs;
 pub mod keys;
+pub mod net;
 pub mod random;
 pub mod tls;
 pub mod trace;

@@ -4,14 +4,14 @@
 
 use resource_plane::backends::fs::Containment;
 use resource_plane::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
-use resource_plane::http::{ListenerConfig, serve};
+use resource_plane::http::ListenerConfig;
+use resource_plane::http::listener::serve_sharded;
 use resource_plane::manifest::LaunchError;
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use tokio::net::TcpListener;
 
 /// `serve`'s flags.
 #[derive(Debug, clap::Args)]
@@ -146,13 +146,16 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     let extra_ca: Vec<&Path> = args.peer_ca.iter().map(PathBuf::as_path).collect();
     let peer_tls = resource_plane::backends::tls::client_config(&extra_ca)
         .map_err(|e| cli_error(format!("--peer-ca: {e}"), "pass PEM certificate files"))?;
-    let listener = TcpListener::bind(args.listen).await.map_err(|e| {
-        cli_error(
-            format!("--listen {}: {e}", args.listen),
-            "choose a free address",
-        )
-    })?;
-    let bound = listener
+    // One listening socket per core (SO_REUSEPORT), each served by its own runtime.
+    let shards = std::thread::available_parallelism().map_or(1, usize::from);
+    let listeners =
+        resource_plane::backends::net::bind_shards(args.listen, shards).map_err(|e| {
+            cli_error(
+                format!("--listen {}: {e}", args.listen),
+                "choose a free address",
+            )
+        })?;
+    let bound = listeners[0]
         .local_addr()
         .map_err(|e| cli_error(format!("--listen: {e}"), "choose a free address"))?;
     let url = args
@@ -225,18 +228,12 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         signals.wait().await;
         let _ = stop_tx.send(true);
     });
-    let mut stop_rx = stop_rx;
-    let shutdown = async move {
-        let _ = stop_rx.wait_for(|stop| *stop).await;
-    };
-    if let Err(e) = serve(
-        listener,
-        capsule.router(),
-        ListenerConfig::default(),
-        shutdown,
-    )
-    .await
-    {
+    let router = capsule.router();
+    let served = tokio::task::spawn_blocking(move || {
+        serve_sharded(listeners, router, ListenerConfig::default(), stop_rx)
+    })
+    .await;
+    if let Ok(Err(e)) = served {
         tracing::error!("listener failed: {e}");
     }
     capsule.end_session();

@@ -93,3 +93,51 @@ pub async fn serve(
     }
     Ok(())
 }
+
+/// Serves `router` on several listeners bound to one address (see
+/// [`bind_shards`](crate::backends::net::bind_shards)), each on its own thread with its own
+/// single-threaded runtime: a connection lives and dies on one core, with no work stealing and
+/// no cross-thread wake-ups. Returns when every shard has stopped accepting and drained.
+///
+/// # Errors
+/// When a shard's runtime cannot be built.
+pub fn serve_sharded(
+    listeners: Vec<std::net::TcpListener>,
+    router: Router,
+    config: ListenerConfig,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let per_shard = ListenerConfig {
+        max_connections: (config.max_connections / listeners.len().max(1)).max(1),
+        ..config
+    };
+    let shards: Vec<_> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(index, listener)| {
+            let router = router.clone();
+            let mut shutdown = shutdown.clone();
+            std::thread::Builder::new()
+                .name(format!("shard-{index}"))
+                .spawn(move || -> std::io::Result<()> {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    runtime.block_on(async move {
+                        let listener = TcpListener::from_std(listener)?;
+                        let stop = async move {
+                            let _ = shutdown.wait_for(|stop| *stop).await;
+                        };
+                        serve(listener, router, per_shard, stop).await
+                    })
+                })
+        })
+        .collect::<Result<_, _>>()?;
+    for shard in shards {
+        match shard.join() {
+            Ok(result) => result?,
+            Err(_) => tracing::error!("a listener shard panicked"),
+        }
+    }
+    Ok(())
+}
