@@ -199,7 +199,7 @@ pub fn list_files(
     let results: Vec<Vec<Listed>> = std::thread::scope(|scope_threads| {
         let work = || {
             let mut done = Vec::new();
-            let mut buffer = vec![0u8; 64 * 1024];
+            let mut buffer = vec![0u8; 256 * 1024];
             loop {
                 let index = next.fetch_add(1, Ordering::Relaxed);
                 let Some(path) = candidates.get(index) else {
@@ -258,10 +258,15 @@ fn list_one(
         };
         return Some((entry, id));
     }
+    // Hash the bytes the descriptor reported at open: no extra read to find the end, and
+    // `size_bytes` is exactly the bytes hashed even if the file grows meanwhile (D-3.3).
     let mut hasher = Sha256::new();
     let mut size = 0u64;
-    loop {
-        match file.read(buffer) {
+    while size < meta.size {
+        let want = usize::try_from(meta.size - size)
+            .unwrap_or(usize::MAX)
+            .min(buffer.len());
+        match file.read(&mut buffer[..want]) {
             Ok(0) => break,
             Ok(n) => {
                 hasher.update(&buffer[..n]);
