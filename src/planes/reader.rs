@@ -258,15 +258,12 @@ fn list_one(
         };
         return Some((entry, id));
     }
-    // Hash the bytes the descriptor reported at open: no extra read to find the end, and
-    // `size_bytes` is exactly the bytes hashed even if the file grows meanwhile (D-3.3).
+    // Hash to the end of the file, so the entry describes the file's bytes as they are now
+    // even if it grew since the open; `size_bytes` is the bytes hashed (D-3.3).
     let mut hasher = Sha256::new();
     let mut size = 0u64;
-    while size < meta.size {
-        let want = usize::try_from(meta.size - size)
-            .unwrap_or(usize::MAX)
-            .min(buffer.len());
-        match file.read(&mut buffer[..want]) {
+    loop {
+        match file.read(buffer) {
             Ok(0) => break,
             Ok(n) => {
                 hasher.update(&buffer[..n]);
