@@ -146,7 +146,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     let extra_ca: Vec<&Path> = args.peer_ca.iter().map(PathBuf::as_path).collect();
     let peer_tls = resource_plane::backends::tls::client_config(&extra_ca)
         .map_err(|e| cli_error(format!("--peer-ca: {e}"), "pass PEM certificate files"))?;
-    // One listening socket per core (SO_REUSEPORT), each served by its own runtime.
+    // One listening socket, accepted from by one single-threaded runtime per core.
     let shards = std::thread::available_parallelism().map_or(1, usize::from);
     let listeners =
         resource_plane::backends::net::bind_shards(args.listen, shards).map_err(|e| {

@@ -94,7 +94,7 @@ pub async fn serve(
     Ok(())
 }
 
-/// Serves `router` on several listeners bound to one address (see
+/// Serves `router` on several handles to one listening socket (see
 /// [`bind_shards`](crate::backends::net::bind_shards)), each on its own thread with its own
 /// single-threaded runtime: a connection lives and dies on one core, with no work stealing and
 /// no cross-thread wake-ups. Returns when every shard has stopped accepting and drained.
