@@ -80,10 +80,10 @@ fn reads(c: &mut Criterion, w: &World) {
     }
 }
 
-fn redeem(c: &mut Criterion, w: &World) {
-    let fs = Arc::new(OsFilesystem::open(&w.workdir).unwrap());
+/// A peer plane over the bench world and a valid handle for `4k.bin`.
+fn peer_with_token(w: &World) -> (HmacPeerPlane, String) {
     let peer = HmacPeerPlane::new(
-        fs,
+        Arc::new(OsFilesystem::open(&w.workdir).unwrap()),
         Arc::new(SystemClock),
         Arc::new(FixedKeyStore::new([9; 32])),
         scope("out"),
@@ -95,6 +95,11 @@ fn redeem(c: &mut Criterion, w: &World) {
         .mint(&target, "reader@127.0.0.1:1", 3600)
         .unwrap()
         .token;
+    (peer, token)
+}
+
+fn redeem(c: &mut Criterion, w: &World) {
+    let (peer, token) = peer_with_token(w);
     let plane = operator(&w.workdir, "out");
     let mut group = c.benchmark_group("redeem/4k");
     group.bench_function("plane", |b| {
@@ -112,20 +117,7 @@ fn redeem(c: &mut Criterion, w: &World) {
 /// The redeem's extra cost measured without drift between groups: redeem and plain read of the
 /// same file alternate in one loop, and the medians of each are compared.
 fn redeem_overhead_interleaved(w: &World) {
-    let fs = Arc::new(OsFilesystem::open(&w.workdir).unwrap());
-    let peer = HmacPeerPlane::new(
-        fs,
-        Arc::new(SystemClock),
-        Arc::new(FixedKeyStore::new([9; 32])),
-        scope("out"),
-        "ses_bench".into(),
-        ByteBudget::new(1 << 30),
-    );
-    let target = peer.resolve_for_mint("4k.bin").unwrap();
-    let token = peer
-        .mint(&target, "reader@127.0.0.1:1", 3600)
-        .unwrap()
-        .token;
+    let (peer, token) = peer_with_token(w);
     let plane = operator(&w.workdir, "out");
     let (mut redeems, mut reads) = (Vec::new(), Vec::new());
     for i in 0..40_000 {

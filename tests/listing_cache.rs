@@ -73,6 +73,29 @@ impl Filesystem for CountingFs {
     }
 }
 
+/// An operator plane over `workdir/out` whose file reads are counted.
+fn counting_plane(
+    workdir: &std::path::Path,
+    class: Containment,
+) -> (OperatorPlane, Arc<AtomicUsize>) {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let fs = CountingFs {
+        inner: OsFilesystem::open(workdir).unwrap(),
+        reads: reads.clone(),
+    };
+    let plane = OperatorPlane::new(
+        Arc::new(fs),
+        Arc::new(SystemClock),
+        ExportScope {
+            root: RootPath::parse("out").unwrap(),
+            max_bytes: 1 << 20,
+            containment: class,
+        },
+        ByteBudget::new(1 << 20),
+    );
+    (plane, reads)
+}
+
 fn set_mtime(path: &std::path::Path, mtime: std::time::SystemTime) {
     let file = std::fs::File::options().write(true).open(path).unwrap();
     file.set_modified(mtime).unwrap();
@@ -91,21 +114,7 @@ fn repeat_listing_reuses_hashes_and_rehashes_rewrites() {
     }
     // ctime cannot be set back: wait out the racy window so the first listing may cache.
     std::thread::sleep(Duration::from_millis(2100));
-    let reads = Arc::new(AtomicUsize::new(0));
-    let fs = CountingFs {
-        inner: OsFilesystem::open(dir.path()).unwrap(),
-        reads: reads.clone(),
-    };
-    let plane = OperatorPlane::new(
-        Arc::new(fs),
-        Arc::new(SystemClock),
-        ExportScope {
-            root: RootPath::parse("out").unwrap(),
-            max_bytes: 1 << 20,
-            containment: Containment::Advisory,
-        },
-        ByteBudget::new(1 << 20),
-    );
+    let (plane, reads) = counting_plane(dir.path(), Containment::Advisory);
 
     let first = plane.list().unwrap();
     assert_eq!(first.len(), 100);
@@ -164,21 +173,7 @@ fn fresh_files_are_hashed_every_time() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("out")).unwrap();
     std::fs::write(dir.path().join("out/new"), "fresh").unwrap();
-    let reads = Arc::new(AtomicUsize::new(0));
-    let fs = CountingFs {
-        inner: OsFilesystem::open(dir.path()).unwrap(),
-        reads: reads.clone(),
-    };
-    let plane = OperatorPlane::new(
-        Arc::new(fs),
-        Arc::new(SystemClock),
-        ExportScope {
-            root: RootPath::parse("out").unwrap(),
-            max_bytes: 1 << 20,
-            containment: Containment::Scoped,
-        },
-        ByteBudget::new(1 << 20),
-    );
+    let (plane, reads) = counting_plane(dir.path(), Containment::Scoped);
     plane.list().unwrap();
     reads.store(0, Ordering::SeqCst);
     plane.list().unwrap();
