@@ -299,7 +299,8 @@ impl Manifest {
             return Err(LaunchError {
                 code: "E-CAP-008",
                 message: "exports.peer_files.max_ttl must be declared and at most 900s when \
-                              lifecycle.after_task: sleep"
+                          lifecycle.after_task: sleep; a handle's lifetime is not a durability \
+                          mechanism"
                     .into(),
                 hint: "declare exports.peer_files.max_ttl of 15m or less: a handle's \
                            lifetime is not a durability mechanism"

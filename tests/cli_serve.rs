@@ -1229,14 +1229,9 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
     let world = World::with_files(FILES_MANIFEST);
     let server = Server::start(&world, world.args(&[]));
     let port = server.port();
-    let cases: [(&str, &[u8]); 6] = [
+    let cases: [(&str, &[u8]); 4] = [
         ("garbage bytes", b"\x00\x01\r\n\r\n"),
         ("bare method", b"GET\r\n\r\n"),
-        ("HTTP/9.9", b"GET / HTTP/9.9\r\nhost: x\r\n\r\n"),
-        (
-            "HTTP/2 over HTTP/1",
-            b"GET /resources/files HTTP/2.0\r\nhost: x\r\n\r\n",
-        ),
         (
             "target with spaces",
             b"GET /resources/files/a b c HTTP/1.1\r\nhost: x\r\n\r\n",
@@ -1255,9 +1250,32 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
         reply.assert_close_and_date(case);
         assert_still_serving(port, case);
     }
+    // A version other than HTTP/1.0 and 1.1, the HTTP/2 preface included, is 505 (D-4.1, D-4.5).
+    let versions: [(&str, &[u8]); 4] = [
+        ("HTTP/9.9", b"GET / HTTP/9.9\r\nhost: x\r\n\r\n"),
+        (
+            "HTTP/1.2",
+            b"GET /resources/files HTTP/1.2\r\nhost: x\r\n\r\n",
+        ),
+        (
+            "HTTP/2 over HTTP/1",
+            b"GET /resources/files HTTP/2.0\r\nhost: x\r\n\r\n",
+        ),
+        ("the HTTP/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+    ];
+    for (case, request) in versions {
+        let reply = exchange(port, request);
+        assert_eq!(reply.status, 505, "{case}: {reply:?}");
+        reply.assert_close_and_date(case);
+        assert_still_serving(port, case);
+    }
     // Nothing unparseable reached the trace: only the listings after each case did.
     let lines = trace_lines(&world.trace());
-    assert_eq!(lines.len(), cases.len(), "trace: {lines:?}");
+    assert_eq!(
+        lines.len(),
+        cases.len() + versions.len(),
+        "trace: {lines:?}"
+    );
     assert!(lines.iter().all(|l| l["event_type"] == "resource_list"));
 }
 

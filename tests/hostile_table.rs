@@ -17,7 +17,7 @@
 //! - raw UTF-8 bytes in the target reach the router (raw `é.txt` is served); bytes `http`
 //!   refuses (0x7f, 0xff, `<`, `` ` ``, an extra token) are hyper's own 400, and a head over
 //!   16 KiB its 431, both with `connection: close` and no trace line;
-//! - the HTTP/2 preface is closed without an answer;
+//! - the HTTP/2 preface, like any request line naming another HTTP version, gets 505;
 //! - an HTTP/1.0 request is answered `HTTP/1.0` with `connection: close`.
 //!
 //! Global assertions: no body ever holds the sentinel; every answer carries
@@ -724,7 +724,7 @@ fn http_table() -> Vec<Row> {
         raw(
             "the HTTP/2 preface",
             b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec(),
-            Expect::Closed,
+            Expect::Parser(505),
             Trace::None,
         ),
         Row {
