@@ -24,9 +24,10 @@
 //!
 //! Case count: `RP_PROPTEST_CASES` (default 64).
 
+mod common;
+
 use http::Method;
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 use resource_plane::backends::fs::{
     Containment, Filesystem, FsError, MemoryFilesystem, RootDir, RootPath,
 };
@@ -36,29 +37,17 @@ use resource_plane::http::body::PlaneBody;
 use resource_plane::path::RelPath;
 use resource_plane::planes::handle::{MAC_CONTEXT, MAC_SEPARATOR, assemble};
 use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane};
-use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+use resource_plane::{Backends, Capsule, Manifest};
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 // ------------------------------------------------------------------------------------------------
 // Configuration and fixed world parameters
 // ------------------------------------------------------------------------------------------------
 
-fn cases() -> u32 {
-    std::env::var("RP_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(64)
-}
-
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
-            "proptest-regressions",
-        ))),
-        ..ProptestConfig::with_cases(cases())
-    }
+    common::config(common::cases())
 }
 
 const KEY: [u8; 32] = [0x42; 32];
@@ -148,13 +137,6 @@ fn plane(fs: &Arc<CountingFs>, clock: &Arc<CountingClock>, session: &str) -> Hma
     )
 }
 
-fn base_config() -> CapsuleConfig {
-    static CONFIG: OnceLock<CapsuleConfig> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| CapsuleConfig::new("http://127.0.0.1:41234").expect("config"))
-        .clone()
-}
-
 impl World {
     fn new() -> Self {
         let fs = Arc::new(CountingFs::default());
@@ -167,7 +149,7 @@ impl World {
             .expect("manifest")
             .manifest;
         let trace = Arc::new(RecordingTraceSink::new());
-        let mut config = base_config();
+        let mut config = common::capsule_config();
         config.session_id = Some(SESSION.to_owned());
         let capsule = Capsule::launch(
             &manifest,

@@ -14,8 +14,9 @@
 //!
 //! Case count: `RP_PROPTEST_CASES` (default 64).
 
+mod common;
+
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 use resource_plane::path::{decode_request_path, percent_decode_strict};
 use resource_plane::policy::{Address, AllowRule, Scheme};
 use resource_plane::units::{parse_byte_size, parse_duration_secs};
@@ -25,20 +26,8 @@ use serde_json::{Value, json};
 // Configuration
 // ------------------------------------------------------------------------------------------------
 
-fn cases() -> u32 {
-    std::env::var("RP_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(64)
-}
-
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
-            "proptest-regressions",
-        ))),
-        ..ProptestConfig::with_cases(cases())
-    }
+    common::config(common::cases())
 }
 
 // ------------------------------------------------------------------------------------------------

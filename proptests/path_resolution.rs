@@ -24,36 +24,21 @@
 //!
 //! Case count: `RP_PROPTEST_CASES` (default 64; the OS property runs a quarter of that).
 
+mod common;
+
 use http::Method;
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 use resource_plane::backends::fs::{Containment, Filesystem, MemoryFilesystem, OsFilesystem};
 use resource_plane::backends::{ManualClock, RecordingTraceSink};
-use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+use resource_plane::{Backends, Capsule, Manifest};
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 // ------------------------------------------------------------------------------------------------
 // Configuration
 // ------------------------------------------------------------------------------------------------
-
-fn cases() -> u32 {
-    std::env::var("RP_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(64)
-}
-
-fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
-            "proptest-regressions",
-        ))),
-        ..ProptestConfig::with_cases(cases.max(1))
-    }
-}
 
 const SENTINEL: &str = "SENTINEL-OUTSIDE";
 /// The absolute workdir a memory-only world pretends to live at (absolute links name it).
@@ -643,13 +628,6 @@ fn status_of(code: &str) -> u16 {
 // Capsules
 // ------------------------------------------------------------------------------------------------
 
-fn base_config() -> CapsuleConfig {
-    static CONFIG: OnceLock<CapsuleConfig> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| CapsuleConfig::new("http://127.0.0.1:41234").expect("config"))
-        .clone()
-}
-
 fn manifest() -> Manifest {
     Manifest::from_yaml("name: exporter\nexports: { files: { root: out/, mode: read-only } }")
         .expect("manifest")
@@ -657,7 +635,7 @@ fn manifest() -> Manifest {
 }
 
 fn launch(fs: Arc<dyn Filesystem>, class: Containment) -> Capsule {
-    let mut config = base_config();
+    let mut config = common::capsule_config();
     config.containment = class;
     Capsule::launch(
         &manifest(),
@@ -760,7 +738,7 @@ fn check_answer(
 // ------------------------------------------------------------------------------------------------
 
 proptest! {
-    #![proptest_config(config(cases()))]
+    #![proptest_config(common::config(common::cases()))]
 
     #[test]
     fn memory_router_answers_as_the_model(
@@ -781,7 +759,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(cases() / 4))]
+    #![proptest_config(common::config(common::cases() / 4))]
 
     #[test]
     fn os_filesystems_answer_as_memory_and_the_model(

@@ -16,38 +16,27 @@
 //!
 //! Case count: `RP_PROPTEST_CASES` (default 64).
 
+mod common;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::Method;
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 use resource_plane::backends::trace::Tracer;
 use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
 use resource_plane::events::{PeerFileFetch, PeerHandleMint, PeerHandleRedeem, ResourceRead};
 use resource_plane::redact::{redact_json, redact_tokens};
-use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+use resource_plane::{Backends, Capsule, Manifest};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 // ------------------------------------------------------------------------------------------------
 // Configuration
 // ------------------------------------------------------------------------------------------------
 
-fn cases() -> u32 {
-    std::env::var("RP_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(64)
-}
-
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
-            "proptest-regressions",
-        ))),
-        ..ProptestConfig::with_cases(cases())
-    }
+    common::config(common::cases())
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -243,13 +232,6 @@ fn tracer(session_id: &str) -> (Tracer, Arc<RecordingTraceSink>) {
     (tracer, sink)
 }
 
-fn base_config() -> CapsuleConfig {
-    static CONFIG: OnceLock<CapsuleConfig> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| CapsuleConfig::new("http://127.0.0.1:41234").expect("config"))
-        .clone()
-}
-
 /// A capsule exporting `out/` from memory, and its trace.
 fn capsule() -> (Capsule, Arc<RecordingTraceSink>) {
     let manifest =
@@ -261,7 +243,7 @@ fn capsule() -> (Capsule, Arc<RecordingTraceSink>) {
     let trace = Arc::new(RecordingTraceSink::new());
     let capsule = Capsule::launch(
         &manifest,
-        base_config(),
+        common::capsule_config(),
         Backends {
             fs,
             clock: Arc::new(ManualClock::new(0)),
