@@ -39,8 +39,8 @@ use resource_plane::planes::handle::{MAC_CONTEXT, MAC_SEPARATOR, assemble};
 use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane};
 use resource_plane::{Backends, Capsule, Manifest};
 use serde_json::Value;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 // ------------------------------------------------------------------------------------------------
 // Configuration and fixed world parameters
