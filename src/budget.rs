@@ -16,6 +16,9 @@ struct State {
     free: u64,
     pooled: Vec<Vec<u8>>,
     pooled_bytes: u64,
+    /// Threads blocked in `acquire_blocking`: a returned permit wakes them only when there are
+    /// any, so the common case (nobody waiting) costs no `futex` system call.
+    waiting: usize,
 }
 
 impl State {
@@ -69,6 +72,7 @@ impl ByteBudget {
                     free: capacity,
                     pooled: Vec::new(),
                     pooled_bytes: 0,
+                    waiting: 0,
                 }),
                 Condvar::new(),
             )),
@@ -123,7 +127,9 @@ impl ByteBudget {
             if let Some(reserved) = state.reserve(want) {
                 return self.permit(reserved, want);
             }
+            state.waiting += 1;
             state = ready.wait(state).unwrap_or_else(|e| e.into_inner());
+            state.waiting -= 1;
         }
     }
 }
@@ -166,8 +172,11 @@ impl BudgetPermit {
 impl Drop for BudgetPermit {
     fn drop(&mut self) {
         let (_, ready) = &*self.budget.inner;
-        self.budget.state().free += self.bytes;
-        ready.notify_all();
+        let mut state = self.budget.state();
+        state.free += self.bytes;
+        if state.waiting > 0 {
+            ready.notify_all();
+        }
     }
 }
 

@@ -968,6 +968,29 @@ fn unusable_advertised_url_refuses_and_creates_no_trace() {
     );
 }
 
+/// `--shards` (an extension of the contract) takes 1 to 256 runtimes; anything else is a
+/// command-line error before anything is created, and every accepted count serves alike.
+#[test]
+fn shard_counts_outside_1_to_256_refuse_and_any_accepted_count_serves() {
+    let world = World::with_files(FILES_MANIFEST);
+    for bad in ["0", "257", "-1", "two", ""] {
+        assert_refused(
+            &format!("--shards {bad:?}"),
+            &world,
+            &world.args(&["--shards", bad]),
+            "E-CLI-001",
+            &world.trace(),
+        );
+    }
+    for good in ["1", "3"] {
+        let server = Server::start(&world, world.args(&["--shards", good]));
+        assert_eq!(server.ready["event"], "listening");
+        for _ in 0..8 {
+            assert_still_serving(server.port(), &format!("--shards {good}"));
+        }
+    }
+}
+
 #[test]
 fn unknown_manifest_keys_only_warn_and_the_launch_proceeds() {
     let world = World::with_files(

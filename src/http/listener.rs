@@ -3,6 +3,7 @@
 //! connections wait in the accept backlog), and graceful shutdown with a drain deadline.
 
 use super::router::Router;
+use super::version_gate::VersionGate;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -10,7 +11,6 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -35,47 +35,6 @@ impl Default for ListenerConfig {
             max_head_bytes: 16 * 1024,
             drain_deadline: Duration::from_secs(5),
         }
-    }
-}
-
-/// The answer to a request line naming an HTTP version other than 1.0 or 1.1, the HTTP/2
-/// preface included, which hyper would otherwise close on without a word (D-4.1, D-4.5).
-fn version_not_supported() -> String {
-    format!(
-        "HTTP/1.1 505 HTTP Version Not Supported\r\ncontent-length: 0\r\nconnection: close\r\ndate: {}\r\n\r\n",
-        crate::backends::clock::http_date_now()
-    )
-}
-
-/// What to do with a fresh connection.
-enum Opening {
-    Serve,
-    Refuse,
-    Drop,
-}
-
-/// Looks at the first bytes without consuming them: a complete request line whose version is
-/// not HTTP/1.0 or HTTP/1.1 is refused with 505; silence past the header timeout, or an
-/// immediate close, drops the connection; anything else goes to hyper.
-async fn refuse_unsupported_version(stream: &tokio::net::TcpStream, timeout: Duration) -> Opening {
-    let mut head = [0u8; 256];
-    let seen = match tokio::time::timeout(timeout, stream.peek(&mut head)).await {
-        Ok(Ok(0)) | Err(_) => return Opening::Drop,
-        Ok(Ok(n)) => n,
-        Ok(Err(_)) => return Opening::Drop,
-    };
-    let head = &head[..seen];
-    let Some(end) = head.windows(2).position(|w| w == b"\r\n") else {
-        return Opening::Serve;
-    };
-    let version = head[..end]
-        .rsplit(|b| *b == b' ')
-        .next()
-        .unwrap_or_default();
-    if version.starts_with(b"HTTP/") && version != b"HTTP/1.1" && version != b"HTTP/1.0" {
-        Opening::Refuse
-    } else {
-        Opening::Serve
     }
 }
 
@@ -120,22 +79,10 @@ pub async fn serve(
         });
         let watcher = graceful.watcher();
         let http = http.clone();
-        let header_timeout = config.header_read_timeout;
         tokio::spawn(async move {
-            match refuse_unsupported_version(&stream, header_timeout).await {
-                Opening::Refuse => {
-                    let mut stream = stream;
-                    let _ = stream.write_all(version_not_supported().as_bytes()).await;
-                    let _ = stream.shutdown().await;
-                }
-                Opening::Drop => {}
-                Opening::Serve => {
-                    let connection =
-                        watcher.watch(http.serve_connection(TokioIo::new(stream), service));
-                    if let Err(e) = connection.await {
-                        tracing::debug!("connection ended with an error: {e}");
-                    }
-                }
+            let io = TokioIo::new(VersionGate::new(stream));
+            if let Err(e) = watcher.watch(http.serve_connection(io, service)).await {
+                tracing::debug!("connection ended with an error: {e}");
             }
             drop(slot);
         });

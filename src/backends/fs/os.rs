@@ -36,7 +36,9 @@ pub enum Strategy {
 pub struct OsFilesystem {
     workdir: Arc<OwnedFd>,
     strategy: Strategy,
-    /// `/proc/self/fd`, held open so a reopen costs one lookup, not four.
+    /// `/proc/self/fd`, held open so a reopen costs one lookup, not four. Held only when it
+    /// is procfs (checked at open): a reopen through it then lands on the probed inode by
+    /// construction.
     proc_fds: Option<Arc<OwnedFd>>,
 }
 
@@ -71,6 +73,9 @@ impl OsFilesystem {
             Mode::empty(),
         )
         .ok()
+        .filter(|dir| {
+            rustix::fs::fstatfs(dir).is_ok_and(|fs| fs.f_type == rustix::fs::PROC_SUPER_MAGIC)
+        })
         .map(Arc::new);
         Ok(OsFilesystem {
             workdir: Arc::new(fd),
@@ -192,7 +197,10 @@ fn accept_regular(
     }
 }
 
-/// Reopens a probed regular file for reading and checks it is the same inode.
+/// Reopens a probed regular file for reading, non-blocking and without a controlling
+/// terminal. Through the held procfs `fd` directory the magic link is the probe itself, so
+/// the result is the probed inode by construction; through a path looked up now (no procfs
+/// handle was held at launch), the inode and type are checked with `fstat` before any read.
 fn reopen_for_reading(
     probe: &OwnedFd,
     meta: &FileMeta,
@@ -200,7 +208,14 @@ fn reopen_for_reading(
 ) -> io::Result<File> {
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let fd = match proc_fds {
-        Some(dir) => rustix::fs::openat(dir, probe.as_raw_fd().to_string(), flags, Mode::empty())?,
+        Some(dir) => {
+            return Ok(File::from(rustix::fs::openat(
+                dir,
+                probe.as_raw_fd().to_string(),
+                flags,
+                Mode::empty(),
+            )?));
+        }
         None => rustix::fs::open(
             format!("/proc/self/fd/{}", probe.as_raw_fd()),
             flags,
