@@ -1382,6 +1382,74 @@ fn stalled_partial_heads_do_not_block_other_clients() {
 }
 
 /// SLOW (about 10 s): the only test that waits out the header read timeout (D-4.6).
+/// Clients that stop reading keep their bodies' bytes of the in-flight budget (D-4.6), so
+/// later large reads wait for bytes. Waiting for bytes must hold nothing else: listings and
+/// small reads still answer at once, and the waiting reads finish once the bytes come back.
+/// (A slot bounding concurrent reads was once taken before the bytes: two clients that stopped
+/// reading plus two waiting reads then stalled every listing.)
+#[test]
+fn clients_that_stop_reading_stall_neither_listings_nor_small_reads() {
+    const BIG: usize = 9 << 20;
+    let world = World::with_files(FILES_MANIFEST);
+    let big = vec![b'x'; BIG];
+    for n in 1..=4 {
+        world.write(&format!("out/big{n}"), &big);
+    }
+    // Room for two big bodies, not three.
+    let server = Server::start(&world, world.args(&["--inflight-budget", "20971520"]));
+    let port = server.port();
+    let ask = |path: &str| {
+        let mut stream = connect(port);
+        stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .expect("send a request");
+        stream
+    };
+    // Two clients that never read: their bodies hold the budget.
+    let stalled = [ask("/resources/files/big1"), ask("/resources/files/big2")];
+    std::thread::sleep(Duration::from_millis(500));
+    // More large reads than cores: each waits for bytes.
+    let mut waiting: Vec<TcpStream> = (0..4)
+        .map(|n| ask(&format!("/resources/files/big{}", 3 + n % 2)))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+
+    for (what, path) in [
+        ("a listing", "/resources/files"),
+        ("a small read", "/resources/files/a.txt"),
+    ] {
+        let started = Instant::now();
+        let mut stream = ask(path);
+        let reply = parse_reply(&read_to_eof(&mut stream, Duration::from_secs(5)));
+        assert_eq!(
+            reply.status, 200,
+            "{what} behind clients that stopped reading"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{what} took {:?} behind clients that stopped reading",
+            started.elapsed()
+        );
+    }
+
+    // The bytes come back when the stalled clients go; every waiting read then completes
+    // (read all at once: a body nobody reads would hold its bytes again).
+    drop(stalled);
+    let readers: Vec<_> = waiting
+        .drain(..)
+        .map(|mut stream| {
+            std::thread::spawn(move || {
+                parse_reply(&read_to_eof(&mut stream, Duration::from_secs(20)))
+            })
+        })
+        .collect();
+    for (n, reader) in readers.into_iter().enumerate() {
+        let reply = reader.join().expect("reader thread");
+        assert_eq!(reply.status, 200, "waiting read {n}");
+        assert_eq!(reply.body.len(), BIG, "waiting read {n} is whole");
+    }
+}
+
 #[test]
 fn slow_stalled_head_is_dropped_within_twelve_seconds() {
     let world = World::with_files(FILES_MANIFEST);

@@ -1,21 +1,23 @@
 //! The first request line's HTTP version, checked on the bytes hyper reads (D-4.1, D-4.5).
 //!
-//! hyper closes on the HTTP/2 preface without a word and answers `HTTP/1.2` with 400; the spec
-//! wants 505 for any version other than 1.0 or 1.1. [`VersionGate`] watches the first bytes of
-//! a connection as they pass to hyper, at no cost of its own (no `MSG_PEEK` system call, no
-//! extra buffer): when the first line names another `HTTP/` version, hyper is handed none of
-//! that read, the gate writes the 505 itself and then reports end of stream, so hyper closes
-//! without answering. Anything else (a line hyper will refuse on its own terms, a line longer
-//! than the look-ahead) passes through untouched.
+//! hyper closes on the HTTP/2 preface without a word and answers `HTTP/1.2` with 400 (its
+//! parser rejects the version as soon as the digit arrives); the spec wants 505 for any version
+//! other than 1.0 or 1.1. [`VersionGate`] holds a connection's first bytes back from hyper until
+//! the first request line is complete, without a system call of its own (no `MSG_PEEK`): when
+//! the line names another `HTTP/` version, hyper is handed nothing, the gate writes the 505
+//! itself and reports end of stream, so hyper closes without answering; otherwise the held
+//! bytes go to hyper unchanged and the gate steps aside. Line ends and leading empty lines are
+//! read as hyper's parser reads them (`\n` or `\r\n`). A first line longer than the look-ahead
+//! is hyper's to judge.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// How much of the first line is watched: a request line is far shorter, and a longer first
-/// line is hyper's to refuse (414 or 400).
-const LOOKAHEAD: usize = 256;
+/// How much of the first line is held back: half the 16 KiB head limit. A longer first line is
+/// hyper's to refuse as it sees fit.
+const LOOKAHEAD: usize = 8 * 1024;
 
 /// The answer to a request line naming an HTTP version other than 1.0 or 1.1.
 fn version_not_supported() -> Vec<u8> {
@@ -38,13 +40,17 @@ enum Verdict {
 }
 
 fn verdict(seen: &[u8]) -> Verdict {
-    let Some(end) = seen.windows(2).position(|w| w == b"\r\n") else {
+    // Empty lines before the request line are skipped, as hyper's parser skips them.
+    let start = seen
+        .iter()
+        .position(|b| *b != b'\r' && *b != b'\n')
+        .unwrap_or(seen.len());
+    let seen = &seen[start..];
+    let Some(end) = seen.iter().position(|b| *b == b'\n') else {
         return Verdict::Undecided;
     };
-    let version = seen[..end]
-        .rsplit(|b| *b == b' ')
-        .next()
-        .unwrap_or_default();
+    let line = seen[..end].strip_suffix(b"\r").unwrap_or(&seen[..end]);
+    let version = line.rsplit(|b| *b == b' ').next().unwrap_or_default();
     if version.starts_with(b"HTTP/") && version != b"HTTP/1.1" && version != b"HTTP/1.0" {
         Verdict::Refuse
     } else {
@@ -54,9 +60,12 @@ fn verdict(seen: &[u8]) -> Verdict {
 
 #[derive(Debug)]
 enum Gate {
-    /// The first line is not complete yet.
+    /// The first line is not complete yet: its bytes are held back in `seen`.
     Watching,
-    /// The first line was acceptable (or too long to judge): bytes pass through.
+    /// The first line was acceptable (or too long to judge): the held bytes go to the reader,
+    /// `handed` of them so far.
+    Handing { handed: usize },
+    /// Bytes pass straight through.
     Open,
     /// Writing the 505; `written` bytes of `reply` are out.
     Refusing { reply: Vec<u8>, written: usize },
@@ -69,9 +78,8 @@ enum Gate {
 pub struct VersionGate<S> {
     inner: S,
     gate: Gate,
-    /// The first bytes read, while the gate is watching.
-    seen: [u8; LOOKAHEAD],
-    seen_len: usize,
+    /// The bytes held back until the first line is judged; freed once handed over.
+    seen: Vec<u8>,
 }
 
 impl<S> VersionGate<S> {
@@ -80,8 +88,7 @@ impl<S> VersionGate<S> {
         VersionGate {
             inner,
             gate: Gate::Watching,
-            seen: [0; LOOKAHEAD],
-            seen_len: 0,
+            seen: Vec::new(),
         }
     }
 }
@@ -110,28 +117,40 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
                     }
                     this.gate = Gate::Closed;
                 }
-                Gate::Watching => {
-                    let before = buf.filled().len();
-                    ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-                    let fresh = &buf.filled()[before..];
-                    let len = this.seen_len;
-                    let take = fresh.len().min(LOOKAHEAD - len);
-                    this.seen[len..len + take].copy_from_slice(&fresh[..take]);
-                    this.seen_len += take;
-                    match verdict(&this.seen[..this.seen_len]) {
-                        Verdict::Undecided if this.seen_len < LOOKAHEAD && !fresh.is_empty() => {}
-                        Verdict::Undecided | Verdict::Serve => this.gate = Gate::Open,
-                        Verdict::Refuse => {
-                            // hyper sees none of this read, so it never parses the request.
-                            buf.set_filled(before);
-                            this.gate = Gate::Refusing {
-                                reply: version_not_supported(),
-                                written: 0,
-                            };
-                            continue;
-                        }
+                Gate::Handing { handed } => {
+                    let rest = &this.seen[*handed..];
+                    let n = rest.len().min(buf.remaining());
+                    buf.put_slice(&rest[..n]);
+                    *handed += n;
+                    if *handed == this.seen.len() {
+                        this.seen = Vec::new();
+                        this.gate = Gate::Open;
                     }
                     return Poll::Ready(Ok(()));
+                }
+                Gate::Watching => {
+                    let mut chunk = [0u8; 1024];
+                    let room = chunk.len().min(LOOKAHEAD - this.seen.len());
+                    let mut fresh = ReadBuf::new(&mut chunk[..room]);
+                    ready!(Pin::new(&mut this.inner).poll_read(cx, &mut fresh))?;
+                    let fresh = fresh.filled();
+                    this.seen.extend_from_slice(fresh);
+                    this.gate = match verdict(&this.seen) {
+                        // Keep reading until the line ends or nothing more is ready.
+                        Verdict::Undecided if this.seen.len() < LOOKAHEAD && !fresh.is_empty() => {
+                            Gate::Watching
+                        }
+                        // End of stream before a line end: nothing to judge.
+                        _ if this.seen.is_empty() => Gate::Open,
+                        Verdict::Undecided | Verdict::Serve => Gate::Handing { handed: 0 },
+                        Verdict::Refuse => {
+                            this.seen = Vec::new();
+                            Gate::Refusing {
+                                reply: version_not_supported(),
+                                written: 0,
+                            }
+                        }
+                    };
                 }
             }
         }
@@ -219,6 +238,15 @@ mod tests {
         );
         assert_eq!(verdict(b"GET / HTTP/2.0"), Verdict::Undecided);
         assert_eq!(verdict(b""), Verdict::Undecided);
+        // Line ends and leading empty lines as hyper's parser reads them.
+        assert_eq!(verdict(b"GET / HTTP/1.2\nHost: x\n\n"), Verdict::Refuse);
+        assert_eq!(verdict(b"\r\n\nGET / HTTP/1.2\r\n"), Verdict::Refuse);
+        assert_eq!(verdict(b"\r\n"), Verdict::Undecided);
+        assert_eq!(
+            verdict(b"GET / HTTP/1.1\nX-A: b HTTP/2\r\n"),
+            Verdict::Serve,
+            "only the first line is judged"
+        );
     }
 
     #[tokio::test]
@@ -255,9 +283,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_refused_version_split_across_reads_is_still_refused_and_never_seen() {
+        let long_target = format!("GET /{} HTTP/1.2\r\n\r\n", "a".repeat(300));
+        let cases: [&[&[u8]]; 5] = [
+            &[b"GET /resources/files HTTP/1.2", b"\r\nHost: x\r\n\r\n"],
+            &[b"GET / HTTP/2", b".0\r\n\r\n"],
+            &[b"PRI * HTTP/2.0", b"\r\n\r\nSM\r\n\r\n"],
+            &[b"GET / HTTP/1.2\nHost: x\n\n"],
+            &[long_target.as_bytes()],
+        ];
+        for chunks in cases {
+            let (seen, answer) = through_gate(chunks).await;
+            assert!(seen.is_empty(), "hyper must see nothing of {chunks:?}");
+            assert!(
+                answer.starts_with(b"HTTP/1.1 505 "),
+                "{chunks:?}: {}",
+                String::from_utf8_lossy(&answer)
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn a_long_first_line_passes_to_hyper_unjudged() {
         let mut request = b"GET /".to_vec();
-        request.extend(std::iter::repeat_n(b'a', 600));
+        request.extend(std::iter::repeat_n(b'a', LOOKAHEAD + 600));
         request.extend_from_slice(b" HTTP/2.0\r\n\r\n");
         let (seen, answer) = through_gate(&[&request]).await;
         assert_eq!(

@@ -164,6 +164,11 @@ pub fn read_file(
         Some(permit) => permit.buffer(capacity),
         None => Vec::with_capacity(capacity),
     };
+    // Blocking reads fill and hash one per core at a time; the slot is dropped on return.
+    let _filling = match (mode, budget) {
+        (ReadMode::Blocking, Some(budget)) => Some(budget.fill_slot()),
+        _ => None,
+    };
     let start = page_aligned::pad_to_page(&mut buffer);
     file.read_up_to(limit, &mut buffer)
         .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;

@@ -73,9 +73,7 @@ impl OsFilesystem {
             Mode::empty(),
         )
         .ok()
-        .filter(|dir| {
-            rustix::fs::fstatfs(dir).is_ok_and(|fs| fs.f_type == rustix::fs::PROC_SUPER_MAGIC)
-        })
+        .filter(|dir| lists_our_fds(dir, &fd))
         .map(Arc::new);
         Ok(OsFilesystem {
             workdir: Arc::new(fd),
@@ -99,6 +97,26 @@ impl OsFilesystem {
     pub fn strategy(&self) -> Strategy {
         self.strategy
     }
+}
+
+/// Whether `dir` is procfs and lists this process's descriptors: looking up `ours` through
+/// it must land on the very inode `ours` is. Checked once, so that a reopen through `dir`
+/// needs no check of its own (a procfs directory of another process mounted over
+/// `/proc/self/fd` fails here).
+fn lists_our_fds(dir: &OwnedFd, ours: &OwnedFd) -> bool {
+    let is_procfs =
+        rustix::fs::fstatfs(dir).is_ok_and(|fs| fs.f_type == rustix::fs::PROC_SUPER_MAGIC);
+    let same_inode = || -> rustix::io::Result<bool> {
+        let looked_up = rustix::fs::openat(
+            dir,
+            ours.as_raw_fd().to_string(),
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let (a, b) = (rustix::fs::fstat(&looked_up)?, rustix::fs::fstat(ours)?);
+        Ok(a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+    };
+    is_procfs && same_inode().unwrap_or(false)
 }
 
 fn openat2_available(dir: &OwnedFd) -> bool {
@@ -533,4 +551,44 @@ fn walk_dir(dir: OwnedFd, prefix: Option<&RelPath>, out: &mut Vec<RelPath>) -> R
         let _ = walk_dir(child, Some(&path), out);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::disallowed_methods)]
+    use super::*;
+
+    fn open_dir(path: &str) -> OwnedFd {
+        rustix::fs::open(
+            path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .expect("open a directory")
+    }
+
+    #[test]
+    fn only_our_own_procfs_fd_table_is_trusted_for_reopens() {
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let ours = open_dir(scratch.path().to_str().expect("utf-8 path"));
+        assert!(lists_our_fds(&open_dir("/proc/self/fd"), &ours));
+        assert!(
+            !lists_our_fds(&open_dir(scratch.path().to_str().expect("utf-8")), &ours),
+            "not procfs"
+        );
+        // Another process's table, where this machine lets us look at one.
+        let other = rustix::fs::open(
+            "/proc/1/fd",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+        if let (Ok(other), false) = (other, std::process::id() == 1) {
+            assert!(
+                !lists_our_fds(&other, &ours),
+                "another process's descriptors"
+            );
+        }
+        let fs = OsFilesystem::open(scratch.path()).expect("open the workdir");
+        assert!(fs.proc_fds.is_some(), "the held handle is used on Linux");
+    }
 }
