@@ -64,12 +64,12 @@ pub struct ByteBudget {
     fills: Arc<FillSlots>,
 }
 
-/// Blocking reads copying and hashing at once: one per core. More only take turns on the same
-/// cores, each evicting the others' buffers from cache: with 32 clients of 1 MiB reads, CPU
-/// per read fell from about 1,290 µs unbounded to about 1,190 µs. A slot is taken only after
-/// the bytes are borrowed and is held only while the buffer fills and is hashed, never while
-/// waiting for bytes or for a client to read: a client that stops reading holds bytes, not
-/// slots, so it cannot stall other reads or any listing.
+/// Blocking reads opening, copying and hashing at once: one per core. More only take turns on
+/// the same cores, each evicting the others' buffers from cache: with 32 clients of 1 MiB
+/// reads, CPU per read fell from about 1,290 µs unbounded to about 1,230 µs. A read gives its
+/// slot up while it waits for bytes, and a slot is never held while a client reads: a client
+/// that stops reading holds bytes, not slots, so it cannot stall other reads. Listings take
+/// no slot.
 #[derive(Debug)]
 struct FillSlots {
     state: Mutex<FillState>,
@@ -132,8 +132,8 @@ impl ByteBudget {
         lock(&self.inner.0)
     }
 
-    /// A slot to fill and hash a buffer in, blocking the calling thread until one is free
-    /// (see [`FillSlots`]). Take it after the permit, and drop it as soon as the buffer is
+    /// A slot to open, fill and hash a buffer in, blocking the calling thread until one is
+    /// free (see [`FillSlots`]). Drop it before waiting for bytes and as soon as the buffer is
     /// hashed. Call from blocking threads only.
     pub fn fill_slot(&self) -> FillSlot {
         let mut state = lock(&self.fills.state);

@@ -133,6 +133,11 @@ pub fn read_file(
     budget: Option<&ByteBudget>,
     mode: ReadMode,
 ) -> Result<Option<ServedFile>, Refusal> {
+    // Blocking reads open, fill and hash at most one per core at a time (see `FillSlots`).
+    let mut filling = match (mode, budget) {
+        (ReadMode::Blocking, Some(budget)) => Some(budget.fill_slot()),
+        _ => None,
+    };
     let mut file = open(fs, scope, target)?;
     let meta = file.meta();
     if meta.size > scope.max_bytes {
@@ -155,7 +160,17 @@ pub fn read_file(
             Some(permit) => Some(permit),
             None => return Ok(None),
         },
-        (ReadMode::Blocking, Some(budget)) => Some(budget.acquire_blocking(want)),
+        (ReadMode::Blocking, Some(budget)) => Some(match budget.try_acquire(want) {
+            Some(permit) => permit,
+            None => {
+                // Wait for bytes holding no slot: bodies that clients stopped reading hold
+                // the bytes, and must not stall the reads (or redeems) that need none.
+                drop(filling.take());
+                let permit = budget.acquire_blocking(want);
+                filling.replace(budget.fill_slot());
+                permit
+            }
+        }),
         (_, None) => None,
     };
     let capacity = usize::try_from(want).unwrap_or(0);
@@ -163,11 +178,6 @@ pub fn read_file(
     let mut buffer = match &mut permit {
         Some(permit) => permit.buffer(capacity),
         None => Vec::with_capacity(capacity),
-    };
-    // Blocking reads fill and hash one per core at a time; the slot is dropped on return.
-    let _filling = match (mode, budget) {
-        (ReadMode::Blocking, Some(budget)) => Some(budget.fill_slot()),
-        _ => None,
     };
     let start = page_aligned::pad_to_page(&mut buffer);
     file.read_up_to(limit, &mut buffer)
@@ -183,6 +193,7 @@ pub fn read_file(
         ));
     }
     let sha256 = crate::hex::encode(&Sha256::digest(read));
+    drop(filling);
     Ok(Some(ServedFile {
         bytes: budgeted(buffer, start, permit),
         sha256,
