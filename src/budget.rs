@@ -268,6 +268,22 @@ mod tests {
     }
 
     #[test]
+    fn fill_slots_admit_one_read_per_core_and_wake_the_next() {
+        let budget = ByteBudget::new(100);
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let held: Vec<FillSlot> = (0..cores).map(|_| budget.fill_slot()).collect();
+        let b2 = budget.clone();
+        let waiter = std::thread::spawn(move || drop(b2.fill_slot()));
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "one slot per core, no more");
+        drop(held);
+        waiter.join().expect("woken when a slot came back");
+        // All slots are free again.
+        let again: Vec<FillSlot> = (0..cores).map(|_| budget.fill_slot()).collect();
+        assert_eq!(again.len(), cores);
+    }
+
+    #[test]
     fn buffers_are_recycled_within_the_budget() {
         let budget = ByteBudget::new(1 << 20);
         let mut permit = budget.acquire_blocking(300 << 10);
