@@ -72,32 +72,37 @@ run() {
 }
 
 RP_PID=$(cat "$WORK/rp.pid")
-printf '%-6s %-14s %12s %14s\n' file server req/s cpu_us/req
 for file in ${FILES:-4k.bin 1m.bin}; do
-  n_req=0; n_cpu=0; r_req=0; r_cpu=0
+  rounds_file="$WORK/rounds-$file"
+  : > "$rounds_file"
   for round in $(seq "$ROUNDS"); do
-    read -r q c e < <(run nginx 18080 "$file" $(nginx_pids)); n_req=$((n_req+q)); n_cpu=$((n_cpu+c))
+    read -r nq nc e < <(run nginx 18080 "$file" $(nginx_pids))
     [ "${e:-0}" = 0 ] || { echo "error: nginx answered $e non-2xx; the baseline is void" >&2; exit 1; }
-    read -r q c e < <(run rp 18081 "$file" "$RP_PID"); r_req=$((r_req+q)); r_cpu=$((r_cpu+c))
+    read -r rq rc e < <(run rp 18081 "$file" "$RP_PID")
     [ "${e:-0}" = 0 ] || { echo "error: resource-plane answered $e non-2xx" >&2; exit 1; }
+    echo "$nq $nc $rq $rc" >> "$rounds_file"
   done
-  total=$((SECS*ROUNDS))
   sha_us=$(./target/release/examples/sha256_rate)
-  python3 - "$file" "$n_req" "$n_cpu" "$r_req" "$r_cpu" "$total" "$HZ" "$sha_us" <<'PY'
-import os, sys
-f, nq, nc, rq, rc, total, hz = sys.argv[1], *map(int, sys.argv[2:8])
-sha_per_mib = float(sys.argv[8])
-n_rps, r_rps = nq/total, rq/total
-n_cpu, r_cpu = nc/hz/nq*1e6, rc/hz/rq*1e6
-print(f"{f:<6} {'nginx':<14} {n_rps:12.0f} {n_cpu:14.1f}")
-print(f"{f:<6} {'resource-plane':<14} {r_rps:12.0f} {r_cpu:14.1f}")
-print(f"{f:<6} {'ratio rp/nginx':<14} {r_rps/n_rps:12.2f}x {r_cpu/n_cpu:13.2f}x")
-# The large-file target: CPU <= 1.15 x (nginx's CPU + sha256 of the file, measured just now).
+  python3 - "$file" "$rounds_file" "$SECS" "$HZ" "$sha_us" <<'PY'
+import os, statistics, sys
+f, rounds_file, secs, hz, sha_per_mib = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+rounds = [tuple(map(int, line.split())) for line in open(rounds_file)]
 size = os.path.getsize(os.path.join(os.environ["WORK"], "wd", "out", f))
 sha = sha_per_mib * size / (1 << 20)
-bound = 1.15 * (n_cpu + sha)
-print(f"{f:<6} sha256 of the file {sha:.1f} us; bound 1.15 x (nginx + sha256) = {bound:.1f} us; "
-      f"resource-plane at {r_cpu / bound:.2f}x the bound")
+# Each round pairs one nginx run with the resource-plane run right after it, so slow drifts
+# of this shared machine cancel within a pair; the median pair is reported.
+pairs = []
+for nq, nc, rq, rc in rounds:
+    n_cpu, r_cpu = nc / hz / nq * 1e6, rc / hz / rq * 1e6
+    bound = 1.15 * (n_cpu + sha)
+    pairs.append((nq / secs, n_cpu, rq / secs, r_cpu, rq / nq, r_cpu / n_cpu, r_cpu / bound))
+for i, p in enumerate(pairs, 1):
+    print(f"{f:<6} round {i}: nginx {p[0]:8.0f} req/s {p[1]:8.1f} us | resource-plane {p[2]:8.0f} req/s "
+          f"{p[3]:8.1f} us | req/s {p[4]:.2f}x cpu {p[5]:.2f}x, {p[6]:.2f}x the 1.15 x (nginx + sha256) bound")
+med = lambda k: statistics.median(p[k] for p in pairs)
+print(f"{f:<6} median: nginx {med(0):.0f} req/s {med(1):.1f} us; resource-plane {med(2):.0f} req/s {med(3):.1f} us; "
+      f"req/s {med(4):.2f}x, cpu {med(5):.2f}x; sha256 of the file {sha:.1f} us; "
+      f"{med(6):.2f}x the 1.15 x (nginx + sha256) bound")
 PY
 done
 echo "trace lines written: $(wc -l < "$WORK/trace.jsonl")"

@@ -129,21 +129,41 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
                     return Poll::Ready(Ok(()));
                 }
                 Gate::Watching => {
-                    let mut chunk = [0u8; 1024];
-                    let room = chunk.len().min(LOOKAHEAD - this.seen.len());
-                    let mut fresh = ReadBuf::new(&mut chunk[..room]);
-                    ready!(Pin::new(&mut this.inner).poll_read(cx, &mut fresh))?;
-                    let fresh = fresh.filled();
-                    this.seen.extend_from_slice(fresh);
-                    this.gate = match verdict(&this.seen) {
-                        // Keep reading until the line ends or nothing more is ready.
-                        Verdict::Undecided if this.seen.len() < LOOKAHEAD && !fresh.is_empty() => {
-                            Gate::Watching
+                    // Read straight into the reader's buffer: usually the whole first line
+                    // arrives in one read, is judged where it lies, and is never copied.
+                    let before = buf.filled().len();
+                    ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+                    let fresh = &buf.filled()[before..];
+                    let at_end = fresh.is_empty();
+                    let judged = if this.seen.is_empty() {
+                        verdict(fresh)
+                    } else {
+                        this.seen.extend_from_slice(fresh);
+                        verdict(&this.seen)
+                    };
+                    let held = this.seen.len().max(fresh.len());
+                    this.gate = match judged {
+                        Verdict::Serve | Verdict::Undecided
+                            if this.seen.is_empty() && (at_end || held >= LOOKAHEAD) =>
+                        {
+                            Gate::Open
                         }
-                        // End of stream before a line end: nothing to judge.
-                        _ if this.seen.is_empty() => Gate::Open,
-                        Verdict::Undecided | Verdict::Serve => Gate::Handing { handed: 0 },
+                        Verdict::Serve if this.seen.is_empty() => Gate::Open,
+                        Verdict::Undecided if held < LOOKAHEAD && !at_end => {
+                            // Hold the partial line back from the reader until it ends.
+                            if this.seen.is_empty() {
+                                this.seen.extend_from_slice(fresh);
+                            }
+                            buf.set_filled(before);
+                            continue;
+                        }
+                        Verdict::Serve | Verdict::Undecided => {
+                            // Bytes were held: the reader gets them all, in order.
+                            buf.set_filled(before);
+                            Gate::Handing { handed: 0 }
+                        }
                         Verdict::Refuse => {
+                            buf.set_filled(before);
                             this.seen = Vec::new();
                             Gate::Refusing {
                                 reply: version_not_supported(),
@@ -151,6 +171,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
                             }
                         }
                     };
+                    if matches!(this.gate, Gate::Open) {
+                        return Poll::Ready(Ok(()));
+                    }
                 }
             }
         }
