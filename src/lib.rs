@@ -52,7 +52,7 @@ pub mod generation;
 pub mod hex;
 pub mod http;
 pub mod manifest;
-pub(crate) mod page_aligned;
+pub mod page_aligned;
 pub mod path;
 pub mod planes;
 pub mod policy;

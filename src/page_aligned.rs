@@ -13,10 +13,10 @@
 
 /// The page size the alignment targets. A larger real page only means a smaller gain, never a
 /// wrong answer: alignment is a speed matter, not a correctness one.
-pub(crate) const PAGE: usize = 4096;
+pub const PAGE: usize = 4096;
 
 /// Extra capacity to allocate so that a buffer can always be padded to a page boundary.
-pub(crate) const SLACK: usize = PAGE;
+pub const SLACK: usize = PAGE;
 
 /// How many bytes, appended to `buffer` as it stands, bring its end to a page boundary.
 fn pad_len(buffer: &[u8]) -> usize {
@@ -28,7 +28,7 @@ fn pad_len(buffer: &[u8]) -> usize {
 /// boundary; returns the padding's length, which is where the payload starts. `buffer` must
 /// have at least [`SLACK`] bytes of capacity beyond the payload for the alignment to hold (if
 /// it has not, appending still works, only without the alignment).
-pub(crate) fn pad_to_page(buffer: &mut Vec<u8>) -> usize {
+pub fn pad_to_page(buffer: &mut Vec<u8>) -> usize {
     buffer.clear();
     let pad = pad_len(buffer);
     buffer.resize(pad, 0);
@@ -37,7 +37,7 @@ pub(crate) fn pad_to_page(buffer: &mut Vec<u8>) -> usize {
 
 /// A zeroed scratch buffer of `len` bytes starting on a page boundary: the storage and the
 /// offset of the usable bytes within it.
-pub(crate) fn zeroed(len: usize) -> (Vec<u8>, usize) {
+pub fn zeroed(len: usize) -> (Vec<u8>, usize) {
     let mut storage = Vec::with_capacity(len + SLACK);
     let start = pad_to_page(&mut storage);
     storage.resize(start + len, 0);
