@@ -1292,11 +1292,47 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
         reply.assert_close_and_date(case);
         assert_still_serving(port, case);
     }
+    // The same, with the request line arriving in pieces (hyper's parser alone would answer
+    // 400 as soon as it saw the version's digit), with bare `\n` line ends, after an empty line.
+    let pieces: [(&str, &[&[u8]]); 5] = [
+        (
+            "split before the line end",
+            &[b"GET /resources/files HTTP/1.2", b"\r\nhost: x\r\n\r\n"],
+        ),
+        (
+            "split inside the version",
+            &[b"GET / HTTP/2", b".0\r\n\r\n"],
+        ),
+        (
+            "the preface in two pieces",
+            &[b"PRI * HTTP/2.0", b"\r\n\r\nSM\r\n\r\n"],
+        ),
+        ("bare line feeds", &[b"GET / HTTP/1.2\nhost: x\n\n"]),
+        ("after an empty line", &[b"\r\nGET / HTTP/1.2\r\n\r\n"]),
+    ];
+    for (case, chunks) in pieces {
+        let mut stream = connect(port);
+        for chunk in chunks {
+            stream.write_all(chunk).expect("send a piece");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let reply = parse_reply(&read_to_eof(&mut stream, Duration::from_secs(5)));
+        assert_eq!(reply.status, 505, "{case}: {reply:?}");
+        reply.assert_close_and_date(case);
+        assert_still_serving(port, case);
+    }
+    // A first line naming HTTP/1.1 is served even when a later header mentions another version.
+    let mut stream = connect(port);
+    stream
+        .write_all(b"GET /resources/files HTTP/1.1\nx-note: HTTP/2\r\nhost: x\r\n\r\n")
+        .expect("send");
+    let reply = parse_reply(&read_to_eof(&mut stream, Duration::from_secs(5)));
+    assert_eq!(reply.status, 200, "{reply:?}");
     // Nothing unparseable reached the trace: only the listings after each case did.
     let lines = trace_lines(&world.trace());
     assert_eq!(
         lines.len(),
-        cases.len() + versions.len(),
+        cases.len() + versions.len() + pieces.len() + 1,
         "trace: {lines:?}"
     );
     assert!(lines.iter().all(|l| l["event_type"] == "resource_list"));
