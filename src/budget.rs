@@ -19,6 +19,18 @@ struct State {
     /// Threads blocked in `acquire_blocking`: a returned permit wakes them only when there are
     /// any, so the common case (nobody waiting) costs no `futex` system call.
     waiting: usize,
+    /// Waiters are served first come, first served: each takes the next ticket, and only the
+    /// one whose ticket is `now_serving` may borrow. Without the queue a large read could wait
+    /// for ever while small reads kept slipping past it.
+    next_ticket: u64,
+    now_serving: u64,
+}
+
+impl State {
+    /// Whether anyone is queued for bytes: newcomers then queue behind them.
+    fn queued(&self) -> bool {
+        self.next_ticket != self.now_serving
+    }
 }
 
 impl State {
@@ -121,6 +133,8 @@ impl ByteBudget {
                     pooled: Vec::new(),
                     pooled_bytes: 0,
                     waiting: 0,
+                    next_ticket: 0,
+                    now_serving: 0,
                 }),
                 Condvar::new(),
             )),
@@ -177,11 +191,27 @@ impl ByteBudget {
         }
     }
 
-    /// Borrows `bytes` (capped at the whole budget) only if they are free right now: for work
-    /// running on an async worker, which must never wait.
+    /// Borrows `bytes` (capped at the whole budget) only if they are free right now, even
+    /// ahead of queued borrowers: for small reads on an async worker, which must never wait,
+    /// and must not be held up behind large reads waiting for bytes that clients who stopped
+    /// reading hold.
     pub fn try_acquire(&self, bytes: u64) -> Option<BudgetPermit> {
         let want = bytes.min(self.capacity);
         let reserved = self.state().reserve(want)?;
+        Some(self.permit(reserved, want))
+    }
+
+    /// Borrows `bytes` (capped at the whole budget) only if they are free right now and no
+    /// borrower is queued for bytes: a blocking read's first try, which never slips past a
+    /// queued one.
+    pub fn try_acquire_in_turn(&self, bytes: u64) -> Option<BudgetPermit> {
+        let want = bytes.min(self.capacity);
+        let mut state = self.state();
+        if state.queued() {
+            return None;
+        }
+        let reserved = state.reserve(want)?;
+        drop(state);
         Some(self.permit(reserved, want))
     }
 
@@ -191,8 +221,24 @@ impl ByteBudget {
         let want = bytes.min(self.capacity);
         let (_, ready) = &*self.inner;
         let mut state = self.state();
+        if !state.queued()
+            && let Some(reserved) = state.reserve(want)
+        {
+            drop(state);
+            return self.permit(reserved, want);
+        }
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
         loop {
-            if let Some(reserved) = state.reserve(want) {
+            if state.now_serving == ticket
+                && let Some(reserved) = state.reserve(want)
+            {
+                state.now_serving += 1;
+                // The next in line may find its bytes free already.
+                if state.waiting > 0 {
+                    ready.notify_all();
+                }
+                drop(state);
                 return self.permit(reserved, want);
             }
             state.waiting += 1;
@@ -265,6 +311,63 @@ mod tests {
         drop(first);
         assert_eq!(waiter.join().unwrap(), 50);
         assert_eq!(budget.available(), 100);
+    }
+
+    #[test]
+    fn a_large_borrower_is_served_in_turn_while_small_ones_keep_coming() {
+        let budget = ByteBudget::new(1 << 20);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Four borrowers of 200 KiB each, overlapping, so the budget is never all free.
+        let small: Vec<_> = (0..4)
+            .map(|n| {
+                let (budget, stop) = (budget.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(3 * n));
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let permit = budget.acquire_blocking(200 << 10);
+                        std::thread::sleep(Duration::from_millis(12));
+                        drop(permit);
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        let b2 = budget.clone();
+        let large = std::thread::spawn(move || b2.acquire_blocking(1 << 20).bytes);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !large.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let finished = large.is_finished();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in small {
+            thread.join().expect("small borrower");
+        }
+        assert!(finished, "the whole-budget borrower must get its turn");
+        assert_eq!(large.join().expect("large borrower"), 1 << 20);
+        assert_eq!(budget.available(), 1 << 20);
+    }
+
+    #[test]
+    fn nobody_slips_past_a_queued_borrower() {
+        let budget = ByteBudget::new(100);
+        let held = budget.acquire_blocking(60);
+        let b2 = budget.clone();
+        let queued = std::thread::spawn(move || b2.acquire_blocking(80).bytes);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!queued.is_finished());
+        assert!(
+            budget.try_acquire_in_turn(10).is_none(),
+            "40 bytes are free, but a borrower is queued first"
+        );
+        // A small inline read may still take free bytes: it must never wait behind a queue.
+        drop(budget.try_acquire(10).expect("free bytes, taken at once"));
+        drop(held);
+        assert_eq!(queued.join().expect("queued borrower"), 80);
+        assert!(
+            budget.try_acquire_in_turn(10).is_some(),
+            "the queue is empty again"
+        );
     }
 
     #[test]

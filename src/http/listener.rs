@@ -14,6 +14,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+/// Blocking threads a shard may start beyond one per connection it serves.
+const BLOCKING_MARGIN: usize = 16;
+
 /// Listener limits.
 #[derive(Debug, Clone, Copy)]
 pub struct ListenerConfig {
@@ -123,8 +126,13 @@ pub fn serve_sharded(
             std::thread::Builder::new()
                 .name(format!("shard-{index}"))
                 .spawn(move || -> std::io::Result<()> {
+                    // A blocking thread per connection the shard may hold, and a margin: reads
+                    // parked waiting for budget bytes (held by clients that stopped reading)
+                    // can then never leave a listing without a thread. Threads start on
+                    // demand, so the bound costs nothing until it is needed.
                     let runtime = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
+                        .max_blocking_threads(per_shard.max_connections + BLOCKING_MARGIN)
                         .build()?;
                     runtime.block_on(async move {
                         let listener = TcpListener::from_std(listener)?;

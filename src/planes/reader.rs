@@ -3,7 +3,7 @@
 
 use super::hash_cache::HashCache;
 use crate::backends::fs::{Containment, Filesystem, OpenFile, RootPath};
-use crate::budget::{BudgetPermit, ByteBudget};
+use crate::budget::{BudgetPermit, ByteBudget, FillSlot};
 use crate::page_aligned;
 use crate::path::RelPath;
 use crate::refusal::{Code, Refusal};
@@ -32,6 +32,8 @@ struct Budgeted {
     /// Where the file's bytes start: the bytes before are page-alignment padding.
     start: usize,
     permit: Option<BudgetPermit>,
+    /// The bytes borrowed on top when the file grew during the read.
+    grown: Option<BudgetPermit>,
 }
 
 impl AsRef<[u8]> for Budgeted {
@@ -45,18 +47,46 @@ impl Drop for Budgeted {
         if let Some(permit) = self.permit.take() {
             permit.recycle(std::mem::take(&mut self.buffer));
         }
+        // The bytes borrowed for growth go back once the buffer is gone.
+        drop(self.grown.take());
     }
 }
 
-/// The body over `buffer[start..]`, holding `permit` until the last clone is dropped.
-fn budgeted(buffer: Vec<u8>, start: usize, permit: Option<BudgetPermit>) -> Bytes {
-    match permit {
-        None => Bytes::from(buffer).slice(start..),
-        Some(permit) => Bytes::from_owner(Budgeted {
+/// The body over `buffer[start..]`, holding its permits until the last clone is dropped.
+fn budgeted(
+    buffer: Vec<u8>,
+    start: usize,
+    permit: Option<BudgetPermit>,
+    grown: Option<BudgetPermit>,
+) -> Bytes {
+    match (permit, grown) {
+        (None, None) => Bytes::from(buffer).slice(start..),
+        (permit, grown) => Bytes::from_owner(Budgeted {
             buffer,
             start,
-            permit: Some(permit),
+            permit,
+            grown,
         }),
+    }
+}
+
+/// Borrows `bytes` for a read in `mode`: only if free right now on an async worker (`None`:
+/// the read moves to the blocking path), else waiting for them without the fill slot, so that
+/// bodies clients stopped reading never hold up reads that need no bytes.
+fn borrow(
+    budget: &ByteBudget,
+    mode: ReadMode,
+    bytes: u64,
+    filling: &mut Option<FillSlot>,
+) -> Option<BudgetPermit> {
+    match mode {
+        ReadMode::Inline { .. } => budget.try_acquire(bytes),
+        ReadMode::Blocking => Some(budget.try_acquire_in_turn(bytes).unwrap_or_else(|| {
+            drop(filling.take());
+            let permit = budget.acquire_blocking(bytes);
+            filling.replace(budget.fill_slot());
+            permit
+        })),
     }
 }
 
@@ -147,41 +177,43 @@ pub fn read_file(
         ));
     }
     let limit = scope.max_bytes.saturating_add(1);
+    if let ReadMode::Inline { limit: inline } = mode
+        && meta.size > inline
+    {
+        return Ok(None);
+    }
     // One byte more than the size, to see growth, and a page of slack so the bytes can start
     // on a page boundary (see `page_aligned`: a misaligned read copy is ten times slower).
-    let want = meta
-        .size
-        .saturating_add(1)
-        .min(limit)
-        .saturating_add(page_aligned::SLACK as u64);
-    let permit = match (mode, budget) {
-        (ReadMode::Inline { limit: inline }, _) if meta.size > inline => return Ok(None),
-        (ReadMode::Inline { .. }, Some(budget)) => match budget.try_acquire(want) {
+    let first = meta.size.saturating_add(1).min(limit);
+    let want = first.saturating_add(page_aligned::SLACK as u64);
+    let mut permit = match budget {
+        Some(budget) => match borrow(budget, mode, want, &mut filling) {
             Some(permit) => Some(permit),
             None => return Ok(None),
         },
-        (ReadMode::Blocking, Some(budget)) => Some(match budget.try_acquire(want) {
-            Some(permit) => permit,
-            None => {
-                // Wait for bytes holding no slot: bodies that clients stopped reading hold
-                // the bytes, and must not stall the reads (or redeems) that need none.
-                drop(filling.take());
-                let permit = budget.acquire_blocking(want);
-                filling.replace(budget.fill_slot());
-                permit
-            }
-        }),
-        (_, None) => None,
+        None => None,
     };
     let capacity = usize::try_from(want).unwrap_or(0);
-    let mut permit = permit;
     let mut buffer = match &mut permit {
         Some(permit) => permit.buffer(capacity),
         None => Vec::with_capacity(capacity),
     };
     let start = page_aligned::pad_to_page(&mut buffer);
-    file.read_up_to(limit, &mut buffer)
-        .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;
+    let read_failed = |e: std::io::Error| Refusal::new(Code::IoError, format!("read failed: {e}"));
+    file.read_up_to(first, &mut buffer).map_err(read_failed)?;
+    let mut grown = None;
+    if (buffer.len() - start) as u64 == first && first < limit {
+        // The file grew after the fstat. The rest (up to `max_bytes + 1`) is read only with
+        // bytes borrowed for it, so a growing file cannot hold more than the budget (D-4.6).
+        if let Some(budget) = budget {
+            match borrow(budget, mode, limit - first, &mut filling) {
+                Some(more) => grown = Some(more),
+                None => return Ok(None),
+            }
+        }
+        file.read_up_to(limit - first, &mut buffer)
+            .map_err(read_failed)?;
+    }
     let read = &buffer[start..];
     if read.len() as u64 > scope.max_bytes {
         return Err(Refusal::new(
@@ -195,7 +227,7 @@ pub fn read_file(
     let sha256 = crate::hex::encode(&Sha256::digest(read));
     drop(filling);
     Ok(Some(ServedFile {
-        bytes: budgeted(buffer, start, permit),
+        bytes: budgeted(buffer, start, permit, grown),
         sha256,
         mtime_ms: meta.mtime_ms,
     }))
@@ -358,5 +390,98 @@ mod tests {
             }
         }
         assert_eq!(budget.available(), 64 << 20, "every byte went back");
+    }
+
+    use crate::backends::fs::{FileMeta, FsError, RootDir};
+
+    /// A filesystem whose files report the size they had before they grew: an `fstat` taken
+    /// just before a writer appended.
+    #[derive(Debug)]
+    struct StaleSizes(MemoryFilesystem, u64);
+    #[derive(Debug)]
+    struct StaleRoot(Box<dyn RootDir>, u64);
+    #[derive(Debug)]
+    struct StaleFile(Box<dyn OpenFile>, u64);
+
+    impl std::io::Read for StaleFile {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.0.read(buf)
+        }
+    }
+    impl OpenFile for StaleFile {
+        fn meta(&self) -> FileMeta {
+            FileMeta {
+                size: self.1,
+                ..self.0.meta()
+            }
+        }
+    }
+    impl RootDir for StaleRoot {
+        fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError> {
+            Ok(Box::new(StaleFile(self.0.open_file(target)?, self.1)))
+        }
+        fn walk(&self) -> Result<Vec<RelPath>, FsError> {
+            self.0.walk()
+        }
+    }
+    impl Filesystem for StaleSizes {
+        fn open_root(
+            &self,
+            root: &RootPath,
+            class: Containment,
+        ) -> Result<Box<dyn RootDir>, FsError> {
+            Ok(Box::new(StaleRoot(self.0.open_root(root, class)?, self.1)))
+        }
+        fn check_root(&self, root: &RootPath) -> Result<(), FsError> {
+            self.0.check_root(root)
+        }
+        fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
+            self.0.land(dir, name, bytes)
+        }
+    }
+
+    #[test]
+    fn a_file_that_grew_after_the_fstat_is_served_whole_and_its_bytes_are_all_borrowed() {
+        let inner = MemoryFilesystem::new();
+        let content: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 253) as u8).collect();
+        inner.add_file("out/log", content.clone(), 0);
+        let fs = StaleSizes(inner, 100);
+        let capacity = 64 << 20;
+        let budget = ByteBudget::new(capacity);
+        let target = RelPath::parse_canonical("log").expect("a valid path");
+        let served = read_file(
+            &fs,
+            &scope(10 << 20),
+            &target,
+            Some(&budget),
+            ReadMode::Blocking,
+        )
+        .expect("readable")
+        .expect("read");
+        assert_eq!(
+            served.bytes.as_ref(),
+            content.as_slice(),
+            "the bytes read, all of them"
+        );
+        assert_eq!(served.sha256, crate::hex::encode(&Sha256::digest(&content)));
+        assert!(
+            budget.available() <= capacity - content.len() as u64,
+            "every byte held is borrowed: {} of {capacity} still free",
+            budget.available()
+        );
+        drop(served);
+        assert_eq!(budget.available(), capacity, "and all of them come back");
+
+        // Grown past max_bytes: too_large, and nothing stays borrowed.
+        let refused = read_file(
+            &fs,
+            &scope(1 << 20),
+            &target,
+            Some(&budget),
+            ReadMode::Blocking,
+        )
+        .expect_err("too large");
+        assert_eq!(refused.code, Code::TooLarge);
+        assert_eq!(budget.available(), capacity);
     }
 }
