@@ -53,6 +53,11 @@ YAML
   --listen 127.0.0.1:18081 --trace "$WORK/trace.jsonl" > "$WORK/ready.json" 2>"$WORK/rp.log" &
 echo $! > "$WORK/rp.pid"
 sleep 0.5
+# A server that did not start (port taken by another process) would leave wrk measuring the
+# wrong process: stop unless ours is up and said it is listening.
+if ! kill -0 "$(cat "$WORK/rp.pid")" 2>/dev/null || ! grep -q '"listening"' "$WORK/ready.json"; then
+  echo "error: resource-plane serve did not start:" >&2; cat "$WORK/rp.log" >&2; exit 1
+fi
 
 # CPU ticks (utime+stime) of a set of pids.
 ticks() { local t=0; for p in "$@"; do [ -r /proc/$p/stat ] && t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
