@@ -1,5 +1,5 @@
-//! Property tests for the listener's `VersionGate` (D-4.1, D-4.5): whatever the request line and
-//! however the client's bytes are split across reads,
+//! The listener's `VersionGate` (D-4.1, D-4.5) over real reads: named examples, then a property.
+//! Whatever the request line and however the client's bytes are split across reads,
 //!
 //! * a first line naming HTTP/1.0 or HTTP/1.1 reaches the reader byte for byte, and the gate
 //!   writes nothing of its own;
@@ -50,6 +50,78 @@ fn through_gate(bytes: Vec<u8>, cuts: Vec<usize>) -> (Vec<u8>, Vec<u8>) {
         drop(gate);
         (seen, feeder.await.expect("feeder"))
     })
+}
+
+/// `through_gate` for a request sent in the given pieces.
+fn in_pieces(pieces: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
+    let mut cuts = Vec::new();
+    let mut at = 0;
+    for piece in pieces {
+        at += piece.len();
+        cuts.push(at);
+    }
+    through_gate(pieces.concat(), cuts)
+}
+
+fn assert_refused(pieces: &[&[u8]]) {
+    let (seen, answer) = in_pieces(pieces);
+    assert!(seen.is_empty(), "hyper must see nothing of {pieces:?}");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(
+        answer.starts_with("HTTP/1.1 505 HTTP Version Not Supported\r\n"),
+        "{pieces:?}: {answer}"
+    );
+    assert!(answer.contains("\r\nconnection: close\r\n"), "{answer}");
+    assert!(answer.ends_with("\r\n\r\n"), "{answer}");
+}
+
+#[test]
+fn accepted_versions_pass_through_byte_for_byte_whole_split_or_byte_by_byte() {
+    let request: &[u8] = b"GET /resources/files HTTP/1.1\r\nHost: x\r\n\r\n";
+    let bytes: Vec<&[u8]> = request.chunks(1).collect();
+    for pieces in [vec![request], vec![&request[..9], &request[9..]], bytes] {
+        let (seen, answer) = in_pieces(&pieces);
+        assert_eq!(seen, request);
+        assert!(answer.is_empty(), "the gate itself writes nothing");
+    }
+}
+
+#[test]
+fn other_versions_get_505_whole_or_split_and_the_reader_sees_nothing() {
+    let long_target = format!("GET /{} HTTP/1.2\r\n\r\n", "a".repeat(300));
+    let cases: [&[&[u8]]; 8] = [
+        &[b"GET / HTTP/1.2\r\nHost: x\r\n\r\n"],
+        &[b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"],
+        &[b"GET / HTTP/3\r\n\r\n"],
+        &[b"GET /resources/files HTTP/1.2", b"\r\nHost: x\r\n\r\n"],
+        &[b"GET / HTTP/2", b".0\r\n\r\n"],
+        &[b"PRI * HTTP/2.0", b"\r\n\r\nSM\r\n\r\n"],
+        &[b"GET / HTTP/1.2\nHost: x\n\n"],
+        &[long_target.as_bytes()],
+    ];
+    for pieces in cases {
+        assert_refused(pieces);
+    }
+}
+
+#[test]
+fn a_first_line_past_the_look_ahead_passes_to_hyper_unjudged() {
+    let mut request = b"GET /".to_vec();
+    request.extend(std::iter::repeat_n(b'a', 9 * 1024));
+    request.extend_from_slice(b" HTTP/2.0\r\n\r\n");
+    let (seen, answer) = in_pieces(&[&request]);
+    assert_eq!(
+        seen, request,
+        "past the 8 KiB look-ahead the gate stays out of the way"
+    );
+    assert!(answer.is_empty());
+}
+
+#[test]
+fn an_immediate_close_is_end_of_stream() {
+    let (seen, answer) = in_pieces(&[]);
+    assert!(seen.is_empty());
+    assert!(answer.is_empty());
 }
 
 fn version() -> impl Strategy<Value = (String, bool)> {
