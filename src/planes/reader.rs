@@ -324,7 +324,13 @@ fn list_one(
         return Some((entry, id));
     }
     // Hash to the end of the file, so the entry describes the file's bytes as they are now
-    // even if it grew since the open; `size_bytes` is the bytes hashed (D-3.3).
+    // even if it grew since the open; `size_bytes` is the bytes hashed (D-3.3). A local
+    // regular file's read comes back short only at its end, so a short read that brings the
+    // bytes read to exactly the size the descriptor gave ends the loop without a further
+    // read(2) that would return 0 (one system call in seven per file). Any other short read (a
+    // network or FUSE filesystem may give one, a file may have grown) just reads on; at worst,
+    // on such a filesystem, the entry describes the file's first `meta.size` bytes: the size
+    // its descriptor reported, with that descriptor's mtime.
     let mut hasher = Sha256::new();
     let mut size = 0u64;
     loop {
@@ -333,6 +339,9 @@ fn list_one(
             Ok(n) => {
                 hasher.update(&buffer[..n]);
                 size += n as u64;
+                if n < buffer.len() && size == meta.size {
+                    break;
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return None,
@@ -394,18 +403,20 @@ mod tests {
 
     use crate::backends::fs::{FileMeta, FsError, RootDir};
 
-    /// A filesystem whose files report the size they had before they grew: an `fstat` taken
-    /// just before a writer appended.
+    /// A filesystem whose files report the size they had before they grew (an `fstat` taken
+    /// just before a writer appended), and whose reads return at most `piece` bytes each (as a
+    /// network or FUSE filesystem may).
     #[derive(Debug)]
-    struct StaleSizes(MemoryFilesystem, u64);
+    struct StaleSizes(MemoryFilesystem, u64, usize);
     #[derive(Debug)]
-    struct StaleRoot(Box<dyn RootDir>, u64);
+    struct StaleRoot(Box<dyn RootDir>, u64, usize);
     #[derive(Debug)]
-    struct StaleFile(Box<dyn OpenFile>, u64);
+    struct StaleFile(Box<dyn OpenFile>, u64, usize);
 
     impl std::io::Read for StaleFile {
         fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            self.0.read(buf)
+            let piece = buf.len().min(self.2);
+            self.0.read(&mut buf[..piece])
         }
     }
     impl OpenFile for StaleFile {
@@ -418,7 +429,11 @@ mod tests {
     }
     impl RootDir for StaleRoot {
         fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError> {
-            Ok(Box::new(StaleFile(self.0.open_file(target)?, self.1)))
+            Ok(Box::new(StaleFile(
+                self.0.open_file(target)?,
+                self.1,
+                self.2,
+            )))
         }
         fn walk(&self) -> Result<Vec<RelPath>, FsError> {
             self.0.walk()
@@ -430,7 +445,11 @@ mod tests {
             root: &RootPath,
             class: Containment,
         ) -> Result<Box<dyn RootDir>, FsError> {
-            Ok(Box::new(StaleRoot(self.0.open_root(root, class)?, self.1)))
+            Ok(Box::new(StaleRoot(
+                self.0.open_root(root, class)?,
+                self.1,
+                self.2,
+            )))
         }
         fn check_root(&self, root: &RootPath) -> Result<(), FsError> {
             self.0.check_root(root)
@@ -445,7 +464,7 @@ mod tests {
         let inner = MemoryFilesystem::new();
         let content: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 253) as u8).collect();
         inner.add_file("out/log", content.clone(), 0);
-        let fs = StaleSizes(inner, 100);
+        let fs = StaleSizes(inner, 100, usize::MAX);
         let capacity = 64 << 20;
         let budget = ByteBudget::new(capacity);
         let target = RelPath::parse_canonical("log").expect("a valid path");
@@ -483,5 +502,47 @@ mod tests {
         .expect_err("too large");
         assert_eq!(refused.code, Code::TooLarge);
         assert_eq!(budget.available(), capacity);
+    }
+
+    /// Lists `content` as `out/f` through `StaleSizes(_, stale_size, piece)`.
+    fn list_through(content: &[u8], stale_size: u64, piece: usize) -> Vec<ListingEntry> {
+        let inner = MemoryFilesystem::new();
+        inner.add_file("out/f", content.to_vec(), 0);
+        let fs = StaleSizes(inner, stale_size, piece);
+        list_files(&fs, &scope(1 << 30), &HashCache::new(), 0).expect("listable")
+    }
+
+    #[test]
+    fn a_listed_hash_covers_the_whole_file_however_its_reads_come_back() {
+        let content: Vec<u8> = (0..(LISTING_CHUNK * 2 + 77) as u32)
+            .map(|i| (i % 241) as u8)
+            .collect();
+        let whole = crate::hex::encode(&Sha256::digest(&content));
+        let size = content.len() as u64;
+        // (size the descriptor reports, most bytes one read returns)
+        for (stale_size, piece) in [
+            (size, usize::MAX), // the plain case
+            (size, 1000),       // short reads long before the end must not end the hash
+            (size, 4096),       // short reads of exactly a page
+            (100, usize::MAX),  // the file grew after the fstat: hashed to its end
+            (100, 1000),        // grew, and short reads
+            (size - 1, 65_536), // grew by one byte
+        ] {
+            let listed = list_through(&content, stale_size, piece);
+            assert_eq!(listed.len(), 1);
+            assert_eq!(
+                (listed[0].size_bytes, listed[0].sha256.as_str()),
+                (size, whole.as_str()),
+                "stale size {stale_size}, reads of at most {piece} bytes"
+            );
+        }
+        // The one case that stops early: a short read ending exactly at the size the
+        // descriptor gave. The entry then describes those bytes, the file as its fstat saw it.
+        let listed = list_through(&content, 131_072, 65_536);
+        let prefix = crate::hex::encode(&Sha256::digest(&content[..131_072]));
+        assert_eq!(
+            (listed[0].size_bytes, listed[0].sha256.as_str()),
+            (131_072, prefix.as_str())
+        );
     }
 }
