@@ -70,6 +70,17 @@ impl RelPath {
         }
     }
 
+    /// Whether a file below this directory could still have a path of at most [`PATH_MAX`]
+    /// bytes (a separator and a one-byte name are the least a child adds).
+    pub(crate) fn has_room_for_children(&self) -> bool {
+        self.joined.len() + 2 <= PATH_MAX
+    }
+
+    /// Whether the path fits in [`PATH_MAX`] bytes, so a read can reach it.
+    pub(crate) fn fits_path_max(&self) -> bool {
+        self.joined.len() <= PATH_MAX
+    }
+
     /// A one-component path from a plain name (a directory entry's name).
     pub(crate) fn from_name(name: &str) -> RelPath {
         RelPath {

@@ -1320,6 +1320,57 @@ fn walk_returns_files_and_symlinks_without_descending_links() {
     report("walk", &failures, ran);
 }
 
+/// A tree far deeper than any stack, built by an agent to crash or starve the listener: the
+/// walk survives it on a small stack, lists every path a read could reach (up to `PATH_MAX`
+/// bytes exactly) and leaves out the rest, identically in every implementation.
+#[test]
+fn walk_survives_a_tree_deeper_than_any_stack() {
+    let chain = |depth: usize| "d/".repeat(depth);
+    let bottom = format!("{}bottom.txt", chain(3000));
+    let longest = format!("{}z", chain(2047)); // exactly PATH_MAX (4095) bytes
+    let fits = format!("{}x", chain(2046));
+    let over = format!("{}yy", chain(2047)); // one byte over
+    assert_eq!(longest.len(), 4095);
+    assert_eq!(over.len(), 4096);
+    let expected: BTreeSet<String> = ["top.txt".to_owned(), fits.clone(), longest.clone()].into();
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for imp in IMPLS {
+        let mut w = World::new(imp);
+        w.file("out/top.txt", A);
+        for path in [&bottom, &longest, &fits, &over] {
+            w.deep_file(&format!("out/{path}"), B);
+        }
+        let fs = w.fs();
+        for class in Containment::ALL {
+            ran += 1;
+            // A quarter of a default thread stack: a walk that recursed per level would
+            // overflow it within a few hundred levels and abort the whole test binary.
+            let walked = std::thread::scope(|s| {
+                std::thread::Builder::new()
+                    .stack_size(512 * 1024)
+                    .spawn_scoped(s, || walk_set(fs.as_ref(), "out", class))
+                    .expect("spawn walker")
+                    .join()
+                    .expect("the walk does not panic")
+            });
+            match walked {
+                Ok(got) if got == expected => {}
+                Ok(got) => failures.push(format!(
+                    "[{imp:?} / {}] deep walk(): {}",
+                    class.as_str(),
+                    diff(&expected, &got)
+                )),
+                Err(e) => failures.push(format!(
+                    "[{imp:?} / {}] deep walk() failed: {e}",
+                    class.as_str()
+                )),
+            }
+        }
+    }
+    report("deep walk", &failures, ran);
+}
+
 /// Listed paths with the bytes `open_file` served for each.
 type Listing = Vec<(String, Vec<u8>)>;
 

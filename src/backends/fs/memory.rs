@@ -22,6 +22,28 @@ struct MemDir {
     entries: Mutex<BTreeMap<Vec<u8>, MemNode>>,
 }
 
+impl Drop for MemDir {
+    /// Frees subdirectories one at a time from a worklist: the derived drop would recurse once
+    /// per level, and a test's thousands-deep tree would overflow the stack.
+    fn drop(&mut self) {
+        fn take_subdirs(dir: &mut MemDir, into: &mut Vec<Arc<MemDir>>) {
+            let entries = dir.entries.get_mut().unwrap_or_else(|e| e.into_inner());
+            for (_, node) in std::mem::take(entries) {
+                if let MemNode::Dir(sub) = node {
+                    into.push(sub);
+                }
+            }
+        }
+        let mut orphans = Vec::new();
+        take_subdirs(self, &mut orphans);
+        while let Some(dir) = orphans.pop() {
+            if let Ok(mut dir) = Arc::try_unwrap(dir) {
+                take_subdirs(&mut dir, &mut orphans);
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 struct MemFile {
     ino: u64,
@@ -342,29 +364,33 @@ impl RootDir for MemRootDir {
 
     fn walk(&self) -> Result<Vec<RelPath>, FsError> {
         let mut out = Vec::new();
-        walk_mem(&self.dir, None, &mut out);
-        Ok(out)
-    }
-}
-
-fn walk_mem(dir: &MemDir, prefix: Option<&RelPath>, out: &mut Vec<RelPath>) {
-    let entries: Vec<(Vec<u8>, MemNode)> = lock(&dir.entries)
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    for (raw, node) in entries {
-        let Ok(name) = std::str::from_utf8(&raw) else {
-            continue;
-        };
-        let path = match prefix {
-            Some(p) => p.join(name),
-            None => RelPath::from_name(name),
-        };
-        match node {
-            MemNode::File(_) | MemNode::Symlink(_) => out.push(path),
-            MemNode::Dir(d) => walk_mem(&d, Some(&path), out),
-            MemNode::Special(_) => {}
+        // Depth-first with an explicit stack, as the OS walk: no recursion on the tree's depth.
+        let mut pending = vec![(self.dir.clone(), None::<RelPath>)];
+        while let Some((dir, prefix)) = pending.pop() {
+            let entries: Vec<(Vec<u8>, MemNode)> = lock(&dir.entries)
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            for (raw, node) in entries {
+                let Ok(name) = std::str::from_utf8(&raw) else {
+                    continue;
+                };
+                let path = match &prefix {
+                    Some(p) => p.join(name),
+                    None => RelPath::from_name(name),
+                };
+                match node {
+                    MemNode::File(_) | MemNode::Symlink(_) if path.fits_path_max() => {
+                        out.push(path);
+                    }
+                    MemNode::Dir(d) if path.has_room_for_children() => {
+                        pending.push((d, Some(path)));
+                    }
+                    _ => {}
+                }
+            }
         }
+        Ok(out)
     }
 }
 

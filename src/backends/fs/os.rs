@@ -493,7 +493,7 @@ impl RootDir for OsRootDir {
     }
 
     fn walk(&self) -> Result<Vec<RelPath>, FsError> {
-        let dir = rustix::fs::openat(
+        let root = rustix::fs::openat(
             self.fd.as_fd(),
             ".",
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -501,15 +501,75 @@ impl RootDir for OsRootDir {
         )
         .map_err(|e| fs_error(e, self.class, "open export root for listing"))?;
         let mut out = Vec::new();
-        walk_dir(dir, None, &mut out).map_err(|e| fs_error(e, self.class, "read export root"))?;
+        let mut pending = Vec::new();
+        list_dir(&root, None, &mut out, &mut pending)
+            .map_err(|e| fs_error(e, self.class, "read export root"))?;
+        // Depth-first with an explicit stack of paths, not of descriptors, and no recursion,
+        // however deep the tree an agent built. Only the directory listed last stays open: its
+        // children, which the stack hands out next, open beneath it by name; any other
+        // directory opens afresh from the root.
+        let mut listed: (Option<RelPath>, OwnedFd) = (None, root);
+        while let Some(path) = pending.pop() {
+            let (parent, name) = match path.as_str().rsplit_once('/') {
+                Some((parent, name)) => (Some(parent), name),
+                None => (None, path.as_str()),
+            };
+            let opened = if parent == listed.0.as_ref().map(RelPath::as_str) {
+                rustix::fs::openat(&listed.1, name, SUBDIR_FLAGS, Mode::empty())
+            } else {
+                self.open_subdir(&path)
+            };
+            // An unreadable or vanished subdirectory is omitted, not fatal (D-3.3).
+            if let Ok(dir) = opened {
+                let _ = list_dir(&dir, Some(&path), &mut out, &mut pending);
+                listed = (Some(path), dir);
+            }
+        }
         Ok(out)
     }
 }
 
-/// Collects regular files and symlinks under `dir`, descending real directories only.
-fn walk_dir(dir: OwnedFd, prefix: Option<&RelPath>, out: &mut Vec<RelPath>) -> Result<(), Errno> {
-    let mut entries = rustix::fs::Dir::read_from(&dir)?;
-    let mut subdirs = Vec::new();
+/// How the walk opens a directory to read its entries: `O_NOFOLLOW`, so a directory swapped
+/// for a symlink since `getdents` is not descended (D-3.2), and `O_DIRECTORY`, which refuses
+/// anything else before any open routine runs.
+const SUBDIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+impl OsRootDir {
+    /// Opens the directory at `path` beneath the root for reading its entries, following no
+    /// symlink on the way in any class (D-3.2).
+    fn open_subdir(&self, path: &RelPath) -> Result<OwnedFd, Errno> {
+        let flags = SUBDIR_FLAGS;
+        match self.strategy {
+            Strategy::Openat2 => openat2_retrying(
+                self.fd.as_fd(),
+                path.as_str(),
+                flags,
+                ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_SYMLINKS,
+            ),
+            Strategy::FallbackWalk => {
+                let mut dir = rustix::fs::openat(self.fd.as_fd(), ".", flags, Mode::empty())?;
+                for name in path.as_str().split('/') {
+                    dir = rustix::fs::openat(&dir, name, flags, Mode::empty())?;
+                }
+                Ok(dir)
+            }
+        }
+    }
+}
+
+/// Reads one directory's entries: regular files and symlinks go to `out`, real directories to
+/// `pending` for the walk to open later. Paths a read could not reach (over `PATH_MAX`, or not
+/// UTF-8) are left out.
+fn list_dir(
+    dir: &OwnedFd,
+    prefix: Option<&RelPath>,
+    out: &mut Vec<RelPath>,
+    pending: &mut Vec<RelPath>,
+) -> Result<(), Errno> {
+    let mut entries = rustix::fs::Dir::read_from(dir)?;
     while let Some(entry) = entries.read() {
         let entry = entry?;
         let raw = entry.file_name().to_bytes();
@@ -522,7 +582,7 @@ fn walk_dir(dir: OwnedFd, prefix: Option<&RelPath>, out: &mut Vec<RelPath>) -> R
         };
         let mut file_type = entry.file_type();
         if file_type == FileType::Unknown {
-            match rustix::fs::statat(&dir, raw, AtFlags::SYMLINK_NOFOLLOW) {
+            match rustix::fs::statat(dir, raw, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => file_type = FileType::from_raw_mode(st.st_mode),
                 Err(_) => continue,
             }
@@ -532,23 +592,10 @@ fn walk_dir(dir: OwnedFd, prefix: Option<&RelPath>, out: &mut Vec<RelPath>) -> R
             None => RelPath::from_name(name),
         };
         match file_type {
-            FileType::RegularFile | FileType::Symlink => out.push(path),
-            FileType::Directory => subdirs.push((name.to_owned(), path)),
+            FileType::RegularFile | FileType::Symlink if path.fits_path_max() => out.push(path),
+            FileType::Directory if path.has_room_for_children() => pending.push(path),
             _ => {}
         }
-    }
-    for (name, path) in subdirs {
-        // O_NOFOLLOW: a directory swapped for a symlink since getdents is not descended.
-        let Ok(child) = rustix::fs::openat(
-            &dir,
-            name.as_str(),
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
-            continue;
-        };
-        // An unreadable subdirectory is omitted, not fatal (D-3.3).
-        let _ = walk_dir(child, Some(&path), out);
     }
     Ok(())
 }
