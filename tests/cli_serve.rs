@@ -922,6 +922,43 @@ fn trace_inside_the_workdir_or_a_missing_workdir_refuses_with_e_cli_001() {
         &world.workdir().join("linked.jsonl"),
     );
 
+    // A trace file hard-linked into the workdir is the same file: refused, left untouched.
+    std::fs::write(world.workdir().join("out").join("t.jsonl"), b"").expect("inner file");
+    let linked = world.root.join("tr").join("hard.jsonl");
+    std::fs::hard_link(world.workdir().join("out").join("t.jsonl"), &linked).expect("hard link");
+    assert_refused(
+        "--trace hard-linked into the workdir",
+        &world,
+        &world.args_without_trace(&["--trace", &linked.display().to_string()]),
+        "E-CLI-001",
+        &world.trace(),
+    );
+    std::fs::remove_file(&linked).expect("unlink");
+
+    // The default trace directory (`$TMPDIR/resource-plane-traces`) is itself the workdir.
+    let traces = world.tmpdir().join("resource-plane-traces");
+    std::fs::create_dir_all(traces.join("out")).expect("workdir named like the trace dir");
+    let mut args = world.args_without_trace(&[]);
+    args[2] = traces.display().to_string();
+    assert_refused(
+        "default trace directory is the workdir",
+        &world,
+        &args,
+        "E-CLI-001",
+        &world.trace(),
+    );
+    // ... or lies beneath it.
+    let mut args = world.args_without_trace(&[]);
+    args[2] = world.tmpdir().display().to_string();
+    std::fs::create_dir_all(world.tmpdir().join("out")).expect("out under TMPDIR");
+    assert_refused(
+        "default trace directory beneath the workdir",
+        &world,
+        &args,
+        "E-CLI-001",
+        &world.trace(),
+    );
+
     let missing = world.root.join("missing");
     let mut args = world.args(&[]);
     args[2] = missing.display().to_string();

@@ -124,8 +124,16 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
             )
         }
     };
+    // The directory the trace will be written in, canonical. The default one may not exist
+    // yet (it is made below): then it is the canonical temp dir joined with its name, which
+    // no symlink can redirect because it does not exist.
     let trace_parent = if default_trace {
-        std::fs::canonicalize(std::env::temp_dir()).ok()
+        trace_path.parent().and_then(|dir| {
+            std::fs::canonicalize(dir).ok().or_else(|| {
+                let name = dir.file_name()?;
+                Some(std::fs::canonicalize(dir.parent()?).ok()?.join(name))
+            })
+        })
     } else {
         canonical_parent(&trace_path)
     };
@@ -146,6 +154,21 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
             ));
         }
         Some(_) => {}
+    }
+    // A hard link is the one way the same file can also lie inside the workdir that no path
+    // check sees (D-2.9: links cannot be told apart at open). A trace with more than one link
+    // is refused rather than trusted.
+    if let Ok(existing) = std::fs::symlink_metadata(&trace_path)
+        && std::os::unix::fs::MetadataExt::nlink(&existing) > 1
+    {
+        return Err(cli_error(
+            format!(
+                "trace {} has {} hard links; one may lie inside the workdir",
+                trace_path.display(),
+                std::os::unix::fs::MetadataExt::nlink(&existing)
+            ),
+            "pass --trace with a new file, or one with a single link, outside the workdir",
+        ));
     }
     let extra_ca: Vec<&Path> = args.peer_ca.iter().map(PathBuf::as_path).collect();
     let peer_tls = resource_plane::backends::tls::client_config(&extra_ca)
