@@ -5,7 +5,8 @@
 //!   writes nothing of its own;
 //! * a first line naming any other `HTTP/` version reaches the reader not at all, and the client
 //!   gets a 505 that closes the connection;
-//! * line ends may be `\r\n` or `\n`, and empty lines may come first, as hyper's parser allows.
+//! * line ends may be `\r\n` or `\n`, and empty lines may come first, as hyper's parser allows;
+//! * a raw `#` in the target gets 400 and reaches the reader not at all.
 //!
 //! Case count: `RP_PROPTEST_CASES` (default 64).
 
@@ -64,11 +65,15 @@ fn in_pieces(pieces: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
 }
 
 fn assert_refused(pieces: &[&[u8]]) {
+    assert_answered(pieces, "505 HTTP Version Not Supported");
+}
+
+fn assert_answered(pieces: &[&[u8]], status: &str) {
     let (seen, answer) = in_pieces(pieces);
     assert!(seen.is_empty(), "hyper must see nothing of {pieces:?}");
     let answer = String::from_utf8_lossy(&answer).into_owned();
     assert!(
-        answer.starts_with("HTTP/1.1 505 HTTP Version Not Supported\r\n"),
+        answer.starts_with(&format!("HTTP/1.1 {status}\r\n")),
         "{pieces:?}: {answer}"
     );
     assert!(answer.contains("\r\nconnection: close\r\n"), "{answer}");
@@ -89,7 +94,8 @@ fn accepted_versions_pass_through_byte_for_byte_whole_split_or_byte_by_byte() {
 #[test]
 fn other_versions_get_505_whole_or_split_and_the_reader_sees_nothing() {
     let long_target = format!("GET /{} HTTP/1.2\r\n\r\n", "a".repeat(300));
-    let cases: [&[&[u8]]; 8] = [
+    let longer_target = format!("GET /{} HTTP/2.0\r\n\r\n", "a".repeat(9000));
+    let cases: [&[&[u8]]; 9] = [
         &[b"GET / HTTP/1.2\r\nHost: x\r\n\r\n"],
         &[b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"],
         &[b"GET / HTTP/3\r\n\r\n"],
@@ -98,6 +104,7 @@ fn other_versions_get_505_whole_or_split_and_the_reader_sees_nothing() {
         &[b"PRI * HTTP/2.0", b"\r\n\r\nSM\r\n\r\n"],
         &[b"GET / HTTP/1.2\nHost: x\n\n"],
         &[long_target.as_bytes()],
+        &[longer_target.as_bytes()],
     ];
     for pieces in cases {
         assert_refused(pieces);
@@ -107,14 +114,54 @@ fn other_versions_get_505_whole_or_split_and_the_reader_sees_nothing() {
 #[test]
 fn a_first_line_past_the_look_ahead_passes_to_hyper_unjudged() {
     let mut request = b"GET /".to_vec();
-    request.extend(std::iter::repeat_n(b'a', 9 * 1024));
+    request.extend(std::iter::repeat_n(b'a', 17 * 1024));
     request.extend_from_slice(b" HTTP/2.0\r\n\r\n");
     let (seen, answer) = in_pieces(&[&request]);
     assert_eq!(
         seen, request,
-        "past the 8 KiB look-ahead the gate stays out of the way"
+        "past the 16 KiB look-ahead (the head limit: hyper answers 431) the gate stays out of the way"
     );
     assert!(answer.is_empty());
+}
+
+#[test]
+fn a_raw_fragment_gets_400_whole_or_split_and_the_reader_sees_nothing() {
+    let cases: [&[&[u8]]; 3] = [
+        &[b"GET /resources/files/a.md#x HTTP/1.1\r\nHost: x\r\n\r\n"],
+        &[b"GET /resources/files/a.md#", b"x HTTP/1.1\r\n\r\n"],
+        &[b"GET /a?q#x HTTP/1.0\n\n"],
+    ];
+    for pieces in cases {
+        assert_answered(pieces, "400 Bad Request");
+    }
+}
+
+/// Bytes no request line may hold reach the reader (hyper, which answers 400) as they arrive,
+/// on a connection the client keeps open, instead of waiting for a line end.
+#[test]
+fn bytes_no_request_line_may_hold_reach_the_reader_at_once() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for junk in [
+        &b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03AAAA"[..],
+        b"GET /a\x00b",
+        b"{\"json\": 1",
+    ] {
+        runtime.block_on(async {
+            let (mut client, server) = tokio::io::duplex(1 << 16);
+            client.write_all(junk).await.expect("send");
+            let mut gate = VersionGate::new(server);
+            let mut seen = vec![0u8; 64];
+            let n = tokio::time::timeout(Duration::from_secs(2), gate.read(&mut seen))
+                .await
+                .expect("handed over without waiting for a line end")
+                .expect("read");
+            assert_eq!(&seen[..n], junk);
+            drop(client);
+        });
+    }
 }
 
 #[test]

@@ -1375,6 +1375,77 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
     assert!(lines.iter().all(|l| l["event_type"] == "resource_list"));
 }
 
+/// What hyper alone would get wrong, answered as the line deserves (D-4.5, D-4.6, D-2.1): a
+/// wrong version on a long line is still 505; a raw `#` (no request target has a fragment) is
+/// 400, never the file before it; bytes no request line may hold get 400 at once, not at the
+/// 10 s head timeout; and a small head with many header lines is served.
+#[test]
+fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
+    let world = World::with_files(FILES_MANIFEST);
+    let server = Server::start(&world, world.args(&[]));
+    let port = server.port();
+
+    let long = format!("GET /resources/files/{} HTTP/2.0\r\n\r\n", "a".repeat(9000));
+    let reply = exchange(port, long.as_bytes());
+    assert_eq!(
+        reply.status, 505,
+        "a 9,000-byte line naming HTTP/2.0: {reply:?}"
+    );
+
+    for target in [
+        "/resources/files/a.txt#frag",
+        "/resources/files/a.txt#",
+        "/resources/files?x#y",
+    ] {
+        let reply = get(port, target);
+        assert_eq!(reply.status, 400, "{target}: {reply:?}");
+        reply.assert_close_and_date(target);
+        assert!(
+            reply.body.is_empty(),
+            "{target}: nothing of a file is served"
+        );
+    }
+    let encoded = get(port, "/resources/files/a.txt%23frag");
+    assert_eq!(
+        encoded.status, 404,
+        "an encoded # names another file: {encoded:?}"
+    );
+
+    // A TLS ClientHello's first bytes, with no line end, on a connection left open.
+    let mut stream = connect(port);
+    stream
+        .write_all(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03AAAAAAAAAAAAAAAA")
+        .expect("send");
+    let started = Instant::now();
+    let reply = parse_reply(&read_to_eof(&mut stream, Duration::from_secs(9)));
+    assert_eq!(reply.status, 400, "{reply:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered at once, not at the head timeout: {:?}",
+        started.elapsed()
+    );
+
+    for count in [101, 500, 1000] {
+        let mut head = b"GET /resources/files HTTP/1.1\r\nhost: x\r\n".to_vec();
+        for i in 0..count {
+            head.extend_from_slice(format!("x-{i}: y\r\n").as_bytes());
+        }
+        head.extend_from_slice(b"\r\n");
+        assert!(head.len() < 16 * 1024);
+        let reply = exchange(port, &head);
+        assert_eq!(
+            reply.status,
+            200,
+            "{count} header lines in {} bytes",
+            head.len()
+        );
+    }
+    assert_still_serving(port, "the misjudged heads");
+    // Only the served listings reached the trace.
+    let lines = trace_lines(&world.trace());
+    assert_eq!(lines.len(), 1 + 3 + 1, "trace: {lines:?}");
+}
+
 #[test]
 fn absolute_form_target_routes_normally() {
     let world = World::with_files(FILES_MANIFEST);

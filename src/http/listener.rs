@@ -57,7 +57,13 @@ pub async fn serve(
     http.keep_alive(false)
         .timer(TokioTimer::new())
         .header_read_timeout(config.header_read_timeout)
-        .max_buf_size(config.max_head_bytes.max(8192));
+        .max_buf_size(config.max_head_bytes.max(8192))
+        // hyper's default of 100 header lines refused small heads with 431 (D-4.6 means the
+        // 16 KiB size). One line per 16 bytes of head (1,024 for 16 KiB) admits any head a
+        // client sends; a larger table (one per 4 bytes) made glibc hand its 256 KiB back to
+        // the kernel with an madvise(2) on every request.
+        .max_headers(config.max_head_bytes.max(8192) / 16);
+    let lookahead = config.max_head_bytes.max(8192);
     tokio::pin!(shutdown);
     loop {
         let slot = tokio::select! {
@@ -83,7 +89,7 @@ pub async fn serve(
         let watcher = graceful.watcher();
         let http = http.clone();
         tokio::spawn(async move {
-            let io = TokioIo::new(VersionGate::new(stream));
+            let io = TokioIo::new(VersionGate::with_lookahead(stream, lookahead));
             if let Err(e) = watcher.watch(http.serve_connection(io, service)).await {
                 tracing::debug!("connection ended with an error: {e}");
             }

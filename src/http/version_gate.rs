@@ -8,35 +8,58 @@
 //! itself and reports end of stream, so hyper closes without answering; otherwise the held
 //! bytes go to hyper unchanged and the gate steps aside. Line ends and leading empty lines are
 //! read as hyper's parser reads them (`\n` or `\r\n`). A first line longer than the look-ahead
-//! is hyper's to judge.
+//! (the head limit, so any line hyper would accept is judged here) is hyper's to refuse.
+//!
+//! Two more refusals ride on the same look at the line:
+//!
+//! * a raw `#` in the request target gets 400: a request target has no fragment (RFC 9112
+//!   §3.2), and hyper's URI parser would silently cut it off, serving `report.md` for
+//!   `report.md#x`; a path is refused, never normalised into something servable;
+//! * a partial line that already holds a byte no request line may hold (a control byte, or a
+//!   method that is not a token: a TLS `ClientHello`, say) goes to hyper at once, which answers
+//!   400, instead of waiting for a line end that may never come.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// How much of the first line is held back: half the 16 KiB head limit. A longer first line is
-/// hyper's to refuse as it sees fit.
-const LOOKAHEAD: usize = 8 * 1024;
+/// The look-ahead when none is given: the listener's default head limit (D-4.6).
+pub const DEFAULT_LOOKAHEAD: usize = 16 * 1024;
 
-/// The answer to a request line naming an HTTP version other than 1.0 or 1.1.
-fn version_not_supported() -> Vec<u8> {
-    format!(
-        "HTTP/1.1 505 HTTP Version Not Supported\r\ncontent-length: 0\r\nconnection: close\r\ndate: {}\r\n\r\n",
-        crate::backends::clock::http_date_now()
-    )
-    .into_bytes()
+/// Why the gate answers a first line itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LineRefusal {
+    /// An `HTTP/` version other than 1.0 or 1.1: 505.
+    Version,
+    /// A raw `#` in the request target: 400.
+    Fragment,
+}
+
+impl LineRefusal {
+    /// The whole response: no body, and the connection closes.
+    fn reply(self) -> Vec<u8> {
+        let status = match self {
+            LineRefusal::Version => "505 HTTP Version Not Supported",
+            LineRefusal::Fragment => "400 Bad Request",
+        };
+        format!(
+            "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\ndate: {}\r\n\r\n",
+            crate::backends::clock::http_date_now()
+        )
+        .into_bytes()
+    }
 }
 
 /// What the first line says about the connection.
 #[derive(Debug, PartialEq, Eq)]
 enum Verdict {
-    /// No line end yet.
+    /// No line end yet, and nothing wrong so far.
     Undecided,
-    /// HTTP/1.0, HTTP/1.1, or not a version at all (hyper's to judge).
+    /// HTTP/1.0 or HTTP/1.1, or hyper's to judge (no version, or a byte hyper refuses itself).
     Serve,
-    /// Another `HTTP/` version: 505.
-    Refuse,
+    /// The gate answers.
+    Refuse(LineRefusal),
 }
 
 fn verdict(seen: &[u8]) -> Verdict {
@@ -47,15 +70,37 @@ fn verdict(seen: &[u8]) -> Verdict {
         .unwrap_or(seen.len());
     let seen = &seen[start..];
     let Some(end) = seen.iter().position(|b| *b == b'\n') else {
-        return Verdict::Undecided;
+        return if holds_a_byte_hyper_refuses(seen) {
+            Verdict::Serve
+        } else {
+            Verdict::Undecided
+        };
     };
     let line = seen[..end].strip_suffix(b"\r").unwrap_or(&seen[..end]);
     let version = line.rsplit(|b| *b == b' ').next().unwrap_or_default();
+    let target = line.split(|b| *b == b' ').nth(1).unwrap_or_default();
     if version.starts_with(b"HTTP/") && version != b"HTTP/1.1" && version != b"HTTP/1.0" {
-        Verdict::Refuse
+        Verdict::Refuse(LineRefusal::Version)
+    } else if target.contains(&b'#') {
+        Verdict::Refuse(LineRefusal::Fragment)
     } else {
         Verdict::Serve
     }
+}
+
+/// Whether a first line still without its end already holds a byte no request line may: a
+/// control byte (a `\r` may only end the line, so it is let by), or a method byte that is not
+/// a token character (RFC 9110 §5.6.2). hyper answers 400 the moment it parses such a byte.
+fn holds_a_byte_hyper_refuses(partial: &[u8]) -> bool {
+    let method_end = partial
+        .iter()
+        .position(|b| *b == b' ')
+        .unwrap_or(partial.len());
+    let is_token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    !partial[..method_end].iter().all(is_token)
+        || partial
+            .iter()
+            .any(|b| (b.is_ascii_control() && *b != b'\r') || *b == 0x7f)
 }
 
 #[derive(Debug)]
@@ -80,15 +125,24 @@ pub struct VersionGate<S> {
     gate: Gate,
     /// The bytes held back until the first line is judged; freed once handed over.
     seen: Vec<u8>,
+    /// How much of the first line may be held back; a longer line is hyper's to refuse.
+    lookahead: usize,
 }
 
 impl<S> VersionGate<S> {
-    /// Watches `inner`'s first line.
+    /// Watches `inner`'s first line, holding back up to [`DEFAULT_LOOKAHEAD`] bytes of it.
     pub fn new(inner: S) -> Self {
+        Self::with_lookahead(inner, DEFAULT_LOOKAHEAD)
+    }
+
+    /// Watches `inner`'s first line, holding back up to `lookahead` bytes of it: the
+    /// listener's head limit, so every line hyper would accept is judged here.
+    pub fn with_lookahead(inner: S, lookahead: usize) -> Self {
         VersionGate {
             inner,
             gate: Gate::Watching,
             seen: Vec::new(),
+            lookahead,
         }
     }
 }
@@ -142,14 +196,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
                         verdict(&this.seen)
                     };
                     let held = this.seen.len().max(fresh.len());
+                    let lookahead = this.lookahead;
                     this.gate = match judged {
                         Verdict::Serve | Verdict::Undecided
-                            if this.seen.is_empty() && (at_end || held >= LOOKAHEAD) =>
+                            if this.seen.is_empty() && (at_end || held >= lookahead) =>
                         {
                             Gate::Open
                         }
                         Verdict::Serve if this.seen.is_empty() => Gate::Open,
-                        Verdict::Undecided if held < LOOKAHEAD && !at_end => {
+                        Verdict::Undecided if held < lookahead && !at_end => {
                             // Hold the partial line back from the reader until it ends.
                             if this.seen.is_empty() {
                                 this.seen.extend_from_slice(fresh);
@@ -162,11 +217,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
                             buf.set_filled(before);
                             Gate::Handing { handed: 0 }
                         }
-                        Verdict::Refuse => {
+                        Verdict::Refuse(why) => {
                             buf.set_filled(before);
                             this.seen = Vec::new();
                             Gate::Refusing {
-                                reply: version_not_supported(),
+                                reply: why.reply(),
                                 written: 0,
                             }
                         }
@@ -216,16 +271,16 @@ mod tests {
     //! with generated requests and splits and with the examples worth naming.
     use super::*;
 
+    const VERSION: Verdict = Verdict::Refuse(LineRefusal::Version);
+    const FRAGMENT: Verdict = Verdict::Refuse(LineRefusal::Fragment);
+
     #[test]
     fn verdicts_follow_the_request_line_version() {
         assert_eq!(verdict(b"GET / HTTP/1.1\r\n"), Verdict::Serve);
         assert_eq!(verdict(b"GET / HTTP/1.0\r\nHost: x"), Verdict::Serve);
-        assert_eq!(verdict(b"GET / HTTP/1.2\r\n"), Verdict::Refuse);
-        assert_eq!(
-            verdict(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
-            Verdict::Refuse
-        );
-        assert_eq!(verdict(b"GET / HTTP/0.9\r\n"), Verdict::Refuse);
+        assert_eq!(verdict(b"GET / HTTP/1.2\r\n"), VERSION);
+        assert_eq!(verdict(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), VERSION);
+        assert_eq!(verdict(b"GET / HTTP/0.9\r\n"), VERSION);
         assert_eq!(
             verdict(b"GET / http/1.1\r\n"),
             Verdict::Serve,
@@ -239,13 +294,63 @@ mod tests {
         assert_eq!(verdict(b"GET / HTTP/2.0"), Verdict::Undecided);
         assert_eq!(verdict(b""), Verdict::Undecided);
         // Line ends and leading empty lines as hyper's parser reads them.
-        assert_eq!(verdict(b"GET / HTTP/1.2\nHost: x\n\n"), Verdict::Refuse);
-        assert_eq!(verdict(b"\r\n\nGET / HTTP/1.2\r\n"), Verdict::Refuse);
+        assert_eq!(verdict(b"GET / HTTP/1.2\nHost: x\n\n"), VERSION);
+        assert_eq!(verdict(b"\r\n\nGET / HTTP/1.2\r\n"), VERSION);
         assert_eq!(verdict(b"\r\n"), Verdict::Undecided);
         assert_eq!(
             verdict(b"GET / HTTP/1.1\nX-A: b HTTP/2\r\n"),
             Verdict::Serve,
             "only the first line is judged"
         );
+    }
+
+    #[test]
+    fn a_raw_fragment_in_the_target_is_refused_with_400() {
+        assert_eq!(
+            verdict(b"GET /resources/files/a.md#x HTTP/1.1\r\n"),
+            FRAGMENT
+        );
+        assert_eq!(verdict(b"GET /resources/files/# HTTP/1.0\n"), FRAGMENT);
+        assert_eq!(verdict(b"GET /a?q=#x HTTP/1.1\r\n"), FRAGMENT);
+        assert_eq!(
+            verdict(b"GET /a%23b HTTP/1.1\r\n"),
+            Verdict::Serve,
+            "an encoded # is a name byte"
+        );
+        assert_eq!(
+            verdict(b"GET /a#b HTTP/2\r\n"),
+            VERSION,
+            "the version is judged first"
+        );
+        assert_eq!(
+            verdict(b"GET /a HTTP/1.1\r\nX-A: #b\r\n"),
+            Verdict::Serve,
+            "headers may hold #"
+        );
+    }
+
+    #[test]
+    fn a_partial_line_with_a_byte_hyper_refuses_goes_to_hyper_at_once() {
+        for partial in [
+            &b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03AAAA"[..],
+            b"GE\x00",
+            b"GET /a\x01b",
+            b"GET /a\tb",
+            b"GET /a\x7f",
+            b"G(T /",
+            b"{\"op\":",
+            b"\r\n\x16\x03",
+        ] {
+            assert_eq!(verdict(partial), Verdict::Serve, "{partial:?}");
+        }
+        for partial in [
+            &b"GET /resources/fi"[..],
+            b"GET",
+            b"GET / HTTP/1.1\r",
+            b"M-SEARCH *",
+            b"",
+        ] {
+            assert_eq!(verdict(partial), Verdict::Undecided, "{partial:?}");
+        }
     }
 }
