@@ -890,6 +890,9 @@ fn share_file_path_refusals_open_no_connection() {
         ("rel-link", "outside_root"),
         ("abs-secret", "outside_root"),
         ("missing.md", "not_found"),
+        // D-9.2 resolves by D-2.1 too: the first `?` cuts the path before anything else.
+        ("../x?report.md", "outside_root"),
+        ("missing.md?report.md", "not_found"),
     ];
     for (path, want) in cases {
         let code = a.call_err("share-file", json!({"path": path, "peer": silent.addr()}));
@@ -908,6 +911,26 @@ fn share_file_path_refusals_open_no_connection() {
         assert_eq!(mint["handle_id"], Value::Null, "no handle minted: {mint}");
         assert!(mint["reason"].is_string(), "a refusal has a reason: {mint}");
     }
+}
+
+/// D-9.2 resolves the path by D-2.1 to D-2.6: the first `?` cuts it, so `report.md?v=2`
+/// shares `report.md`, and the handle names that file.
+#[test]
+fn share_file_cuts_the_path_at_its_first_question_mark() {
+    let world = World::new();
+    let (mut a, mut b) = minter_and_fetcher(&world, None);
+    let result = a.call_ok(
+        "share-file",
+        json!({"path": "report.md?v=2", "peer": b.addr()}),
+    );
+    let (handle, _) = check_share_result(&result, b.audience());
+    let fetched = b.call_ok(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(fetched["sha256"], sha256_hex(REPORT));
+    let stored = fetched["path"].as_str().expect("stored path");
+    assert!(stored.ends_with("-report.md"), "stored as {stored}");
 }
 
 /// Scenario 6b: a peer outside `network.allow`, a down peer, and a card without a name are all

@@ -77,8 +77,10 @@ pub trait PeerPlane: Debug + Send + Sync {
     /// The root, limit and containment class this plane serves.
     fn scope(&self) -> &ExportScope;
 
-    /// The `share-file` path step (D-9.2): decode and resolve `path` under the root, reading
-    /// nothing and touching no network. Blocking.
+    /// The `share-file` path step (D-9.2): cut `path` at its first `?`, decode it and resolve
+    /// it under the root (D-2.1 to D-2.6), reading nothing and touching no network. The handle's
+    /// `p` is the decoded path as named, not its symlink target: under the follow classes a
+    /// redeem resolves it again, by the same rules. Blocking.
     ///
     /// # Errors
     /// `outside_root`, `not_found`, `symlink_refused`, `not_a_regular_file`, `io_error`.

@@ -5,7 +5,7 @@ use super::reader::{self, ExportScope, ReadMode};
 use super::{Minted, PeerPlane, Redeem};
 use crate::backends::{Clock, Filesystem, KeyStore};
 use crate::budget::ByteBudget;
-use crate::path::{RelPath, decode_request_path};
+use crate::path::{RelPath, decode_request_path, strip_query};
 use crate::refusal::{Code, Refusal};
 use std::sync::Arc;
 
@@ -63,7 +63,8 @@ impl PeerPlane for HmacPeerPlane {
     }
 
     fn resolve_for_mint(&self, path: &str) -> Result<RelPath, Refusal> {
-        let target = decode_request_path(path)?;
+        // D-9.2 resolves by D-2.1 to D-2.6: the first raw `?` cuts the path, as in a URL.
+        let target = decode_request_path(strip_query(path))?;
         reader::probe_file(self.fs.as_ref(), &self.scope, &target)?;
         Ok(target)
     }
