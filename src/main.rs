@@ -38,6 +38,17 @@ fn main() -> ExitCode {
             let _ = e.print();
             return ExitCode::SUCCESS;
         }
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::MissingSubcommand
+                    | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            eprintln!("error[E-CLI-001]: a subcommand is required: serve or demo");
+            eprintln!("  hint: run `resource-plane --help` for the commands and their flags");
+            return ExitCode::from(2);
+        }
         Err(e) => {
             // A command line that cannot be parsed is a refused launch like any other.
             let text = e.to_string();

@@ -151,6 +151,16 @@ impl<'a> Fields<'a> {
     fn get(&self, key: &str) -> Option<&'a Value> {
         self.map.get(key).filter(|v| !v.is_null())
     }
+
+    /// A declared block. A null one (`files:` with nothing under it) is declared and empty, so
+    /// its required fields are reported missing instead of the block being silently dropped.
+    fn block(&self, key: &str) -> Option<&'a Value> {
+        static EMPTY: std::sync::LazyLock<Value> =
+            std::sync::LazyLock::new(|| Value::Object(Map::new()));
+        self.map
+            .get(key)
+            .map(|v| if v.is_null() { &*EMPTY } else { v })
+    }
 }
 
 impl Manifest {
@@ -159,8 +169,13 @@ impl Manifest {
     /// # Errors
     /// `E-MAN-003` naming the first malformed field.
     pub fn from_yaml(text: &str) -> Result<Parsed, LaunchError> {
-        let value: Value = serde_norway::from_str(text)
-            .map_err(|e| LaunchError::malformed("manifest", &format!("a YAML mapping ({e})")))?;
+        // Through YAML's own value first: it refuses a key given twice in one mapping (YAML
+        // requires unique keys), where a JSON map would silently keep the last.
+        let malformed = |e: &dyn fmt::Display| {
+            LaunchError::malformed("manifest", &format!("a YAML mapping, each key once ({e})"))
+        };
+        let yaml: serde_norway::Value = serde_norway::from_str(text).map_err(|e| malformed(&e))?;
+        let value = serde_json::to_value(yaml).map_err(|e| malformed(&e))?;
         Self::from_value(&value)
     }
 
@@ -186,7 +201,7 @@ impl Manifest {
         let (mut files, mut peer_files) = (None, None);
         if let Some(exports) = top.get("exports") {
             let exports = Fields::of("exports", exports, &mut warnings, &["files", "peer_files"])?;
-            if let Some(v) = exports.get("files") {
+            if let Some(v) = exports.block("files") {
                 let f = Fields::of(
                     "exports.files",
                     v,
@@ -208,7 +223,7 @@ impl Manifest {
                     max_bytes: parse_max_bytes(&f)?,
                 });
             }
-            if let Some(v) = exports.get("peer_files") {
+            if let Some(v) = exports.block("peer_files") {
                 let f = Fields::of(
                     "exports.peer_files",
                     v,
@@ -242,13 +257,8 @@ impl Manifest {
                 &["peer_fetch", "network"],
             )?;
             for (key, slot) in [("peer_fetch", &mut peer_fetch), ("network", &mut network)] {
-                if let Some(block) = caps.map.get(key) {
+                if let Some(block) = caps.block(key) {
                     let path = caps.field(key);
-                    let block = if block.is_null() {
-                        &Value::Object(Map::new())
-                    } else {
-                        block
-                    };
                     let f = Fields::of(&path, block, &mut warnings, &["allow"])?;
                     *slot = Some(parse_allow(&f)?);
                 }
@@ -503,6 +513,16 @@ mod tests {
                 "name: x\ncapabilities: { peer_fetch: }",
                 "capabilities.peer_fetch.allow",
             ),
+            // A declared block with nothing under it is declared, with its fields missing.
+            ("name: x\nexports: { files: }", "exports.files.root"),
+            (
+                "name: x\nexports:\n  peer_files:\n",
+                "exports.peer_files.root",
+            ),
+            (
+                "name: x\nexports: { files: null, peer_files: { root: out } }",
+                "exports.files.root",
+            ),
             (
                 "name: x\ncapabilities: { network: { allow: [\"h/p\"] } }",
                 "capabilities.network.allow[0]",
@@ -518,6 +538,23 @@ mod tests {
         ];
         for (yaml, field) in cases {
             assert_eq!(field_of(yaml), field, "{yaml}");
+        }
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_wherever_it_is() {
+        for yaml in [
+            "name: x\nname: y",
+            "name: x\nexports: { files: { root: a, root: b, mode: read-only } }",
+            "name: x\ncapabilities:\n  network: { allow: [a] }\n  network: { allow: [b] }",
+        ] {
+            let e = Manifest::from_yaml(yaml).expect_err(yaml);
+            assert_eq!(e.code, "E-MAN-003", "{yaml}");
+            assert!(
+                e.message.contains("duplicate entry"),
+                "{yaml}: {}",
+                e.message
+            );
         }
     }
 

@@ -1954,7 +1954,8 @@ fn trace_has_exactly_one_line_per_request_under_resources() {
 #[test]
 fn unparsable_command_lines_are_refused_launches() {
     let bin = env!("CARGO_BIN_EXE_resource-plane");
-    let cases: [&[&str]; 4] = [
+    let cases: [&[&str]; 5] = [
+        &[],
         &["serve"],
         &[
             "serve",
@@ -1989,6 +1990,10 @@ fn unparsable_command_lines_are_refused_launches() {
             "{args:?}: {stderr}"
         );
         assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(
+            !stderr.contains("Read-only file surfaces"),
+            "{args:?}: the reason, not the program's description: {stderr}"
+        );
     }
     for flag in ["--help", "--version"] {
         let out = std::process::Command::new(bin).arg(flag).output().unwrap();
