@@ -1446,6 +1446,46 @@ fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
     assert_eq!(lines.len(), 1 + 3 + 1, "trace: {lines:?}");
 }
 
+/// An agent's tree thousands of levels deep (any agent can build one in its workdir) used to
+/// overflow the listener's stack on a listing and abort the whole process. The listing answers
+/// 200, lists what a read can reach (paths up to `PATH_MAX`), and the server keeps serving.
+#[test]
+fn a_listing_of_a_thousands_deep_tree_answers_and_the_server_survives() {
+    use rustix::fs::{Mode, OFlags};
+    let world = World::with_files(FILES_MANIFEST);
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut fd =
+        rustix::fs::open(world.workdir().join("out"), dir_flags, Mode::empty()).expect("open out");
+    for depth in 1..=3000 {
+        rustix::fs::mkdirat(&fd, "d", Mode::from_raw_mode(0o755)).expect("mkdirat");
+        fd = rustix::fs::openat(&fd, "d", dir_flags, Mode::empty()).expect("descend");
+        if depth == 1000 {
+            let file = rustix::fs::openat(
+                &fd,
+                "deep.txt",
+                OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o644),
+            )
+            .expect("create the deep file");
+            rustix::io::write(&file, b"deep").expect("write");
+        }
+    }
+    let server = Server::start(&world, world.args(&[]));
+    let port = server.port();
+    let reply = get(port, "/resources/files");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let deep = format!("{}deep.txt", "d/".repeat(1000));
+    let paths: Vec<String> = reply.json()["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["path"].as_str().expect("path").to_owned())
+        .collect();
+    assert_eq!(paths, [".hidden", "a.txt", deep.as_str(), "sub/b.txt"]);
+    let read = get(port, &format!("/resources/files/{deep}"));
+    assert_eq!((read.status, read.body.as_slice()), (200, &b"deep"[..]));
+}
+
 #[test]
 fn absolute_form_target_routes_normally() {
     let world = World::with_files(FILES_MANIFEST);
