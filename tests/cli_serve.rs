@@ -477,8 +477,9 @@ fn read_to_eof(stream: &mut TcpStream, timeout: Duration) -> Vec<u8> {
         let left = deadline.saturating_duration_since(Instant::now());
         assert!(
             !left.is_zero(),
-            "the server did not close the connection within {timeout:?}; got {:?}",
-            String::from_utf8_lossy(&out)
+            "the server did not close the connection within {timeout:?}; got {} bytes: {:?}",
+            out.len(),
+            String::from_utf8_lossy(&out[..out.len().min(300)])
         );
         stream.set_read_timeout(Some(left)).expect("read timeout");
         match stream.read(&mut buf) {
@@ -1631,6 +1632,50 @@ fn clients_that_stop_reading_stall_neither_listings_nor_small_reads() {
         let reply = reader.join().expect("reader thread");
         assert_eq!(reply.status, 200, "waiting read {n}");
         assert_eq!(reply.body.len(), BIG, "waiting read {n} is whole");
+    }
+}
+
+/// A client that asks for large files and stops reading holds its bodies' budget bytes only
+/// until the send timeout (`--send-timeout`, extending the contract): its connection is then
+/// dropped, the bytes come back, and a large read waiting behind it is served while the
+/// stalled client is still connected. A review found every large read waiting for as long as
+/// such a client kept its connection open.
+#[test]
+fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
+    const BIG: usize = 9 << 20;
+    let world = World::with_files(FILES_MANIFEST);
+    let big = vec![b'x'; BIG];
+    for n in 1..=3 {
+        world.write(&format!("out/big{n}"), &big);
+    }
+    // Room for two big bodies, not three.
+    let server = Server::start(
+        &world,
+        world.args(&["--inflight-budget", "20971520", "--send-timeout", "1"]),
+    );
+    let port = server.port();
+    let ask = |path: &str| {
+        let mut stream = connect(port);
+        stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .expect("send a request");
+        stream
+    };
+    let mut stalled = [ask("/resources/files/big1"), ask("/resources/files/big2")];
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let mut waiting = ask("/resources/files/big3");
+    let reply = parse_reply(&read_to_eof(&mut waiting, Duration::from_secs(20)));
+    assert_eq!((reply.status, reply.body.len()), (200, BIG));
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "served {:?} after asking, behind clients that stopped reading",
+        started.elapsed()
+    );
+    // The stalled clients were cut off: what they now read ends short of a whole body.
+    for stream in &mut stalled {
+        let got = read_to_eof(stream, Duration::from_secs(10));
+        assert!(got.len() < BIG, "a stalled client got {} bytes", got.len());
     }
 }
 

@@ -40,6 +40,10 @@ pub(crate) struct ServeArgs {
     /// Bytes that in-flight read bodies may hold at once (D-4.6); more reads wait.
     #[arg(long, default_value_t = 256 * 1024 * 1024)]
     inflight_budget: u64,
+    /// Seconds a response may make no progress (its client takes nothing) before the
+    /// connection is dropped and its body's budget bytes come back.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    send_timeout: u64,
     /// Single-threaded HTTP runtimes sharing the listening socket; default half the cores (at
     /// least one), leaving the rest to the blocking pool (large reads, listings) and the capsule.
     #[arg(long, value_parser = parse_shards)]
@@ -256,8 +260,13 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         let _ = stop_tx.send(true);
     });
     let router = capsule.router();
+    let send_timeout = args.send_timeout;
     let served = tokio::task::spawn_blocking(move || {
-        serve_sharded(listeners, router, ListenerConfig::default(), stop_rx)
+        let config = ListenerConfig {
+            send_timeout: std::time::Duration::from_secs(send_timeout),
+            ..ListenerConfig::default()
+        };
+        serve_sharded(listeners, router, config, stop_rx)
     })
     .await;
     if let Ok(Err(e)) = served {

@@ -3,6 +3,7 @@
 //! connections wait in the accept backlog), and graceful shutdown with a drain deadline.
 
 use super::router::Router;
+use super::stall_guard::{DEFAULT_SEND_TIMEOUT, StallGuard};
 use super::version_gate::VersionGate;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -28,6 +29,9 @@ pub struct ListenerConfig {
     pub max_head_bytes: usize,
     /// How long in-flight responses may take to finish after shutdown begins.
     pub drain_deadline: Duration,
+    /// How long a response may make no progress (the client takes nothing) before its
+    /// connection is dropped and its body's budget bytes come back (see `stall_guard`).
+    pub send_timeout: Duration,
 }
 
 impl Default for ListenerConfig {
@@ -37,6 +41,7 @@ impl Default for ListenerConfig {
             header_read_timeout: Duration::from_secs(10),
             max_head_bytes: 16 * 1024,
             drain_deadline: Duration::from_secs(5),
+            send_timeout: DEFAULT_SEND_TIMEOUT,
         }
     }
 }
@@ -89,7 +94,8 @@ pub async fn serve(
         let watcher = graceful.watcher();
         let http = http.clone();
         tokio::spawn(async move {
-            let io = TokioIo::new(VersionGate::with_lookahead(stream, lookahead));
+            let guarded = StallGuard::new(stream, config.send_timeout);
+            let io = TokioIo::new(VersionGate::with_lookahead(guarded, lookahead));
             if let Err(e) = watcher.watch(http.serve_connection(io, service)).await {
                 tracing::debug!("connection ended with an error: {e}");
             }
@@ -140,13 +146,17 @@ pub fn serve_sharded(
                         .enable_all()
                         .max_blocking_threads(per_shard.max_connections + BLOCKING_MARGIN)
                         .build()?;
-                    runtime.block_on(async move {
+                    let served = runtime.block_on(async move {
                         let listener = TcpListener::from_std(listener)?;
                         let stop = async move {
                             let _ = shutdown.wait_for(|stop| *stop).await;
                         };
                         serve(listener, router, per_shard, stop).await
-                    })
+                    });
+                    // Dropping a runtime waits for its blocking threads without limit; a read
+                    // still parked then must not keep a stopped shard, and the process, alive.
+                    runtime.shutdown_timeout(per_shard.drain_deadline);
+                    served
                 })
         })
         .collect::<Result<_, _>>()?;

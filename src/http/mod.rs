@@ -6,6 +6,7 @@ pub mod client;
 pub mod listener;
 pub mod response;
 pub mod router;
+pub mod stall_guard;
 pub mod version_gate;
 
 pub use body::PlaneBody;

@@ -32,8 +32,6 @@ struct Budgeted {
     /// Where the file's bytes start: the bytes before are page-alignment padding.
     start: usize,
     permit: Option<BudgetPermit>,
-    /// The bytes borrowed on top when the file grew during the read.
-    grown: Option<BudgetPermit>,
 }
 
 impl AsRef<[u8]> for Budgeted {
@@ -47,28 +45,25 @@ impl Drop for Budgeted {
         if let Some(permit) = self.permit.take() {
             permit.recycle(std::mem::take(&mut self.buffer));
         }
-        // The bytes borrowed for growth go back once the buffer is gone.
-        drop(self.grown.take());
     }
 }
 
-/// The body over `buffer[start..]`, holding its permits until the last clone is dropped.
-fn budgeted(
-    buffer: Vec<u8>,
-    start: usize,
-    permit: Option<BudgetPermit>,
-    grown: Option<BudgetPermit>,
-) -> Bytes {
-    match (permit, grown) {
-        (None, None) => Bytes::from(buffer).slice(start..),
-        (permit, grown) => Bytes::from_owner(Budgeted {
+/// The body over `buffer[start..]`, holding its permit until the last clone is dropped.
+fn budgeted(buffer: Vec<u8>, start: usize, permit: Option<BudgetPermit>) -> Bytes {
+    match permit {
+        None => Bytes::from(buffer).slice(start..),
+        permit => Bytes::from_owner(Budgeted {
             buffer,
             start,
             permit,
-            grown,
         }),
     }
 }
+
+/// How many times a read starts over because its file grew after the `fstat`. The last
+/// attempt reads only the size its descriptor gave: a file appended to faster than it can be
+/// read is served as that descriptor saw it.
+const GROWTH_RETRIES: usize = 2;
 
 /// Borrows `bytes` for a read in `mode`: only if free right now on an async worker (`None`:
 /// the read moves to the blocking path), else waiting for them without the fill slot, so that
@@ -149,9 +144,14 @@ pub enum ReadMode {
 }
 
 /// Reads `target` under the scope (D-2.4 to D-2.7): size from the descriptor first (`too_large`
-/// before any byte is read), then at most `max_bytes + 1` bytes, so a file that grew during the
-/// read is `too_large` too. Borrows the body's size from `budget` before reading. `Ok(None)`
-/// only in [`ReadMode::Inline`], when the read should move to a blocking thread.
+/// before any byte is read), then one byte more than that size, so a file that grew past
+/// `max_bytes` during the read is `too_large` too. The size is borrowed from `budget`, in one
+/// piece, before reading. A file that grew (under `max_bytes`) after its `fstat` is read again
+/// from a fresh open and `fstat` with one borrow for its new size, never by borrowing more
+/// while holding bytes: waiting for more while holding some can wait for ever, and everyone
+/// queued behind waits too. After [`GROWTH_RETRIES`] such restarts the read takes the size its
+/// descriptor gave. `Ok(None)` only in [`ReadMode::Inline`], when the read should move to a
+/// blocking thread.
 ///
 /// # Errors
 /// `not_found`, `outside_root`, `symlink_refused`, `not_a_regular_file`, `too_large`,
@@ -168,69 +168,74 @@ pub fn read_file(
         (ReadMode::Blocking, Some(budget)) => Some(budget.fill_slot()),
         _ => None,
     };
-    let mut file = open(fs, scope, target)?;
-    let meta = file.meta();
-    if meta.size > scope.max_bytes {
-        return Err(Refusal::new(
-            Code::TooLarge,
-            format!("{} bytes exceeds max_bytes {}", meta.size, scope.max_bytes),
-        ));
-    }
-    let limit = scope.max_bytes.saturating_add(1);
-    if let ReadMode::Inline { limit: inline } = mode
-        && meta.size > inline
-    {
-        return Ok(None);
-    }
-    // One byte more than the size, to see growth, and a page of slack so the bytes can start
-    // on a page boundary (see `page_aligned`: a misaligned read copy is ten times slower).
-    let first = meta.size.saturating_add(1).min(limit);
-    let want = first.saturating_add(page_aligned::SLACK as u64);
-    let mut permit = match budget {
-        Some(budget) => match borrow(budget, mode, want, &mut filling) {
-            Some(permit) => Some(permit),
-            None => return Ok(None),
-        },
-        None => None,
-    };
-    let capacity = usize::try_from(want).unwrap_or(0);
-    let mut buffer = match &mut permit {
-        Some(permit) => permit.buffer(capacity),
-        None => Vec::with_capacity(capacity),
-    };
-    let start = page_aligned::pad_to_page(&mut buffer);
-    let read_failed = |e: std::io::Error| Refusal::new(Code::IoError, format!("read failed: {e}"));
-    file.read_up_to(first, &mut buffer).map_err(read_failed)?;
-    let mut grown = None;
-    if (buffer.len() - start) as u64 == first && first < limit {
-        // The file grew after the fstat. The rest (up to `max_bytes + 1`) is read only with
-        // bytes borrowed for it, so a growing file cannot hold more than the budget (D-4.6).
-        if let Some(budget) = budget {
-            match borrow(budget, mode, limit - first, &mut filling) {
-                Some(more) => grown = Some(more),
-                None => return Ok(None),
-            }
+    let mut attempt = 0;
+    loop {
+        let mut file = open(fs, scope, target)?;
+        let meta = file.meta();
+        if meta.size > scope.max_bytes {
+            return Err(Refusal::new(
+                Code::TooLarge,
+                format!("{} bytes exceeds max_bytes {}", meta.size, scope.max_bytes),
+            ));
         }
-        file.read_up_to(limit - first, &mut buffer)
-            .map_err(read_failed)?;
+        if let ReadMode::Inline { limit: inline } = mode
+            && meta.size > inline
+        {
+            return Ok(None);
+        }
+        // One byte more than the size, to see growth (but never more than `max_bytes + 1`),
+        // except on the last attempt; and a page of slack so the bytes can start on a page
+        // boundary (see `page_aligned`: a misaligned read copy is ten times slower).
+        let last = attempt == GROWTH_RETRIES;
+        let wanted = if last {
+            meta.size
+        } else {
+            meta.size
+                .saturating_add(1)
+                .min(scope.max_bytes.saturating_add(1))
+        };
+        let want = wanted.saturating_add(page_aligned::SLACK as u64);
+        let mut permit = match budget {
+            Some(budget) => match borrow(budget, mode, want, &mut filling) {
+                Some(permit) => Some(permit),
+                None => return Ok(None),
+            },
+            None => None,
+        };
+        let capacity = usize::try_from(want).unwrap_or(0);
+        let mut buffer = match &mut permit {
+            Some(permit) => permit.buffer(capacity),
+            None => Vec::with_capacity(capacity),
+        };
+        let start = page_aligned::pad_to_page(&mut buffer);
+        file.read_up_to(wanted, &mut buffer)
+            .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;
+        let read = (buffer.len() - start) as u64;
+        if read > scope.max_bytes {
+            return Err(Refusal::new(
+                Code::TooLarge,
+                format!(
+                    "the file grew past max_bytes {} during the read",
+                    scope.max_bytes
+                ),
+            ));
+        }
+        if read > meta.size {
+            // Grew after the fstat, still under max_bytes: start over, holding nothing.
+            if let Some(permit) = permit {
+                permit.recycle(buffer);
+            }
+            attempt += 1;
+            continue;
+        }
+        let sha256 = crate::hex::encode(&Sha256::digest(&buffer[start..]));
+        drop(filling);
+        return Ok(Some(ServedFile {
+            bytes: budgeted(buffer, start, permit),
+            sha256,
+            mtime_ms: meta.mtime_ms,
+        }));
     }
-    let read = &buffer[start..];
-    if read.len() as u64 > scope.max_bytes {
-        return Err(Refusal::new(
-            Code::TooLarge,
-            format!(
-                "the file grew past max_bytes {} during the read",
-                scope.max_bytes
-            ),
-        ));
-    }
-    let sha256 = crate::hex::encode(&Sha256::digest(read));
-    drop(filling);
-    Ok(Some(ServedFile {
-        bytes: budgeted(buffer, start, permit, grown),
-        sha256,
-        mtime_ms: meta.mtime_ms,
-    }))
 }
 
 /// Lists every regular file under the scope (D-3): sorted byte-lexicographically, each entry
@@ -402,14 +407,27 @@ mod tests {
     }
 
     use crate::backends::fs::{FileMeta, FsError, RootDir};
+    use std::sync::Arc;
 
     /// A filesystem whose files report the size they had before they grew (an `fstat` taken
-    /// just before a writer appended), and whose reads return at most `piece` bytes each (as a
-    /// network or FUSE filesystem may).
+    /// just before a writer appended) on their first `stale_opens` opens, and whose reads return
+    /// at most `piece` bytes each (as a network or FUSE filesystem may).
     #[derive(Debug)]
-    struct StaleSizes(MemoryFilesystem, u64, usize);
+    struct StaleSizes(MemoryFilesystem, u64, usize, Arc<AtomicUsize>);
     #[derive(Debug)]
-    struct StaleRoot(Box<dyn RootDir>, u64, usize);
+    struct StaleRoot(Box<dyn RootDir>, u64, usize, Arc<AtomicUsize>);
+
+    impl StaleSizes {
+        /// Every open reports `size`.
+        fn always(fs: MemoryFilesystem, size: u64, piece: usize) -> Self {
+            StaleSizes(fs, size, piece, Arc::new(AtomicUsize::new(usize::MAX)))
+        }
+
+        /// The first `opens` opens report `size`; later ones the truth.
+        fn first(fs: MemoryFilesystem, size: u64, opens: usize) -> Self {
+            StaleSizes(fs, size, usize::MAX, Arc::new(AtomicUsize::new(opens)))
+        }
+    }
     #[derive(Debug)]
     struct StaleFile(Box<dyn OpenFile>, u64, usize);
 
@@ -429,11 +447,13 @@ mod tests {
     }
     impl RootDir for StaleRoot {
         fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError> {
-            Ok(Box::new(StaleFile(
-                self.0.open_file(target)?,
-                self.1,
-                self.2,
-            )))
+            let inner = self.0.open_file(target)?;
+            let stale = self
+                .3
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok();
+            let size = if stale { self.1 } else { inner.meta().size };
+            Ok(Box::new(StaleFile(inner, size, self.2)))
         }
         fn walk(&self) -> Result<Vec<RelPath>, FsError> {
             self.0.walk()
@@ -449,6 +469,7 @@ mod tests {
                 self.0.open_root(root, class)?,
                 self.1,
                 self.2,
+                self.3.clone(),
             )))
         }
         fn check_root(&self, root: &RootPath) -> Result<(), FsError> {
@@ -459,30 +480,47 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_file_that_grew_after_the_fstat_is_served_whole_and_its_bytes_are_all_borrowed() {
-        let inner = MemoryFilesystem::new();
-        let content: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 253) as u8).collect();
-        inner.add_file("out/log", content.clone(), 0);
-        let fs = StaleSizes(inner, 100, usize::MAX);
-        let capacity = 64 << 20;
-        let budget = ByteBudget::new(capacity);
+    fn log_of(len: u32) -> (MemoryFilesystem, Vec<u8>) {
+        let fs = MemoryFilesystem::new();
+        let content: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+        fs.add_file("out/log", content.clone(), 0);
+        (fs, content)
+    }
+
+    fn read_log(
+        fs: &StaleSizes,
+        max_bytes: u64,
+        budget: &ByteBudget,
+    ) -> Result<ServedFile, Refusal> {
         let target = RelPath::parse_canonical("log").expect("a valid path");
-        let served = read_file(
-            &fs,
-            &scope(10 << 20),
+        read_file(
+            fs,
+            &scope(max_bytes),
             &target,
-            Some(&budget),
+            Some(budget),
             ReadMode::Blocking,
         )
-        .expect("readable")
-        .expect("read");
+        .map(|served| served.expect("a blocking read is never deferred"))
+    }
+
+    /// Compares bodies by length and hash: a failure prints two lines, not megabytes.
+    fn digest(bytes: &[u8]) -> (usize, String) {
+        (bytes.len(), crate::hex::encode(&Sha256::digest(bytes)))
+    }
+
+    #[test]
+    fn a_file_that_grew_after_the_fstat_is_read_again_whole_with_every_byte_borrowed() {
+        let (inner, content) = log_of(3 << 20);
+        let fs = StaleSizes::first(inner, 100, 1);
+        let capacity = 64 << 20;
+        let budget = ByteBudget::new(capacity);
+        let served = read_log(&fs, 10 << 20, &budget).expect("readable");
         assert_eq!(
-            served.bytes.as_ref(),
-            content.as_slice(),
-            "the bytes read, all of them"
+            digest(&served.bytes),
+            digest(&content),
+            "the file as it is now"
         );
-        assert_eq!(served.sha256, crate::hex::encode(&Sha256::digest(&content)));
+        assert_eq!(served.sha256, digest(&content).1);
         assert!(
             budget.available() <= capacity - content.len() as u64,
             "every byte held is borrowed: {} of {capacity} still free",
@@ -491,24 +529,53 @@ mod tests {
         drop(served);
         assert_eq!(budget.available(), capacity, "and all of them come back");
 
-        // Grown past max_bytes: too_large, and nothing stays borrowed.
-        let refused = read_file(
-            &fs,
-            &scope(1 << 20),
-            &target,
-            Some(&budget),
-            ReadMode::Blocking,
-        )
-        .expect_err("too large");
+        // Grown past max_bytes: the fresh fstat says so; nothing stays borrowed.
+        let fs = StaleSizes::first(log_of(3 << 20).0, 100, 1);
+        let refused = read_log(&fs, 1 << 20, &budget).expect_err("too large");
         assert_eq!(refused.code, Code::TooLarge);
         assert_eq!(budget.available(), capacity);
+    }
+
+    #[test]
+    fn a_file_that_keeps_growing_is_served_as_its_last_descriptor_saw_it() {
+        let (inner, content) = log_of(3 << 20);
+        let fs = StaleSizes::always(inner, 100, usize::MAX);
+        let budget = ByteBudget::new(64 << 20);
+        let served = read_log(&fs, 10 << 20, &budget).expect("readable");
+        assert_eq!(digest(&served.bytes), digest(&content[..100]));
+        assert_eq!(served.sha256, digest(&content[..100]).1);
+        drop(served);
+        assert_eq!(budget.available(), 64 << 20);
+    }
+
+    /// The deadlock a black-box review found: with `max_bytes` above the budget, a read that
+    /// saw growth borrowed "the rest, up to max_bytes" (capped at the whole budget) while still
+    /// holding its first bytes, so it waited for ever, and every large read queued behind it.
+    #[test]
+    fn growth_never_waits_for_bytes_while_holding_some() {
+        let (inner, content) = log_of(300_000);
+        let fs = Arc::new(StaleSizes::first(inner, 1_000, 1));
+        let budget = Arc::new(ByteBudget::new(1 << 20));
+        let (done, finished) = std::sync::mpsc::channel();
+        {
+            let (fs, budget) = (fs.clone(), budget.clone());
+            std::thread::spawn(move || {
+                let served = read_log(&fs, 1 << 30, &budget).map(|s| s.bytes.len());
+                let _ = done.send(served);
+            });
+        }
+        let served = finished
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the read finished instead of waiting for ever");
+        assert_eq!(served.expect("readable"), content.len());
+        assert_eq!(budget.available(), 1 << 20, "nothing stays borrowed");
     }
 
     /// Lists `content` as `out/f` through `StaleSizes(_, stale_size, piece)`.
     fn list_through(content: &[u8], stale_size: u64, piece: usize) -> Vec<ListingEntry> {
         let inner = MemoryFilesystem::new();
         inner.add_file("out/f", content.to_vec(), 0);
-        let fs = StaleSizes(inner, stale_size, piece);
+        let fs = StaleSizes::always(inner, stale_size, piece);
         list_files(&fs, &scope(1 << 30), &HashCache::new(), 0).expect("listable")
     }
 
