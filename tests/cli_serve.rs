@@ -1376,10 +1376,11 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
     assert!(lines.iter().all(|l| l["event_type"] == "resource_list"));
 }
 
-/// What hyper alone would get wrong, answered as the line deserves (D-4.5, D-4.6, D-2.1): a
+/// What hyper alone would get wrong, answered as the line deserves (D-4.5, D-4.6, D-2.2): a
 /// wrong version on a long line is still 505; a raw `#` (no request target has a fragment) is
-/// 400, never the file before it; bytes no request line may hold get 400 at once, not at the
-/// 10 s head timeout; and a small head with many header lines is served.
+/// a name byte, never a cut that serves the file before it; bytes no request line may hold get
+/// 400 at once, not at the 10 s head timeout; and a small head with many header lines is
+/// served.
 #[test]
 fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
     let world = World::with_files(FILES_MANIFEST);
@@ -1393,23 +1394,35 @@ fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
         "a 9,000-byte line naming HTTP/2.0: {reply:?}"
     );
 
-    for target in [
-        "/resources/files/a.txt#frag",
-        "/resources/files/a.txt#",
-        "/resources/files?x#y",
+    // A raw `#` is an ordinary name byte (escaped by the gate), never a fragment cut off:
+    // `a.txt#frag` is not `a.txt`, and the request is routed and traced like any other.
+    for (target, status, path) in [
+        ("/resources/files/a.txt#frag", 404, "a.txt#frag"),
+        ("/resources/files/a.txt#", 404, "a.txt#"),
+        ("/resources/files/#/../a.txt", 403, "#/../a.txt"),
     ] {
         let reply = get(port, target);
-        assert_eq!(reply.status, 400, "{target}: {reply:?}");
+        assert_eq!(reply.status, status, "{target}: {}", reply.text());
         reply.assert_close_and_date(target);
-        assert!(
-            reply.body.is_empty(),
-            "{target}: nothing of a file is served"
+        assert!(reply.header("x-murmur-generation").is_some(), "{target}");
+        let lines = trace_lines(&world.trace());
+        assert_eq!(
+            lines.last().expect("a trace line")["path"],
+            path,
+            "{target}"
         );
     }
+    std::fs::write(world.workdir().join("out").join("odd#name"), b"hash").expect("odd name");
+    let literal = get(port, "/resources/files/odd#name");
+    assert_eq!(
+        (literal.status, literal.body.as_slice()),
+        (200, &b"hash"[..])
+    );
+    std::fs::remove_file(world.workdir().join("out").join("odd#name")).expect("remove");
     let encoded = get(port, "/resources/files/a.txt%23frag");
     assert_eq!(
         encoded.status, 404,
-        "an encoded # names another file: {encoded:?}"
+        "an encoded # names the same file: {encoded:?}"
     );
 
     // A TLS ClientHello's first bytes, with no line end, on a connection left open.
@@ -1442,9 +1455,10 @@ fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
         );
     }
     assert_still_serving(port, "the misjudged heads");
-    // Only the served listings reached the trace.
+    // Every request that reached routing left one line: three `#` reads, the literal and the
+    // encoded one, three listings and the last check; the 505 and the 400 none.
     let lines = trace_lines(&world.trace());
-    assert_eq!(lines.len(), 1 + 3 + 1, "trace: {lines:?}");
+    assert_eq!(lines.len(), 3 + 2 + 3 + 1, "trace: {lines:?}");
 }
 
 /// An agent's tree thousands of levels deep (any agent can build one in its workdir) used to

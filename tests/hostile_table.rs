@@ -9,8 +9,9 @@
 //! per class: status, error code or served bytes, and the headers of D-4.
 //!
 //! Behaviour pinned down here that the spec leaves to the HTTP layer (hyper 1 / `http` 1):
-//! - a fragment (`#…`) in the request target is dropped before routing: `report.md#x` serves
-//!   `report.md`, `#report.md` reads the empty path (403 `outside_root`);
+//! - a raw `#` in the request target is an ordinary name byte (the listener's gate escapes it
+//!   before hyper's URI parser could cut it off as a fragment): `report.md#x` is a file of that
+//!   name, never `report.md`;
 //! - absolute-form targets (`GET http://x/resources/…`) are routed on their path;
 //! - authority-form `CONNECT x:1`, `OPTIONS *` and `GET *` are not under `/resources`: 404
 //!   `not_found`, no trace line;
@@ -180,10 +181,9 @@ impl Trace {
 }
 
 /// The spec's routing (D-4.2, D-6.3) applied to an origin-form target as the HTTP layer hands
-/// it over: fragment dropped, query cut.
+/// it over: query cut (a `#` is a name byte, so `/resources/files#x` is no listing).
 fn trace_of(target: &str) -> Trace {
-    let path = target.split('#').next().unwrap_or_default();
-    let path = path.split('?').next().unwrap_or_default();
+    let path = target.split('?').next().unwrap_or_default();
     let Some(rest) = path.strip_prefix("/resources") else {
         return Trace::None;
     };
@@ -554,11 +554,12 @@ fn target_table(world: &World) -> Vec<Row> {
         file("?report.md", all(outside())),
         file("nope?report.md", all(not_found())),
         file("s?x", link(outside())),
-        // Fragments are dropped by the HTTP layer before routing.
-        file("report.md#frag", all(ok("report.md"))),
-        file("report.md#/../../secret.txt", all(ok("report.md"))),
-        file("#report.md", all(outside())),
-        file("nope#/../report.md", all(not_found())),
+        // A raw `#` is a name byte, never a fragment cut off before routing.
+        file("report.md#frag", all(not_found())),
+        file("report.md#/../../secret.txt", all(outside())),
+        file("#report.md", all(not_found())),
+        file("nope#/../report.md", all(outside())),
+        file("report.md%23frag", all(not_found())),
         // Every symlink shape (D-2.5).
         file("l", link(ok("report.md"))),
         file("sub/l", link(ok("report.md"))),
@@ -616,7 +617,7 @@ fn target_table(world: &World) -> Vec<Row> {
         // The listing.
         get("/resources/files", all(Expect::Listing)),
         get("/resources/files?../secret.txt", all(Expect::Listing)),
-        get("/resources/files#frag", all(Expect::Listing)),
+        get("/resources/files#frag", all(not_found())),
     ];
     if world.have_device {
         rows.push(file("null", all(not_regular())));

@@ -64,9 +64,10 @@ pub async fn serve(
         .header_read_timeout(config.header_read_timeout)
         .max_buf_size(config.max_head_bytes.max(8192))
         // hyper's default of 100 header lines refused small heads with 431 (D-4.6 means the
-        // 16 KiB size). One line per 16 bytes of head (1,024 for 16 KiB) admits any head a
-        // client sends; a larger table (one per 4 bytes) made glibc hand its 256 KiB back to
-        // the kernel with an madvise(2) on every request.
+        // 16 KiB size). One line per 16 bytes of head (1,024 for 16 KiB) admits the heads real
+        // clients send; a head of more, shorter lines is 431 as an oversized one is. A larger
+        // table (one per 4 bytes) made glibc hand its 256 KiB back to the kernel with an
+        // madvise(2) on every request.
         .max_headers(config.max_head_bytes.max(8192) / 16);
     let lookahead = config.max_head_bytes.max(8192);
     tokio::pin!(shutdown);

@@ -10,14 +10,18 @@
 //! read as hyper's parser reads them (`\n` or `\r\n`). A first line longer than the look-ahead
 //! (the head limit, so any line hyper would accept is judged here) is hyper's to refuse.
 //!
-//! Two more refusals ride on the same look at the line:
+//! Two more judgements ride on the same look at the line:
 //!
-//! * a raw `#` in the request target gets 400: a request target has no fragment (RFC 9112
-//!   §3.2), and hyper's URI parser would silently cut it off, serving `report.md` for
-//!   `report.md#x`; a path is refused, never normalised into something servable;
-//! * a partial line that already holds a byte no request line may hold (a control byte, or a
-//!   method that is not a token: a TLS `ClientHello`, say) goes to hyper at once, which answers
-//!   400, instead of waiting for a line end that may never come.
+//! * each raw `#` in the request target is handed to hyper escaped as `%23`: a request target
+//!   has no fragment (RFC 9112 §3.2), and hyper's URI parser would silently cut it off, serving
+//!   `report.md` for `report.md#x`. Escaped, `#` is an ordinary name byte, as a backslash is
+//!   (D-2.2): a path is refused, never normalised into something servable, and the request is
+//!   routed and traced like any other (D-6.3);
+//! * a partial line that already holds a byte no request line may hold (a control byte, a CR
+//!   not followed by LF, or a method that is not a token: a TLS `ClientHello`, say) goes to
+//!   hyper at once, which answers 400, instead of waiting for a line end that may never come.
+//!
+//! Each byte is judged once, however the line is split across reads ([`LineScan`]).
 
 use std::io;
 use std::pin::Pin;
@@ -27,28 +31,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// The look-ahead when none is given: the listener's default head limit (D-4.6).
 pub const DEFAULT_LOOKAHEAD: usize = 16 * 1024;
 
-/// Why the gate answers a first line itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LineRefusal {
-    /// An `HTTP/` version other than 1.0 or 1.1: 505.
-    Version,
-    /// A raw `#` in the request target: 400.
-    Fragment,
-}
-
-impl LineRefusal {
-    /// The whole response: no body, and the connection closes.
-    fn reply(self) -> Vec<u8> {
-        let status = match self {
-            LineRefusal::Version => "505 HTTP Version Not Supported",
-            LineRefusal::Fragment => "400 Bad Request",
-        };
-        format!(
-            "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\ndate: {}\r\n\r\n",
-            crate::backends::clock::http_date_now()
-        )
-        .into_bytes()
-    }
+/// The answer to a request line naming an HTTP version other than 1.0 or 1.1: no body, and the
+/// connection closes.
+fn version_not_supported() -> Vec<u8> {
+    format!(
+        "HTTP/1.1 505 HTTP Version Not Supported\r\ncontent-length: 0\r\nconnection: close\r\ndate: {}\r\n\r\n",
+        crate::backends::clock::http_date_now()
+    )
+    .into_bytes()
 }
 
 /// What the first line says about the connection.
@@ -58,49 +48,117 @@ enum Verdict {
     Undecided,
     /// HTTP/1.0 or HTTP/1.1, or hyper's to judge (no version, or a byte hyper refuses itself).
     Serve,
-    /// The gate answers.
-    Refuse(LineRefusal),
+    /// Served, once each raw `#` in the request target is escaped as `%23`.
+    Escape,
+    /// Another `HTTP/` version: the gate answers 505.
+    Refuse,
 }
 
-fn verdict(seen: &[u8]) -> Verdict {
-    // Empty lines before the request line are skipped, as hyper's parser skips them.
-    let start = seen
-        .iter()
-        .position(|b| *b != b'\r' && *b != b'\n')
-        .unwrap_or(seen.len());
-    let seen = &seen[start..];
-    let Some(end) = seen.iter().position(|b| *b == b'\n') else {
-        return if holds_a_byte_hyper_refuses(seen) {
-            Verdict::Serve
-        } else {
-            Verdict::Undecided
-        };
-    };
-    let line = seen[..end].strip_suffix(b"\r").unwrap_or(&seen[..end]);
+/// Judges the first request line incrementally: each byte the connection sends is looked at
+/// once, however the line is split across reads (a client dribbling a 16 KiB line a byte at a
+/// time costs linear, not quadratic, work).
+#[derive(Debug, Default)]
+struct LineScan {
+    /// Where the request line starts, once a byte other than the empty lines before it came.
+    start: Option<usize>,
+    /// Where the method ends (its space), once seen.
+    method_end: Option<usize>,
+    /// Bytes already looked at.
+    scanned: usize,
+}
+
+impl LineScan {
+    /// Looks at the bytes of `held` (everything the connection sent so far) past those seen.
+    fn feed(&mut self, held: &[u8]) -> Verdict {
+        while self.scanned < held.len() {
+            let at = self.scanned;
+            let byte = held[at];
+            let Some(start) = self.start else {
+                // Empty lines before the request line are skipped, as hyper's parser skips them.
+                if byte != b'\r' && byte != b'\n' {
+                    self.start = Some(at);
+                    continue;
+                }
+                self.scanned += 1;
+                continue;
+            };
+            match byte {
+                b'\n' => return judge(&held[start..at]),
+                // A CR may only end the line: wait for the byte after it.
+                b'\r' if at + 1 == held.len() => return Verdict::Undecided,
+                b'\r' if held[at + 1] != b'\n' => return Verdict::Serve,
+                b' ' if self.method_end.is_none() => self.method_end = Some(at),
+                b'\r' => {}
+                _ if self.method_end.is_none() && !is_token(byte) => return Verdict::Serve,
+                _ if byte.is_ascii_control() || byte == 0x7f => return Verdict::Serve,
+                _ => {}
+            }
+            self.scanned += 1;
+        }
+        Verdict::Undecided
+    }
+}
+
+/// A method byte (RFC 9110 §5.6.2 `tchar`): hyper answers 400 the moment it parses another.
+fn is_token(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
+}
+
+/// The verdict on a whole first line (without its line end).
+fn judge(line: &[u8]) -> Verdict {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     let version = line.rsplit(|b| *b == b' ').next().unwrap_or_default();
-    let target = line.split(|b| *b == b' ').nth(1).unwrap_or_default();
     if version.starts_with(b"HTTP/") && version != b"HTTP/1.1" && version != b"HTTP/1.0" {
-        Verdict::Refuse(LineRefusal::Version)
-    } else if target.contains(&b'#') {
-        Verdict::Refuse(LineRefusal::Fragment)
+        Verdict::Refuse
+    } else if target_of(line).contains(&b'#') {
+        Verdict::Escape
     } else {
         Verdict::Serve
     }
 }
 
-/// Whether a first line still without its end already holds a byte no request line may: a
-/// control byte (a `\r` may only end the line, so it is let by), or a method byte that is not
-/// a token character (RFC 9110 §5.6.2). hyper answers 400 the moment it parses such a byte.
-fn holds_a_byte_hyper_refuses(partial: &[u8]) -> bool {
-    let method_end = partial
+/// The request target: the line's second space-separated field.
+fn target_of(line: &[u8]) -> &[u8] {
+    line.split(|b| *b == b' ').nth(1).unwrap_or_default()
+}
+
+/// `held` with each `#` of the first line's request target written `%23`: a request target has
+/// no fragment (RFC 9112 §3.2), and hyper's URI parser would cut it off, serving `report.md`
+/// for `report.md#x`. Escaped, `#` is an ordinary name byte, as a backslash is (D-2.2): the
+/// router looks up the name as sent and traces the request (D-6.3).
+fn escape_fragments(held: &[u8]) -> Vec<u8> {
+    let start = held
+        .iter()
+        .position(|b| *b != b'\r' && *b != b'\n')
+        .unwrap_or(held.len());
+    let line_end = held[start..]
+        .iter()
+        .position(|b| *b == b'\n')
+        .map_or(held.len(), |end| start + end);
+    let line = &held[start..line_end];
+    let target_start = line
         .iter()
         .position(|b| *b == b' ')
-        .unwrap_or(partial.len());
-    let is_token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
-    !partial[..method_end].iter().all(is_token)
-        || partial
-            .iter()
-            .any(|b| (b.is_ascii_control() && *b != b'\r') || *b == 0x7f)
+        .map_or(line.len(), |p| p + 1);
+    let target_end = target_start + target_of(line).len();
+    let (before, rest) = held.split_at(start + target_start);
+    let (target, after) = rest.split_at(target_end - target_start);
+    let mut escaped = Vec::with_capacity(held.len() + 2 * target.len());
+    escaped.extend_from_slice(before);
+    for byte in target {
+        match byte {
+            b'#' => escaped.extend_from_slice(b"%23"),
+            other => escaped.push(*other),
+        }
+    }
+    escaped.extend_from_slice(after);
+    escaped
+}
+
+/// The verdict on everything held so far, from scratch (the unit tests' view).
+#[cfg(test)]
+fn verdict(seen: &[u8]) -> Verdict {
+    LineScan::default().feed(seen)
 }
 
 #[derive(Debug)]
@@ -127,6 +185,8 @@ pub struct VersionGate<S> {
     seen: Vec<u8>,
     /// How much of the first line may be held back; a longer line is hyper's to refuse.
     lookahead: usize,
+    /// The first line's judgement so far.
+    scan: LineScan,
 }
 
 impl<S> VersionGate<S> {
@@ -143,6 +203,7 @@ impl<S> VersionGate<S> {
             gate: Gate::Watching,
             seen: Vec::new(),
             lookahead,
+            scan: LineScan::default(),
         }
     }
 }
@@ -190,10 +251,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
                     let fresh = &buf.filled()[before..];
                     let at_end = fresh.is_empty();
                     let judged = if this.seen.is_empty() {
-                        verdict(fresh)
+                        this.scan.feed(fresh)
                     } else {
                         this.seen.extend_from_slice(fresh);
-                        verdict(&this.seen)
+                        this.scan.feed(&this.seen)
                     };
                     let held = this.seen.len().max(fresh.len());
                     let lookahead = this.lookahead;
@@ -217,11 +278,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
                             buf.set_filled(before);
                             Gate::Handing { handed: 0 }
                         }
-                        Verdict::Refuse(why) => {
+                        Verdict::Escape => {
+                            let held = if this.seen.is_empty() {
+                                fresh.to_vec()
+                            } else {
+                                std::mem::take(&mut this.seen)
+                            };
+                            this.seen = escape_fragments(&held);
+                            buf.set_filled(before);
+                            Gate::Handing { handed: 0 }
+                        }
+                        Verdict::Refuse => {
                             buf.set_filled(before);
                             this.seen = Vec::new();
                             Gate::Refusing {
-                                reply: why.reply(),
+                                reply: version_not_supported(),
                                 written: 0,
                             }
                         }
@@ -271,8 +342,8 @@ mod tests {
     //! with generated requests and splits and with the examples worth naming.
     use super::*;
 
-    const VERSION: Verdict = Verdict::Refuse(LineRefusal::Version);
-    const FRAGMENT: Verdict = Verdict::Refuse(LineRefusal::Fragment);
+    const VERSION: Verdict = Verdict::Refuse;
+    const FRAGMENT: Verdict = Verdict::Escape;
 
     #[test]
     fn verdicts_follow_the_request_line_version() {
@@ -305,7 +376,7 @@ mod tests {
     }
 
     #[test]
-    fn a_raw_fragment_in_the_target_is_refused_with_400() {
+    fn a_raw_fragment_in_the_target_is_escaped_into_a_name_byte() {
         assert_eq!(
             verdict(b"GET /resources/files/a.md#x HTTP/1.1\r\n"),
             FRAGMENT
@@ -315,7 +386,7 @@ mod tests {
         assert_eq!(
             verdict(b"GET /a%23b HTTP/1.1\r\n"),
             Verdict::Serve,
-            "an encoded # is a name byte"
+            "an encoded # is already a name byte"
         );
         assert_eq!(
             verdict(b"GET /a#b HTTP/2\r\n"),
@@ -327,6 +398,15 @@ mod tests {
             Verdict::Serve,
             "headers may hold #"
         );
+        // Only the target's # bytes change; empty lines before, headers after, stay as sent.
+        assert_eq!(
+            escape_fragments(b"\r\nGET /a#b#c?d#e HTTP/1.1\r\nX-A: #\r\n\r\n"),
+            b"\r\nGET /a%23b%23c?d%23e HTTP/1.1\r\nX-A: #\r\n\r\n"
+        );
+        assert_eq!(
+            escape_fragments(b"GET /# HTTP/1.0\n\n"),
+            b"GET /%23 HTTP/1.0\n\n"
+        );
     }
 
     #[test]
@@ -337,6 +417,7 @@ mod tests {
             b"GET /a\x01b",
             b"GET /a\tb",
             b"GET /a\x7f",
+            b"GET /a\rX",
             b"G(T /",
             b"{\"op\":",
             b"\r\n\x16\x03",
@@ -348,9 +429,36 @@ mod tests {
             b"GET",
             b"GET / HTTP/1.1\r",
             b"M-SEARCH *",
+            b"GET /caf\xc3\xa9",
             b"",
+            b"\r\n\r",
         ] {
             assert_eq!(verdict(partial), Verdict::Undecided, "{partial:?}");
+        }
+    }
+
+    /// Fed a byte at a time, the scan reaches the verdict it reaches on the whole line, and
+    /// looks at each byte once.
+    #[test]
+    fn the_scan_is_incremental_and_agrees_with_a_whole_look() {
+        for line in [
+            &b"\r\n\nGET /resources/files HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+            b"GET / HTTP/1.2\r\n",
+            b"GET /a#b HTTP/1.1\n",
+            b"GET /a\rX HTTP/1.1\r\n",
+            b"G(T / HTTP/1.1\r\n",
+        ] {
+            let whole = verdict(line);
+            let mut scan = LineScan::default();
+            let mut last = Verdict::Undecided;
+            for end in 1..=line.len() {
+                last = scan.feed(&line[..end]);
+                if last != Verdict::Undecided {
+                    break;
+                }
+            }
+            assert_eq!(last, whole, "{line:?}");
+            assert!(scan.scanned <= line.len());
         }
     }
 }

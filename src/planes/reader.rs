@@ -61,8 +61,9 @@ fn budgeted(buffer: Vec<u8>, start: usize, permit: Option<BudgetPermit>) -> Byte
 }
 
 /// How many times a read starts over because its file grew after the `fstat`. The last
-/// attempt reads only the size its descriptor gave: a file appended to faster than it can be
-/// read is served as that descriptor saw it.
+/// attempt borrows for the most it may read (`max_bytes + 1`, capped at the whole budget) in
+/// one piece and reads to the end of the file: a file appended to faster than it can be read is
+/// served as it is then, or refused `too_large` once it has grown past `max_bytes`.
 const GROWTH_RETRIES: usize = 2;
 
 /// Borrows `bytes` for a read in `mode`: only if free right now on an async worker (`None`:
@@ -149,9 +150,9 @@ pub enum ReadMode {
 /// piece, before reading. A file that grew (under `max_bytes`) after its `fstat` is read again
 /// from a fresh open and `fstat` with one borrow for its new size, never by borrowing more
 /// while holding bytes: waiting for more while holding some can wait for ever, and everyone
-/// queued behind waits too. After [`GROWTH_RETRIES`] such restarts the read takes the size its
-/// descriptor gave. `Ok(None)` only in [`ReadMode::Inline`], when the read should move to a
-/// blocking thread.
+/// queued behind waits too. After [`GROWTH_RETRIES`] such restarts the read borrows its limit
+/// and reads to the end. `Ok(None)` only in [`ReadMode::Inline`], when the read should move to
+/// a blocking thread.
 ///
 /// # Errors
 /// `not_found`, `outside_root`, `symlink_refused`, `not_a_regular_file`, `too_large`,
@@ -183,16 +184,16 @@ pub fn read_file(
         {
             return Ok(None);
         }
-        // One byte more than the size, to see growth (but never more than `max_bytes + 1`),
-        // except on the last attempt; and a page of slack so the bytes can start on a page
-        // boundary (see `page_aligned`: a misaligned read copy is ten times slower).
+        // One byte more than the size, to see growth, or on the last attempt all a read may
+        // take (`max_bytes + 1`, to see growth past it); and a page of slack so the bytes can
+        // start on a page boundary (see `page_aligned`: a misaligned read copy is ten times
+        // slower).
+        let limit = scope.max_bytes.saturating_add(1);
         let last = attempt == GROWTH_RETRIES;
         let wanted = if last {
-            meta.size
+            limit
         } else {
-            meta.size
-                .saturating_add(1)
-                .min(scope.max_bytes.saturating_add(1))
+            meta.size.saturating_add(1).min(limit)
         };
         let want = wanted.saturating_add(page_aligned::SLACK as u64);
         let mut permit = match budget {
@@ -220,7 +221,7 @@ pub fn read_file(
                 ),
             ));
         }
-        if read > meta.size {
+        if read > meta.size && !last {
             // Grew after the fstat, still under max_bytes: start over, holding nothing.
             if let Some(permit) = permit {
                 permit.recycle(buffer);
@@ -537,15 +538,26 @@ mod tests {
     }
 
     #[test]
-    fn a_file_that_keeps_growing_is_served_as_its_last_descriptor_saw_it() {
+    fn a_file_that_keeps_growing_is_read_to_its_end_on_the_last_attempt() {
         let (inner, content) = log_of(3 << 20);
         let fs = StaleSizes::always(inner, 100, usize::MAX);
-        let budget = ByteBudget::new(64 << 20);
+        let capacity = 64 << 20;
+        let budget = ByteBudget::new(capacity);
         let served = read_log(&fs, 10 << 20, &budget).expect("readable");
-        assert_eq!(digest(&served.bytes), digest(&content[..100]));
-        assert_eq!(served.sha256, digest(&content[..100]).1);
+        assert_eq!(digest(&served.bytes), digest(&content));
+        assert_eq!(served.sha256, digest(&content).1);
+        assert!(
+            budget.available() <= capacity - (10 << 20),
+            "the last attempt borrowed its whole limit: {} still free",
+            budget.available()
+        );
         drop(served);
-        assert_eq!(budget.available(), 64 << 20);
+        assert_eq!(budget.available(), capacity);
+        // Past max_bytes by then: too_large, and nothing stays borrowed.
+        let fs = StaleSizes::always(log_of(3 << 20).0, 100, usize::MAX);
+        let refused = read_log(&fs, 1 << 20, &budget).expect_err("too large");
+        assert_eq!(refused.code, Code::TooLarge);
+        assert_eq!(budget.available(), capacity);
     }
 
     /// The deadlock a black-box review found: with `max_bytes` above the budget, a read that
