@@ -23,6 +23,26 @@ enum Command {
     Demo,
 }
 
+/// Raises the soft descriptor limit to the hard one, as Go's runtime does: the listener holds a
+/// descriptor per connection (up to 2,048), reads a few each, and the fallback path walk (where
+/// `openat2` is missing) one per path component, up to 2,048 for a `PATH_MAX` path; a soft
+/// limit of 1,024, a common default, would fail them with `EMFILE` long before the hard limit.
+fn raise_descriptor_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if let (Some(current), Some(maximum)) = (limit.current, limit.maximum)
+        && current < maximum
+    {
+        let raised = Rlimit {
+            current: Some(maximum),
+            maximum: Some(maximum),
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::warn!("could not raise the descriptor limit from {current}: {e}");
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -66,6 +86,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    raise_descriptor_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -163,6 +163,27 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// Whether any number anywhere in `yaml` is infinite or NaN (iterative: no recursion on depth).
+fn holds_a_non_finite_number(yaml: &serde_norway::Value) -> bool {
+    use serde_norway::Value as Yaml;
+    let mut pending = vec![yaml];
+    while let Some(value) = pending.pop() {
+        match value {
+            Yaml::Number(n) if n.is_nan() || n.is_infinite() => return true,
+            Yaml::Sequence(items) => pending.extend(items),
+            Yaml::Mapping(map) => {
+                for (key, item) in map {
+                    pending.push(key);
+                    pending.push(item);
+                }
+            }
+            Yaml::Tagged(tagged) => pending.push(&tagged.value),
+            _ => {}
+        }
+    }
+    false
+}
+
 impl Manifest {
     /// Parses a YAML manifest (the CLI's format).
     ///
@@ -175,6 +196,14 @@ impl Manifest {
             LaunchError::malformed("manifest", &format!("a YAML mapping, each key once ({e})"))
         };
         let yaml: serde_norway::Value = serde_norway::from_str(text).map_err(|e| malformed(&e))?;
+        // JSON has no infinity or NaN: they would arrive as null (so `max_bytes: .inf` would
+        // silently take the default). Refused instead.
+        if holds_a_non_finite_number(&yaml) {
+            return Err(LaunchError::malformed(
+                "manifest",
+                "finite numbers only (.inf and .nan are not sizes or durations)",
+            ));
+        }
         let value = serde_json::to_value(yaml).map_err(|e| malformed(&e))?;
         Self::from_value(&value)
     }
@@ -538,6 +567,23 @@ mod tests {
         ];
         for (yaml, field) in cases {
             assert_eq!(field_of(yaml), field, "{yaml}");
+        }
+    }
+
+    #[test]
+    fn infinities_and_nans_are_refused_not_read_as_absent() {
+        for yaml in [
+            "name: x\nexports: { files: { root: a, mode: read-only, max_bytes: .inf } }",
+            "name: x\nexports: { files: { root: a, mode: read-only, max_bytes: .nan } }",
+            "name: x\nexports: { files: .nan }",
+            "name: x\nexports: { peer_files: { root: a, max_ttl: -.inf } }",
+        ] {
+            let e = Manifest::from_yaml(yaml).expect_err(yaml);
+            assert_eq!(
+                (e.code, e.message.contains("finite")),
+                ("E-MAN-003", true),
+                "{yaml}"
+            );
         }
     }
 

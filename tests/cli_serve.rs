@@ -960,6 +960,30 @@ fn trace_inside_the_workdir_or_a_missing_workdir_refuses_with_e_cli_001() {
         &world.trace(),
     );
 
+    // A FIFO would hang the open (no reader), a directory is no trace: both refused at once.
+    let fifo = world.root.join("tr").join("fifo.jsonl");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let started = Instant::now();
+    let stderr = assert_refused(
+        "--trace a FIFO",
+        &world,
+        &world.args_without_trace(&["--trace", &fifo.display().to_string()]),
+        "E-CLI-001",
+        &world.trace(),
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "{stderr}");
+    std::fs::remove_file(&fifo).expect("remove the FIFO");
+    let dir = world.root.join("tr");
+    let stderr = assert_refused(
+        "--trace a directory",
+        &world,
+        &world.args_without_trace(&["--trace", &dir.display().to_string()]),
+        "E-CLI-001",
+        &world.trace(),
+    );
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+
     let missing = world.root.join("missing");
     let mut args = world.args(&[]);
     args[2] = missing.display().to_string();
@@ -1499,6 +1523,42 @@ fn a_listing_of_a_thousands_deep_tree_answers_and_the_server_survives() {
     assert_eq!(paths, [".hidden", "a.txt", deep.as_str(), "sub/b.txt"]);
     let read = get(port, &format!("/resources/files/{deep}"));
     assert_eq!((read.status, read.body.as_slice()), (200, &b"deep"[..]));
+}
+
+/// `serve` raises its soft descriptor limit to the hard one: connections, reads and the
+/// fallback path walk need descriptors well past a 1,024 default.
+#[test]
+fn serve_raises_its_soft_descriptor_limit_to_the_hard_one() {
+    let world = World::with_files(FILES_MANIFEST);
+    let mut child = ChildGuard(
+        Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -Sn 256 && exec \"$0\" \"$@\"")
+            .arg(BIN)
+            .args(world.args(&[]))
+            .env("TMPDIR", world.tmpdir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn under a low soft limit"),
+    );
+    let stdout = child.0.stdout.take().expect("stdout");
+    let mut ready = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut ready)
+        .expect("ready line");
+    assert!(ready.contains("listening"), "{ready}");
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.0.id())).expect("limits");
+    let open_files: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a descriptor limit")
+        .split_whitespace()
+        .collect();
+    let (soft, hard) = (open_files[3], open_files[4]);
+    assert_eq!(soft, hard, "{limits}");
+    assert_ne!(soft, "256", "{limits}");
 }
 
 #[test]

@@ -28,17 +28,42 @@ pub struct JsonlTraceSink {
 }
 
 impl JsonlTraceSink {
-    /// Opens (creating with mode 0600) `path` for appending.
+    /// Opens (creating with mode 0600) `path` for appending. The descriptor itself must then be
+    /// a regular file with a single link: `O_NONBLOCK` keeps a FIFO from hanging the open (it
+    /// fails with `ENXIO` instead), and a hard link made after any check on the path is still
+    /// seen, since another name for the trace could lie where an export serves it (D-1.10).
     ///
     /// # Errors
-    /// The OS error of the open.
+    /// The OS error of the open; `InvalidInput` when the file is not a regular file or has
+    /// other links.
     pub fn open(path: &Path) -> io::Result<Self> {
-        use rustix::fs::{Mode, OFlags, open};
+        use rustix::fs::{FileType, Mode, OFlags, fstat, open};
         let fd = open(
             path,
-            OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            OFlags::WRONLY
+                | OFlags::APPEND
+                | OFlags::CREATE
+                | OFlags::CLOEXEC
+                | OFlags::NOFOLLOW
+                | OFlags::NONBLOCK,
             Mode::from_raw_mode(0o600),
         )?;
+        let stat = fstat(&fd)?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
+        if stat.st_nlink != 1 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} hard links; another may lie inside the workdir",
+                    stat.st_nlink
+                ),
+            ));
+        }
         Ok(JsonlTraceSink { fd })
     }
 }

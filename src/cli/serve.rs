@@ -161,18 +161,25 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     }
     // A hard link is the one way the same file can also lie inside the workdir that no path
     // check sees (D-2.9: links cannot be told apart at open). A trace with more than one link
-    // is refused rather than trusted.
-    if let Ok(existing) = std::fs::symlink_metadata(&trace_path)
-        && std::os::unix::fs::MetadataExt::nlink(&existing) > 1
-    {
-        return Err(cli_error(
-            format!(
-                "trace {} has {} hard links; one may lie inside the workdir",
-                trace_path.display(),
-                std::os::unix::fs::MetadataExt::nlink(&existing)
-            ),
-            "pass --trace with a new file, or one with a single link, outside the workdir",
-        ));
+    // is refused rather than trusted, and so is anything but a regular file; checked here,
+    // before anything is created, and again on the opened descriptor.
+    if let Ok(existing) = std::fs::symlink_metadata(&trace_path) {
+        let links = std::os::unix::fs::MetadataExt::nlink(&existing);
+        let problem = if !existing.file_type().is_file() {
+            Some("is not a regular file".to_owned())
+        } else if links > 1 {
+            Some(format!(
+                "has {links} hard links; one may lie inside the workdir"
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(cli_error(
+                format!("trace {} {problem}", trace_path.display()),
+                "pass --trace with a new file, or one with a single link, outside the workdir",
+            ));
+        }
     }
     let extra_ca: Vec<&Path> = args.peer_ca.iter().map(PathBuf::as_path).collect();
     let peer_tls = resource_plane::backends::tls::client_config(&extra_ca)
