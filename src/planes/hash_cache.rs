@@ -8,7 +8,7 @@
 
 use crate::backends::fs::FileMeta;
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{RwLock, RwLockReadGuard};
 
 /// How close to its last change a file may be hashed and still be cached, in nanoseconds.
 const RACY_WINDOW_NS: i128 = 2_000_000_000;
@@ -30,6 +30,27 @@ impl Key {
     }
 }
 
+/// Whether a hash taken at `hashed_at_ns` of a file last changed as `meta` says may be reused:
+/// not if the file changed within the racy window before the hash (it may change again within
+/// the same timestamp granularity).
+fn admits(meta: &FileMeta, hashed_at_ns: i128) -> bool {
+    hashed_at_ns - meta.mtime_ns.max(meta.ctime_ns) >= RACY_WINDOW_NS
+}
+
+/// A listing's shared read of the cache (see [`HashCache::view`]).
+#[derive(Debug)]
+pub struct CacheView<'a>(RwLockReadGuard<'a, HashMap<(u64, u64), (Key, String)>>);
+
+impl CacheView<'_> {
+    /// The cached hash for a file whose descriptor reports `meta`, if still valid.
+    pub fn get(&self, meta: &FileMeta) -> Option<String> {
+        match self.0.get(&(meta.dev, meta.ino)) {
+            Some((key, hash)) if *key == Key::of(meta) => Some(hash.clone()),
+            _ => None,
+        }
+    }
+}
+
 /// Hashes of files by identity, for repeat listings.
 #[derive(Debug, Default)]
 pub struct HashCache {
@@ -44,18 +65,37 @@ impl HashCache {
 
     /// The cached hash for a file whose descriptor reports `meta`, if still valid.
     pub fn get(&self, meta: &FileMeta) -> Option<String> {
-        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-        match entries.get(&(meta.dev, meta.ino)) {
-            Some((key, hash)) if *key == Key::of(meta) => Some(hash.clone()),
-            _ => None,
+        self.view().get(meta)
+    }
+
+    /// A read-only view for one listing's workers to share: one read lock for the whole
+    /// listing instead of one per file, so parallel workers do not bounce the lock's cache line
+    /// between cores. New hashes go in afterwards, all at once, with [`update`](Self::update).
+    pub fn view(&self) -> CacheView<'_> {
+        CacheView(self.entries.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// After a listing: caches each `(meta, sha256)` hashed at `hashed_at_ns` that the racy-git
+    /// rule admits, and forgets every identity not in `live`, under one write lock.
+    pub fn update<'a>(
+        &self,
+        hashed: impl IntoIterator<Item = (&'a FileMeta, &'a str)>,
+        hashed_at_ns: i128,
+        live: &std::collections::HashSet<(u64, u64)>,
+    ) {
+        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        for (meta, sha256) in hashed {
+            if admits(meta, hashed_at_ns) {
+                entries.insert((meta.dev, meta.ino), (Key::of(meta), sha256.to_owned()));
+            }
         }
+        entries.retain(|id, _| live.contains(id));
     }
 
     /// Remembers `sha256` for `meta`, hashed at `hashed_at_ns`, unless the file changed within
     /// the racy window before that moment (or claims to have changed after it).
     pub fn put(&self, meta: &FileMeta, sha256: &str, hashed_at_ns: i128) {
-        let last_change = meta.mtime_ns.max(meta.ctime_ns);
-        if hashed_at_ns - last_change < RACY_WINDOW_NS {
+        if !admits(meta, hashed_at_ns) {
             return;
         }
         self.entries

@@ -1,8 +1,8 @@
 //! The one reader both planes call (spec: "a peer redeem calls the same reader"): resolve,
 //! type-check, size-check and read one file from one descriptor, and walk a root for a listing.
 
-use super::hash_cache::HashCache;
-use crate::backends::fs::{Containment, Filesystem, OpenFile, RootPath};
+use super::hash_cache::{CacheView, HashCache};
+use crate::backends::fs::{Containment, FileMeta, Filesystem, OpenFile, RootPath};
 use crate::budget::{BudgetPermit, ByteBudget, FillSlot};
 use crate::page_aligned;
 use crate::path::RelPath;
@@ -263,6 +263,8 @@ pub fn list_files(
     let hashed_at_ns = i128::from(now_ms) * 1_000_000;
     let next = AtomicUsize::new(0);
     let workers = listing_workers(candidates.len());
+    // One read of the cache for the whole listing; new hashes go in once every worker is done.
+    let view = cache.view();
     let results: Vec<Vec<Listed>> = std::thread::scope(|scope_threads| {
         let work = || {
             let mut done = Vec::new();
@@ -273,10 +275,8 @@ pub fn list_files(
                 let Some(path) = candidates.get(index) else {
                     break;
                 };
-                if let Some((entry, id)) =
-                    list_one(root.as_ref(), path, cache, hashed_at_ns, buffer)
-                {
-                    done.push((index, entry, id));
+                if let Some((entry, meta, fresh)) = list_one(root.as_ref(), path, &view, buffer) {
+                    done.push((index, entry, meta, fresh));
                 }
             }
             done
@@ -286,17 +286,29 @@ pub fn list_files(
         all.extend(handles.into_iter().filter_map(|h| h.join().ok()));
         all
     });
+    drop(view);
     let mut indexed: Vec<Listed> = results.into_iter().flatten().collect();
-    indexed.sort_unstable_by_key(|(index, _, _)| *index);
-    cache.retain(&indexed.iter().map(|(_, _, id)| *id).collect());
-    Ok(indexed.into_iter().map(|(_, entry, _)| entry).collect())
+    indexed.sort_unstable_by_key(|(index, ..)| *index);
+    cache.update(
+        indexed
+            .iter()
+            .filter(|(.., fresh)| *fresh)
+            .map(|(_, entry, meta, _)| (meta, entry.sha256.as_str())),
+        hashed_at_ns,
+        &indexed
+            .iter()
+            .map(|(_, _, meta, _)| (meta.dev, meta.ino))
+            .collect(),
+    );
+    Ok(indexed.into_iter().map(|(_, entry, ..)| entry).collect())
 }
 
 /// The bytes a listing worker reads and hashes at a time.
 const LISTING_CHUNK: usize = 256 * 1024;
 
-/// A listed entry with its position in the sorted candidates and its file identity.
-type Listed = (usize, ListingEntry, (u64, u64));
+/// A listed entry with its position in the sorted candidates, what its descriptor reported,
+/// and whether its hash is new and describes the file as that descriptor saw it (to cache).
+type Listed = (usize, ListingEntry, FileMeta, bool);
 
 /// Threads for a listing of `files`: one for small trees, else twice the cores (hashing is
 /// CPU-bound when warm; the extra threads keep the disk busy when cold).
@@ -308,18 +320,17 @@ fn listing_workers(files: usize) -> usize {
     (cores * 2).min(files / 32).max(1)
 }
 
-/// One entry: open, then the cached hash or a streamed one. `None` when the entry vanished,
-/// is not a regular file under the class rules, or failed mid-read.
+/// One entry: open, then the cached hash or a streamed one, with the descriptor's metadata and
+/// whether the hash is new and may be cached. `None` when the entry vanished, is not a regular
+/// file under the class rules, or failed mid-read.
 fn list_one(
     root: &dyn crate::backends::fs::RootDir,
     path: &RelPath,
-    cache: &HashCache,
-    hashed_at_ns: i128,
+    cache: &CacheView<'_>,
     buffer: &mut [u8],
-) -> Option<(ListingEntry, (u64, u64))> {
+) -> Option<(ListingEntry, FileMeta, bool)> {
     let mut file = root.open_file(path).ok()?;
     let meta = file.meta();
-    let id = (meta.dev, meta.ino);
     if let Some(sha256) = cache.get(&meta) {
         let entry = ListingEntry {
             path: path.as_str().to_owned(),
@@ -327,7 +338,7 @@ fn list_one(
             mtime_ms: meta.mtime_ms,
             sha256,
         };
-        return Some((entry, id));
+        return Some((entry, meta, false));
     }
     // Hash to the end of the file, so the entry describes the file's bytes as they are now
     // even if it grew since the open; `size_bytes` is the bytes hashed (D-3.3). A local
@@ -354,16 +365,13 @@ fn list_one(
         }
     }
     let sha256 = crate::hex::encode(&hasher.finalize());
-    if size == meta.size {
-        cache.put(&meta, &sha256, hashed_at_ns);
-    }
     let entry = ListingEntry {
         path: path.as_str().to_owned(),
         size_bytes: size,
         mtime_ms: meta.mtime_ms,
         sha256,
     };
-    Some((entry, id))
+    Some((entry, meta, size == meta.size))
 }
 
 #[cfg(test)]
@@ -623,5 +631,33 @@ mod tests {
             (listed[0].size_bytes, listed[0].sha256.as_str()),
             (131_072, prefix.as_str())
         );
+    }
+
+    /// Listings share one cache: each holds one read of it while its workers run and writes
+    /// its new hashes after. Concurrent listings neither deadlock nor disagree.
+    #[test]
+    fn concurrent_listings_share_the_cache_without_waiting_on_each_other() {
+        let fs = MemoryFilesystem::new();
+        for n in 0..200 {
+            fs.add_file(&format!("out/d{}/f{n}", n % 7), vec![n as u8; 300], 0);
+        }
+        let cache = HashCache::new();
+        let scope = scope(1 << 20);
+        let first = list_files(&fs, &scope, &cache, 10_000).expect("listable");
+        assert_eq!(first.len(), 200);
+        assert_eq!(
+            cache.len(),
+            200,
+            "hashed long after the files changed: all cached"
+        );
+        std::thread::scope(|threads| {
+            let listings: Vec<_> = (0..4)
+                .map(|_| threads.spawn(|| list_files(&fs, &scope, &cache, 10_000)))
+                .collect();
+            for listing in listings {
+                assert_eq!(listing.join().expect("no panic").expect("listable"), first);
+            }
+        });
+        assert_eq!(cache.len(), 200);
     }
 }
