@@ -1753,6 +1753,48 @@ fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
     }
 }
 
+/// A slow client that keeps reading is never cut off by the send timeout, however much longer
+/// than the timeout the whole body takes: 2 MiB at about 400 KiB/s under `--send-timeout 1`.
+/// (The timer runs only while the kernel refuses bytes; see `stall_guard` for how slow a
+/// client may be before that gap grows past the timeout.)
+#[test]
+fn a_slow_client_that_keeps_reading_outlasts_the_send_timeout() {
+    const SIZE: usize = 2 << 20;
+    let world = World::with_files(FILES_MANIFEST);
+    world.write("out/big", &vec![b'y'; SIZE]);
+    let server = Server::start(&world, world.args(&["--send-timeout", "1"]));
+    let mut stream = connect(server.port());
+    stream
+        .write_all(b"GET /resources/files/big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("send");
+    let started = Instant::now();
+    let mut got = Vec::new();
+    let mut chunk = vec![0u8; 20 * 1024];
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) => panic!("read failed after {} bytes: {e}", got.len()),
+        }
+    }
+    let reply = parse_reply(&got);
+    assert_eq!(
+        (reply.status, reply.body.len()),
+        (200, SIZE),
+        "cut off after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() > Duration::from_secs(2),
+        "the client was slow: {:?}",
+        started.elapsed()
+    );
+}
+
 #[test]
 fn slow_stalled_head_is_dropped_within_twelve_seconds() {
     let world = World::with_files(FILES_MANIFEST);

@@ -42,7 +42,7 @@ pub(crate) struct ServeArgs {
     inflight_budget: u64,
     /// Seconds a response may make no progress (its client takes nothing) before the
     /// connection is dropped and its body's budget bytes come back.
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     send_timeout: u64,
     /// Single-threaded HTTP runtimes sharing the listening socket; default half the cores (at
     /// least one), leaving the rest to the blocking pool (large reads, listings) and the capsule.

@@ -5,8 +5,16 @@
 //! long as it keeps the connection open, and every other large read would wait behind it. Like
 //! nginx's `send_timeout`, the timer runs only while a write is blocked: it starts when the
 //! socket refuses bytes and is disarmed by any write that moves them, so a slow client that
-//! keeps reading is never cut off, while one that stopped is dropped after `timeout`, and its
-//! body, with its bytes, goes back to the budget.
+//! keeps reading is not cut off (but see below), while one that stopped is dropped after
+//! `timeout`, and its body, with its bytes, goes back to the budget.
+//!
+//! How soon a blocked write moves again is the kernel's call: a TCP socket turns writable only
+//! once a good share of its send queue has drained (a review measured about 1.4 MB with an
+//! autotuned buffer), so the timeout really bounds a gap with no such drain. At the default of
+//! 60 s (nginx's `send_timeout`), a client steadily reading slower than about 23 KB/s a body
+//! larger than the kernel's buffers can be cut off; `serve --send-timeout` raises it.
+//! (`TCP_NOTSENT_LOWAT`, tried to make writes complete after smaller drains, made it worse:
+//! a slow reader's window updates then came too seldom for any write to complete.)
 
 use std::io;
 use std::pin::Pin;
@@ -16,7 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 /// How long a response may make no progress before its connection is dropped, by default.
-pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A connection whose writes fail with `TimedOut` once one has been blocked for `timeout`.
 #[derive(Debug)]

@@ -76,14 +76,21 @@ impl HashCache {
     }
 
     /// After a listing: caches each `(meta, sha256)` hashed at `hashed_at_ns` that the racy-git
-    /// rule admits, and forgets every identity not in `live`, under one write lock.
+    /// rule admits, and forgets every identity not in `live`, under one write lock; or, when
+    /// another listing is still reading the cache, does nothing. Waiting there would queue
+    /// every later listing behind the slowest one in progress (the lock prefers writers), and
+    /// the cache is only a saving: the next listing hashes those files again.
     pub fn update<'a>(
         &self,
         hashed: impl IntoIterator<Item = (&'a FileMeta, &'a str)>,
         hashed_at_ns: i128,
         live: &std::collections::HashSet<(u64, u64)>,
     ) {
-        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        let mut entries = match self.entries.try_write() {
+            Ok(entries) => entries,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
         for (meta, sha256) in hashed {
             if admits(meta, hashed_at_ns) {
                 entries.insert((meta.dev, meta.ino), (Key::of(meta), sha256.to_owned()));
@@ -173,5 +180,25 @@ mod tests {
         cache.put(&meta(1, 0, 0), "h", 10_000_000_000);
         cache.retain(&Default::default());
         assert!(cache.is_empty());
+    }
+
+    /// A listing still reading the cache (a slow or stuck one) never makes another wait: the
+    /// other's update is skipped instead, and a third listing can still read.
+    #[test]
+    fn an_update_never_waits_for_a_listing_in_progress() {
+        let cache = HashCache::new();
+        let m = meta(10, 1_000, 1_000);
+        let live = std::collections::HashSet::from([(1, 7)]);
+        let reading = cache.view();
+        cache.update([(&m, "h")], 10_000_000_000, &live);
+        assert_eq!(reading.get(&m), None, "skipped while a listing reads");
+        let another = cache.view();
+        drop((reading, another));
+        cache.update([(&m, "h")], 10_000_000_000, &live);
+        assert_eq!(
+            cache.get(&m).as_deref(),
+            Some("h"),
+            "applied once nobody reads"
+        );
     }
 }

@@ -179,8 +179,10 @@ pub fn read_file(
                 format!("{} bytes exceeds max_bytes {}", meta.size, scope.max_bytes),
             ));
         }
+        // Inline, a read never takes the last attempt, which may read up to max_bytes: the
+        // async worker would stall every connection it serves.
         if let ReadMode::Inline { limit: inline } = mode
-            && meta.size > inline
+            && (meta.size > inline || attempt == GROWTH_RETRIES)
         {
             return Ok(None);
         }
@@ -203,7 +205,16 @@ pub fn read_file(
             },
             None => None,
         };
-        let capacity = usize::try_from(want).unwrap_or(0);
+        // Room for what the descriptor said, not for `wanted`: on the last attempt that is
+        // max_bytes + 1, which may be far more than memory (a configured `1000Gi`). The read
+        // grows the buffer if the file really is larger, within the bytes borrowed above.
+        let capacity = usize::try_from(
+            meta.size
+                .saturating_add(1)
+                .min(wanted)
+                .saturating_add(page_aligned::SLACK as u64),
+        )
+        .unwrap_or(usize::MAX);
         let mut buffer = match &mut permit {
             Some(permit) => permit.buffer(capacity),
             None => Vec::with_capacity(capacity),
@@ -659,5 +670,32 @@ mod tests {
             }
         });
         assert_eq!(cache.len(), 200);
+    }
+
+    /// A review found the last attempt allocating `max_bytes + 1` up front: with a generous
+    /// `max_bytes` (1 TiB here) the process aborted. The buffer now starts at what the
+    /// descriptor said and grows with the file.
+    #[test]
+    fn the_last_attempt_allocates_for_the_file_not_for_max_bytes() {
+        let (inner, content) = log_of(300_000);
+        let fs = StaleSizes::always(inner, 1_000, usize::MAX);
+        let budget = ByteBudget::new(64 << 20);
+        let served = read_log(&fs, 1 << 40, &budget).expect("readable");
+        assert_eq!(digest(&served.bytes), digest(&content));
+    }
+
+    /// Inline (on an async worker), a file that keeps growing moves to the blocking path
+    /// instead of being read to its end there.
+    #[test]
+    fn an_inline_read_of_a_growing_file_moves_to_the_blocking_path() {
+        let (inner, _) = log_of(3 << 20);
+        let fs = StaleSizes::always(inner, 100, usize::MAX);
+        let budget = ByteBudget::new(64 << 20);
+        let target = RelPath::parse_canonical("log").expect("a valid path");
+        let inline = ReadMode::Inline { limit: 64 * 1024 };
+        let answer =
+            read_file(&fs, &scope(10 << 20), &target, Some(&budget), inline).expect("no refusal");
+        assert!(answer.is_none(), "deferred to a blocking thread");
+        assert_eq!(budget.available(), 64 << 20, "nothing stays borrowed");
     }
 }
