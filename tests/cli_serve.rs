@@ -2156,7 +2156,24 @@ fn trace_has_exactly_one_line_per_request_under_resources() {
 #[test]
 fn unparsable_command_lines_are_refused_launches() {
     let bin = env!("CARGO_BIN_EXE_resource-plane");
-    let cases: [&[&str]; 5] = [
+    let flag = |name: &'static str, value: &'static str| -> Vec<&'static str> {
+        vec![
+            "serve",
+            "--workdir",
+            "/tmp",
+            "--manifest",
+            "/x",
+            name,
+            value,
+        ]
+    };
+    let zero_budget = flag("--inflight-budget", "0");
+    let zero_fetch = flag("--fetch-max-bytes", "0");
+    let padded_shards = flag("--shards", " 3");
+    let cases: [&[&str]; 8] = [
+        &zero_budget,
+        &zero_fetch,
+        &padded_shards,
         &[],
         &["serve"],
         &[

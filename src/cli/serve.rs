@@ -34,11 +34,11 @@ pub(crate) struct ServeArgs {
     /// Trace file; default a per-session file outside the workdir.
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// The fetcher's own body cap in bytes.
-    #[arg(long, default_value_t = 10 * 1024 * 1024)]
+    /// The fetcher's own body cap in bytes (at least 1, as D-1.4 asks of every byte limit).
+    #[arg(long, default_value_t = 10 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
     fetch_max_bytes: u64,
-    /// Bytes that in-flight read bodies may hold at once (D-4.6); more reads wait.
-    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    /// Bytes that in-flight read bodies may hold at once (D-4.6); more reads wait. At least 1.
+    #[arg(long, default_value_t = 256 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
     inflight_budget: u64,
     /// Seconds a response may make no progress (its client takes nothing) before the
     /// connection is dropped and its body's budget bytes come back.
@@ -317,7 +317,7 @@ fn default_shards() -> usize {
 
 /// `--shards`: 1 to 256.
 fn parse_shards(text: &str) -> Result<usize, String> {
-    match text.trim().parse::<usize>() {
+    match text.parse::<usize>() {
         Ok(n) if (1..=256).contains(&n) => Ok(n),
         _ => Err(format!("{text:?}: expected a whole number from 1 to 256")),
     }

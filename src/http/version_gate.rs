@@ -108,13 +108,25 @@ fn is_token(byte: u8) -> bool {
 fn judge(line: &[u8]) -> Verdict {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let version = line.rsplit(|b| *b == b' ').next().unwrap_or_default();
-    if version.starts_with(b"HTTP/") && version != b"HTTP/1.1" && version != b"HTTP/1.0" {
+    if names_another_http_version(version) {
         Verdict::Refuse
     } else if target_of(line).contains(&b'#') {
         Verdict::Escape
     } else {
         Verdict::Serve
     }
+}
+
+/// Whether `version` is a well-formed HTTP version (`HTTP/` digit, optionally `.` digit, as
+/// `HTTP/2` and `HTTP/3` are written) other than 1.0 and 1.1: that is 505. Anything else after
+/// `HTTP/` (`HTTP/1.01`, `HTTP/#1.1`, `HTTP/`) is no version at all, and hyper's 400 fits it.
+fn names_another_http_version(version: &[u8]) -> bool {
+    let well_formed = match version.strip_prefix(b"HTTP/") {
+        Some([major]) => major.is_ascii_digit(),
+        Some([major, b'.', minor]) => major.is_ascii_digit() && minor.is_ascii_digit(),
+        _ => false,
+    };
+    well_formed && version != b"HTTP/1.1" && version != b"HTTP/1.0"
 }
 
 /// The request target: the line's second space-separated field.
@@ -352,6 +364,17 @@ mod tests {
         assert_eq!(verdict(b"GET / HTTP/1.2\r\n"), VERSION);
         assert_eq!(verdict(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), VERSION);
         assert_eq!(verdict(b"GET / HTTP/0.9\r\n"), VERSION);
+        assert_eq!(verdict(b"GET / HTTP/3\r\n"), VERSION);
+        // Not versions at all: hyper's 400.
+        for line in [
+            &b"GET / HTTP/1.01\r\n"[..],
+            b"GET / HTTP/#1.1\r\n",
+            b"GET / HTTP/1.1#\r\n",
+            b"GET / HTTP/\r\n",
+            b"GET / HTTP/x.y\r\n",
+        ] {
+            assert_eq!(verdict(line), Verdict::Serve, "{line:?}");
+        }
         assert_eq!(
             verdict(b"GET / http/1.1\r\n"),
             Verdict::Serve,
