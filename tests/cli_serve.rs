@@ -532,6 +532,30 @@ fn connect(port: u16) -> TcpStream {
     TcpStream::connect(("127.0.0.1", port)).expect("connect to the server")
 }
 
+/// Connects and sends `GET path`, leaving the answer unread: the caller decides how, or
+/// whether, to read it (a client that stops reading is the point of some tests).
+fn ask(port: u16, path: &str) -> TcpStream {
+    let mut stream = connect(port);
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .expect("send a request");
+    stream
+}
+
+/// The size of each `out/big<n>` file of [`with_big_files`]: too large for the kernel's socket
+/// buffers, so a client that stops reading really holds its body.
+const BIG: usize = 9 << 20;
+
+/// The standard world plus `count` files `out/big1`, `out/big2`, … of [`BIG`] bytes each.
+fn with_big_files(count: usize) -> World {
+    let world = World::with_files(FILES_MANIFEST);
+    let big = vec![b'x'; BIG];
+    for n in 1..=count {
+        world.write(&format!("out/big{n}"), &big);
+    }
+    world
+}
+
 /// Sends `request` as is, reads to EOF, parses one response.
 fn exchange(port: u16, request: &[u8]) -> Reply {
     let mut stream = connect(port);
@@ -1648,28 +1672,19 @@ fn stalled_partial_heads_do_not_block_other_clients() {
 /// reading plus two waiting reads then stalled every listing.)
 #[test]
 fn clients_that_stop_reading_stall_neither_listings_nor_small_reads() {
-    const BIG: usize = 9 << 20;
-    let world = World::with_files(FILES_MANIFEST);
-    let big = vec![b'x'; BIG];
-    for n in 1..=4 {
-        world.write(&format!("out/big{n}"), &big);
-    }
+    let world = with_big_files(4);
     // Room for two big bodies, not three.
     let server = Server::start(&world, world.args(&["--inflight-budget", "20971520"]));
     let port = server.port();
-    let ask = |path: &str| {
-        let mut stream = connect(port);
-        stream
-            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-            .expect("send a request");
-        stream
-    };
     // Two clients that never read: their bodies hold the budget.
-    let stalled = [ask("/resources/files/big1"), ask("/resources/files/big2")];
+    let stalled = [
+        ask(port, "/resources/files/big1"),
+        ask(port, "/resources/files/big2"),
+    ];
     std::thread::sleep(Duration::from_millis(500));
     // More large reads than cores: each waits for bytes.
     let mut waiting: Vec<TcpStream> = (0..4)
-        .map(|n| ask(&format!("/resources/files/big{}", 3 + n % 2)))
+        .map(|n| ask(port, &format!("/resources/files/big{}", 3 + n % 2)))
         .collect();
     std::thread::sleep(Duration::from_millis(500));
 
@@ -1678,7 +1693,7 @@ fn clients_that_stop_reading_stall_neither_listings_nor_small_reads() {
         ("a small read", "/resources/files/a.txt"),
     ] {
         let started = Instant::now();
-        let mut stream = ask(path);
+        let mut stream = ask(port, path);
         let reply = parse_reply(&read_to_eof(&mut stream, Duration::from_secs(5)));
         assert_eq!(
             reply.status, 200,
@@ -1716,29 +1731,20 @@ fn clients_that_stop_reading_stall_neither_listings_nor_small_reads() {
 /// such a client kept its connection open.
 #[test]
 fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
-    const BIG: usize = 9 << 20;
-    let world = World::with_files(FILES_MANIFEST);
-    let big = vec![b'x'; BIG];
-    for n in 1..=3 {
-        world.write(&format!("out/big{n}"), &big);
-    }
+    let world = with_big_files(3);
     // Room for two big bodies, not three.
     let server = Server::start(
         &world,
         world.args(&["--inflight-budget", "20971520", "--send-timeout", "1"]),
     );
     let port = server.port();
-    let ask = |path: &str| {
-        let mut stream = connect(port);
-        stream
-            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-            .expect("send a request");
-        stream
-    };
-    let mut stalled = [ask("/resources/files/big1"), ask("/resources/files/big2")];
+    let mut stalled = [
+        ask(port, "/resources/files/big1"),
+        ask(port, "/resources/files/big2"),
+    ];
     std::thread::sleep(Duration::from_millis(300));
     let started = Instant::now();
-    let mut waiting = ask("/resources/files/big3");
+    let mut waiting = ask(port, "/resources/files/big3");
     let reply = parse_reply(&read_to_eof(&mut waiting, Duration::from_secs(20)));
     assert_eq!((reply.status, reply.body.len()), (200, BIG));
     assert!(
@@ -1764,10 +1770,7 @@ fn a_slow_client_that_keeps_reading_outlasts_the_send_timeout() {
     let world = World::with_files(FILES_MANIFEST);
     world.write("out/big", &vec![b'y'; SIZE]);
     let server = Server::start(&world, world.args(&["--send-timeout", "3"]));
-    let mut stream = connect(server.port());
-    stream
-        .write_all(b"GET /resources/files/big HTTP/1.1\r\nHost: x\r\n\r\n")
-        .expect("send");
+    let mut stream = ask(server.port(), "/resources/files/big");
     let started = Instant::now();
     let mut got = Vec::new();
     let mut chunk = vec![0u8; 20 * 1024];

@@ -99,26 +99,6 @@ impl HashCache {
         entries.retain(|id, _| live.contains(id));
     }
 
-    /// Remembers `sha256` for `meta`, hashed at `hashed_at_ns`, unless the file changed within
-    /// the racy window before that moment (or claims to have changed after it).
-    pub fn put(&self, meta: &FileMeta, sha256: &str, hashed_at_ns: i128) {
-        if !admits(meta, hashed_at_ns) {
-            return;
-        }
-        self.entries
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((meta.dev, meta.ino), (Key::of(meta), sha256.to_owned()));
-    }
-
-    /// Keeps only the identities in `live`, so the cache never outgrows the tree.
-    pub fn retain(&self, live: &std::collections::HashSet<(u64, u64)>) {
-        self.entries
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|id, _| live.contains(id));
-    }
-
     /// Entries held.
     pub fn len(&self) -> usize {
         self.entries.read().unwrap_or_else(|e| e.into_inner()).len()
@@ -145,11 +125,17 @@ mod tests {
         }
     }
 
+    /// One listing's worth: caches `sha256` for `meta` (if admitted) and keeps that file alive.
+    fn put(cache: &HashCache, meta: &FileMeta, sha256: &str, hashed_at_ns: i128) {
+        let live = std::collections::HashSet::from([(meta.dev, meta.ino)]);
+        cache.update([(meta, sha256)], hashed_at_ns, &live);
+    }
+
     #[test]
     fn reuses_only_the_same_identity_and_times() {
         let cache = HashCache::new();
         let m = meta(10, 1_000, 1_000);
-        cache.put(&m, "h", 10_000_000_000);
+        put(&cache, &m, "h", 10_000_000_000);
         assert_eq!(cache.get(&m).as_deref(), Some("h"));
         assert_eq!(cache.get(&meta(11, 1_000, 1_000)), None, "size changed");
         assert_eq!(cache.get(&meta(10, 1_001, 1_000)), None, "mtime changed");
@@ -164,22 +150,38 @@ mod tests {
     fn racy_files_are_never_cached() {
         let cache = HashCache::new();
         let now = 100_000_000_000i128;
-        cache.put(&meta(1, now - 1_999_999_999, now - 5_000_000_000), "h", now);
+        put(
+            &cache,
+            &meta(1, now - 1_999_999_999, now - 5_000_000_000),
+            "h",
+            now,
+        );
         assert!(cache.is_empty(), "mtime within 2 s");
-        cache.put(&meta(1, now - 5_000_000_000, now - 10), "h", now);
+        put(&cache, &meta(1, now - 5_000_000_000, now - 10), "h", now);
         assert!(cache.is_empty(), "ctime within 2 s");
-        cache.put(&meta(1, now + 5_000_000_000, now + 5_000_000_000), "h", now);
+        put(
+            &cache,
+            &meta(1, now + 5_000_000_000, now + 5_000_000_000),
+            "h",
+            now,
+        );
         assert!(cache.is_empty(), "a change time in the future");
-        cache.put(&meta(1, now - 2_000_000_000, now - 2_000_000_000), "h", now);
+        put(
+            &cache,
+            &meta(1, now - 2_000_000_000, now - 2_000_000_000),
+            "h",
+            now,
+        );
         assert_eq!(cache.len(), 1);
     }
 
     #[test]
     fn retain_prunes() {
         let cache = HashCache::new();
-        cache.put(&meta(1, 0, 0), "h", 10_000_000_000);
-        cache.retain(&Default::default());
-        assert!(cache.is_empty());
+        put(&cache, &meta(1, 0, 0), "h", 10_000_000_000);
+        assert_eq!(cache.len(), 1);
+        cache.update([], 20_000_000_000, &Default::default());
+        assert!(cache.is_empty(), "a file no listing saw is forgotten");
     }
 
     /// A listing still reading the cache (a slow or stuck one) never makes another wait: the
