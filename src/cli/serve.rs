@@ -159,28 +159,6 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         }
         Some(_) => {}
     }
-    // A hard link is the one way the same file can also lie inside the workdir that no path
-    // check sees (D-2.9: links cannot be told apart at open). A trace with more than one link
-    // is refused rather than trusted, and so is anything but a regular file; checked here,
-    // before anything is created, and again on the opened descriptor.
-    if let Ok(existing) = std::fs::symlink_metadata(&trace_path) {
-        let links = std::os::unix::fs::MetadataExt::nlink(&existing);
-        let problem = if !existing.file_type().is_file() {
-            Some("is not a regular file".to_owned())
-        } else if links > 1 {
-            Some(format!(
-                "has {links} hard links; one may lie inside the workdir"
-            ))
-        } else {
-            None
-        };
-        if let Some(problem) = problem {
-            return Err(cli_error(
-                format!("trace {} {problem}", trace_path.display()),
-                "pass --trace with a new file, or one with a single link, outside the workdir",
-            ));
-        }
-    }
     let extra_ca: Vec<&Path> = args.peer_ca.iter().map(PathBuf::as_path).collect();
     let peer_tls = resource_plane::backends::tls::client_config(&extra_ca)
         .map_err(|e| cli_error(format!("--peer-ca: {e}"), "pass PEM certificate files"))?;
@@ -219,10 +197,12 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| cli_error(format!("trace directory: {e}"), "pass --trace"))?;
     }
+    // The sink refuses anything but a regular file with a single link (a hard link inside the
+    // workdir would let an export serve the trace) without creating anything.
     let sink = JsonlTraceSink::open(&trace_path).map_err(|e| {
         cli_error(
             format!("trace {}: {e}", trace_path.display()),
-            "pass a writable --trace",
+            "pass --trace with a new file, or a writable regular file with a single link, outside the workdir",
         )
     })?;
     let mut config = CapsuleConfig::new(url.clone())
