@@ -6,7 +6,10 @@
 //! * a first line naming any other `HTTP/` version reaches the reader not at all, and the client
 //!   gets a 505 that closes the connection;
 //! * line ends may be `\r\n` or `\n`, and empty lines may come first, as hyper's parser allows;
-//! * a raw `#` in the target reaches the reader escaped as `%23`, and nothing else changes.
+//! * a raw `#` in the target reaches the reader escaped as `%23`, and nothing else changes;
+//! * all of this holds whether or not the listener primed the gate (read the first bytes before
+//!   hyper's first read), and a primed gate counts a head's lines exactly as `httparse` (hyper's
+//!   parser) counts its headers, or says the head is not complete when `httparse` says so.
 //!
 //! Case count: `RP_PROPTEST_CASES` (default 64).
 
@@ -18,8 +21,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Sends `bytes` in pieces cut at `cuts`, with a pause between pieces so each is its own read;
-/// returns what the gate's reader saw and what the client got back.
-fn through_gate(bytes: Vec<u8>, cuts: Vec<usize>) -> (Vec<u8>, Vec<u8>) {
+/// returns what the gate's reader saw and what the client got back. A `primed` gate reads once
+/// before its reader does, as the listener's does.
+fn through_gate(bytes: Vec<u8>, cuts: Vec<usize>, primed: bool) -> (Vec<u8>, Vec<u8>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -45,6 +49,9 @@ fn through_gate(bytes: Vec<u8>, cuts: Vec<usize>) -> (Vec<u8>, Vec<u8>) {
             answer
         });
         let mut gate = VersionGate::new(server);
+        if primed {
+            gate.prime().await.expect("prime");
+        }
         let mut seen = Vec::new();
         gate.read_to_end(&mut seen).await.expect("gate read");
         gate.shutdown().await.expect("gate shutdown");
@@ -53,7 +60,8 @@ fn through_gate(bytes: Vec<u8>, cuts: Vec<usize>) -> (Vec<u8>, Vec<u8>) {
     })
 }
 
-/// `through_gate` for a request sent in the given pieces.
+/// `through_gate` for a request sent in the given pieces, through a gate primed and one not:
+/// both must come to the same.
 fn in_pieces(pieces: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
     let mut cuts = Vec::new();
     let mut at = 0;
@@ -61,7 +69,10 @@ fn in_pieces(pieces: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
         at += piece.len();
         cuts.push(at);
     }
-    through_gate(pieces.concat(), cuts)
+    let plain = through_gate(pieces.concat(), cuts.clone(), false);
+    let primed = through_gate(pieces.concat(), cuts, true);
+    assert_eq!(plain, primed, "{pieces:?}: priming changed the outcome");
+    plain
 }
 
 fn assert_refused(pieces: &[&[u8]]) {
@@ -231,9 +242,10 @@ proptest! {
     fn only_http_1_0_and_1_1_reach_hyper_however_the_bytes_are_split(
         (bytes, accepted) in request(),
         mut cuts in prop::collection::vec(0usize..400, 0..6),
+        primed in any::<bool>(),
     ) {
         cuts.sort_unstable();
-        let (seen, answer) = through_gate(bytes.clone(), cuts);
+        let (seen, answer) = through_gate(bytes.clone(), cuts, primed);
         if accepted {
             prop_assert_eq!(seen, bytes, "an accepted request passes unchanged");
             prop_assert!(answer.is_empty(), "the gate writes nothing for an accepted version");
@@ -243,5 +255,88 @@ proptest! {
             prop_assert!(answer.starts_with("HTTP/1.1 505 HTTP Version Not Supported\r\n"), "{}", answer);
             prop_assert!(answer.contains("\r\nconnection: close\r\n"), "{}", answer);
         }
+    }
+}
+
+/// What a primed gate says of `bytes` sent at once: the head's line count, or `None`.
+fn primed_head_lines(bytes: &[u8]) -> Option<usize> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        client.write_all(bytes).await.expect("send");
+        // Nothing sent is end of stream, not a wait.
+        client.shutdown().await.expect("shutdown");
+        let mut gate = VersionGate::new(server);
+        gate.prime().await.expect("prime");
+        gate.complete_head_lines()
+    })
+}
+
+/// What hyper's parser says of `bytes`: the number of headers of a complete head, `None` for a
+/// partial one.
+fn httparse_headers(bytes: &[u8]) -> Option<usize> {
+    let mut headers = vec![httparse::EMPTY_HEADER; 4096];
+    let mut request = httparse::Request::new(&mut headers);
+    match request.parse(bytes).expect("a well-formed head") {
+        httparse::Status::Complete(_) => Some(request.headers.len()),
+        httparse::Status::Partial => None,
+    }
+}
+
+fn eol() -> impl Strategy<Value = &'static str> {
+    prop_oneof![Just("\r\n"), Just("\n")]
+}
+
+/// A well-formed head (leading empty lines, any mix of line ends, up to 130 headers), and a cut:
+/// the bytes the first read brings may stop anywhere.
+fn head_and_cut() -> impl Strategy<Value = (Vec<u8>, usize)> {
+    (
+        prop::collection::vec(eol(), 0..3),
+        eol(),
+        prop::collection::vec(("[a-z][a-z-]{0,8}", "[!-~][ -~]{0,20}", eol()), 0..130),
+        eol(),
+    )
+        .prop_flat_map(|(leading, first_eol, headers, last_eol)| {
+            let mut head = leading.concat();
+            head.push_str("GET /resources/files HTTP/1.1");
+            head.push_str(first_eol);
+            for (name, value, eol) in headers {
+                head.push_str(&format!("{name}: {value}{eol}"));
+            }
+            head.push_str(last_eol);
+            let len = head.len();
+            (Just(head.into_bytes()), prop_oneof![Just(len), 0..=len])
+        })
+}
+
+proptest! {
+    #![proptest_config(common::config(common::cases()))]
+
+    /// The listener gives hyper its small header table only on the gate's count: a count below
+    /// what hyper's parser finds would turn a servable head into a 431, and a head counted
+    /// complete that the parser finds partial would wait on a table too small.
+    #[test]
+    fn a_primed_gate_counts_a_head_as_hypers_parser_does((head, cut) in head_and_cut()) {
+        let bytes = &head[..cut];
+        prop_assert_eq!(primed_head_lines(bytes), httparse_headers(bytes), "{:?}", String::from_utf8_lossy(bytes));
+    }
+}
+
+#[test]
+fn a_primed_gate_counts_the_lines_of_a_whole_head_only() {
+    for (bytes, lines) in [
+        (&b"GET / HTTP/1.1\r\n\r\n"[..], Some(0)),
+        (b"\r\n\nGET / HTTP/1.1\nHost: x\n\n", Some(1)),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nA: b\n\r\n", Some(2)),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n", None),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r", None),
+        (b"GET / HTTP/1.1", None),
+        (b"\r\n\r\n", None),
+        (b"", None),
+    ] {
+        assert_eq!(primed_head_lines(bytes), lines, "{bytes:?}");
     }
 }

@@ -1487,7 +1487,9 @@ fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
         started.elapsed()
     );
 
-    for count in [101, 500, 1000] {
+    // Around hyper's own table of 100 (the listener's lean shape) and far beyond it, sent whole
+    // and with the head's end in a later read than its start (the wide shape for any count).
+    for count in [98, 99, 100, 101, 500, 1000] {
         let mut head = b"GET /resources/files HTTP/1.1\r\nhost: x\r\n".to_vec();
         for i in 0..count {
             head.extend_from_slice(format!("x-{i}: y\r\n").as_bytes());
@@ -1498,15 +1500,24 @@ fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
         assert_eq!(
             reply.status,
             200,
-            "{count} header lines in {} bytes",
+            "{} header lines in {} bytes",
+            count + 1,
             head.len()
         );
+        let mut stream = connect(port);
+        let (start, end) = head.split_at(head.len() / 2);
+        stream.write_all(start).expect("first half");
+        std::thread::sleep(Duration::from_millis(50));
+        stream.write_all(end).expect("second half");
+        let reply = parse_reply(&read_to_eof(&mut stream, IO_TIMEOUT));
+        assert_eq!(reply.status, 200, "{} header lines in two reads", count + 1);
     }
     assert_still_serving(port, "the misjudged heads");
     // Every request that reached routing left one line: three `#` reads, the literal and the
-    // encoded one, three listings and the last check; the 505 and the 400 none.
+    // encoded one, twelve listings (six heads, each sent whole and in two reads) and the last
+    // check; the 505 and the 400 none.
     let lines = trace_lines(&world.trace());
-    assert_eq!(lines.len(), 3 + 2 + 3 + 1, "trace: {lines:?}");
+    assert_eq!(lines.len(), 3 + 2 + 12 + 1, "trace: {lines:?}");
 }
 
 /// An agent's tree thousands of levels deep (any agent can build one in its workdir) used to
@@ -1803,16 +1814,38 @@ fn a_slow_client_that_keeps_reading_outlasts_the_send_timeout() {
 fn slow_stalled_head_is_dropped_within_twelve_seconds() {
     let world = World::with_files(FILES_MANIFEST);
     let server = Server::start(&world, world.args(&[]));
+    // A client that connects and sends nothing at all is dropped on the same clock, and so is
+    // one whose first bytes come late: the clock runs from the connection, not from them.
+    let mut silent = connect(server.port());
+    let mut late = connect(server.port());
     let mut stalled = connect(server.port());
     stalled.write_all(PARTIAL_HEAD).expect("partial head");
+    let started = Instant::now();
+    let late = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(6));
+        late.write_all(PARTIAL_HEAD).expect("late partial head");
+        // Closed by 10 s after the connection (plus slack), not 10 s after these bytes.
+        read_to_eof(&mut late, Duration::from_secs(6))
+    });
+    assert!(
+        read_to_eof(&mut silent, Duration::from_secs(12)).is_empty(),
+        "a silent client gets no answer"
+    );
+    assert!(
+        started.elapsed() > Duration::from_secs(8),
+        "dropped at the head timeout, not before: {:?}",
+        started.elapsed()
+    );
     // read_to_eof fails the test unless the server closes within 12 s.
     let leftover = read_to_eof(&mut stalled, Duration::from_secs(12));
-    if !leftover.is_empty() {
-        let reply = parse_reply(&leftover);
-        assert!(
-            (400..500).contains(&reply.status),
-            "a timed-out head may only get a 4xx: {reply:?}"
-        );
+    for leftover in [leftover, late.join().expect("late client")] {
+        if !leftover.is_empty() {
+            let reply = parse_reply(&leftover);
+            assert!(
+                (400..500).contains(&reply.status),
+                "a timed-out head may only get a 4xx: {reply:?}"
+            );
+        }
     }
     assert_still_serving(server.port(), "a dropped stalled client");
 }

@@ -26,7 +26,7 @@
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 /// The look-ahead when none is given: the listener's default head limit (D-4.6).
 pub const DEFAULT_LOOKAHEAD: usize = 16 * 1024;
@@ -199,6 +199,8 @@ pub struct VersionGate<S> {
     lookahead: usize,
     /// The first line's judgement so far.
     scan: LineScan,
+    /// `seen` holds bytes from [`prime`](Self::prime) that the scan has not judged yet.
+    primed: bool,
 }
 
 impl<S> VersionGate<S> {
@@ -216,7 +218,56 @@ impl<S> VersionGate<S> {
             seen: Vec::new(),
             lookahead,
             scan: LineScan::default(),
+            primed: false,
         }
+    }
+
+    /// How many header lines the held bytes' request head has, when they hold all of it: the
+    /// lines between the request line and the empty line that ends the head, with the line ends
+    /// hyper's parser accepts (`\r\n` or `\n`) and the empty lines it skips before the request
+    /// line. `None` while the head is not complete. A count, not a parse: each line counts as
+    /// one header whatever it holds, so the count is never below what a parser finds.
+    pub fn complete_head_lines(&self) -> Option<usize> {
+        head_lines(&self.seen)
+    }
+}
+
+impl<S: AsyncRead + Unpin> VersionGate<S> {
+    /// Reads once from the connection before the reader's first read, holding what arrives (up
+    /// to the look-ahead), so that the caller can look at the request head before choosing how
+    /// to serve it ([`complete_head_lines`](Self::complete_head_lines)). Reads afterwards go on
+    /// as if the bytes had just arrived: priming changes what the reader is handed in no way.
+    /// Call it at most once, before the first read.
+    ///
+    /// # Errors
+    /// The connection's read error.
+    pub async fn prime(&mut self) -> io::Result<()> {
+        debug_assert!(matches!(self.gate, Gate::Watching) && self.seen.is_empty());
+        self.seen.reserve(self.lookahead.min(PRIME_BYTES));
+        let mut take = (&mut self.inner).take(self.lookahead as u64);
+        take.read_buf(&mut self.seen).await?;
+        self.primed = true;
+        Ok(())
+    }
+}
+
+/// The most a [`VersionGate::prime`] reads: one read, enough for any head a client usually
+/// sends.
+const PRIME_BYTES: usize = 8 * 1024;
+
+/// See [`VersionGate::complete_head_lines`].
+fn head_lines(held: &[u8]) -> Option<usize> {
+    let start = held.iter().position(|b| *b != b'\r' && *b != b'\n')?;
+    let mut lines = 0;
+    let mut at = start;
+    loop {
+        let end = at + held[at..].iter().position(|b| *b == b'\n')?;
+        let next = &held[end + 1..];
+        if next.starts_with(b"\n") || next.starts_with(b"\r\n") {
+            return Some(lines);
+        }
+        lines += 1;
+        at = end + 1;
     }
 }
 
@@ -257,11 +308,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
                 }
                 Gate::Watching => {
                     // Read straight into the reader's buffer: usually the whole first line
-                    // arrives in one read, is judged where it lies, and is never copied.
+                    // arrives in one read, is judged where it lies, and is never copied. Bytes
+                    // held by `prime` are judged first, as if they had just been read.
                     let before = buf.filled().len();
-                    ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+                    let at_end = if std::mem::take(&mut this.primed) {
+                        this.seen.is_empty()
+                    } else {
+                        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+                        buf.filled().len() == before
+                    };
                     let fresh = &buf.filled()[before..];
-                    let at_end = fresh.is_empty();
                     let judged = if this.seen.is_empty() {
                         this.scan.feed(fresh)
                     } else {
