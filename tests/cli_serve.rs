@@ -2007,6 +2007,56 @@ fn sigterm_ends_the_session_with_status_0() {
     server.stop_with(rustix::process::Signal::TERM, "SIGTERM");
 }
 
+/// Clients connected but silent (a browser's preconnect, a slowloris) are closed at once on
+/// shutdown, as hyper closes a connection that has read nothing: they must not hold the exit
+/// for the drain deadline.
+#[test]
+fn idle_connections_do_not_hold_the_exit() {
+    let world = World::with_files(FILES_MANIFEST);
+    let mut server = Server::start(&world, world.args(&[]));
+    let mut idle: Vec<TcpStream> = (0..5).map(|_| connect(server.port())).collect();
+    assert_still_serving(server.port(), "idle connections");
+    let started = Instant::now();
+    server.stop_with(
+        rustix::process::Signal::TERM,
+        "SIGTERM with idle connections",
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the exit waited {:?} for connections that sent nothing (drain deadline 5 s)",
+        started.elapsed()
+    );
+    for stream in &mut idle {
+        assert!(read_to_eof(stream, IO_TIMEOUT).is_empty());
+    }
+}
+
+/// A client may shut down its sending side once its request is out (`nc -N`, a one-shot
+/// script): it still gets the whole answer, for an inline read, a read on the blocking pool
+/// and a listing.
+#[test]
+fn a_client_that_half_closes_after_its_request_gets_the_answer() {
+    let world = with_big_files(1);
+    let server = Server::start(&world, world.args(&[]));
+    for (target, len) in [
+        ("/resources/files/a.txt", Some(6)),
+        ("/resources/files/big1", Some(BIG)),
+        ("/resources/files", None),
+    ] {
+        for _ in 0..5 {
+            let mut stream = ask(server.port(), target);
+            stream
+                .shutdown(std::net::Shutdown::Write)
+                .expect("half-close");
+            let reply = parse_reply(&read_to_eof(&mut stream, IO_TIMEOUT));
+            assert_eq!(reply.status, 200, "{target} after a half-close");
+            if let Some(len) = len {
+                assert_eq!(reply.body.len(), len, "{target}: the whole body");
+            }
+        }
+    }
+}
+
 #[test]
 fn sigint_ends_the_session_with_status_0() {
     let world = World::with_files(FILES_MANIFEST);

@@ -70,7 +70,11 @@ struct Builders {
 impl Builders {
     fn new(config: &ListenerConfig) -> Self {
         let mut lean = hyper::server::conn::http1::Builder::new();
+        // A client may shut its side down once its request is out (`nc -N`, a one-shot
+        // script): half-close keeps the answer coming. Without it hyper read the EOF while the
+        // service ran and dropped the answer.
         lean.keep_alive(false)
+            .half_close(true)
             .timer(TokioTimer::new())
             .header_read_timeout(config.header_read_timeout)
             .max_buf_size(config.max_head_bytes.max(8192));
@@ -109,6 +113,9 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(config.max_connections));
     let graceful = GracefulShutdown::new();
+    // Tells connections still being primed (not yet hyper's, so not yet watched) to give up:
+    // hyper closes a connection that has read nothing at once on shutdown, and so do they.
+    let (stopping, stop) = tokio::sync::watch::channel(false);
     let builders = Builders::new(&config);
     let lookahead = config.max_head_bytes.max(8192);
     tokio::pin!(shutdown);
@@ -135,13 +142,18 @@ pub async fn serve(
         });
         let watcher = graceful.watcher();
         let builders = builders.clone();
+        let mut stop = stop.clone();
         tokio::spawn(async move {
             let guarded = StallGuard::new(stream, config.send_timeout);
             let mut gate = VersionGate::with_lookahead(guarded, lookahead);
             // The head's first bytes, read before hyper is built, choose its header table;
             // the time they take comes off hyper's header read timeout.
             let started = tokio::time::Instant::now();
-            match tokio::time::timeout(config.header_read_timeout, gate.prime()).await {
+            let primed = tokio::select! {
+                primed = tokio::time::timeout(config.header_read_timeout, gate.prime()) => primed,
+                _ = stop.wait_for(|stop| *stop) => return,
+            };
+            match primed {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     tracing::debug!("connection ended before a request: {e}");
@@ -164,6 +176,7 @@ pub async fn serve(
         });
     }
     drop(listener);
+    stopping.send_replace(true);
     if tokio::time::timeout(config.drain_deadline, graceful.shutdown())
         .await
         .is_err()
