@@ -521,8 +521,13 @@ struct RawFetch {
 
 impl RawFetch {
     async fn run(behaviour: Behaviour, peer_timeouts: PeerTimeouts) -> Self {
+        Self::run_capped(behaviour, peer_timeouts, CAP).await
+    }
+
+    /// `run` with a fetcher whose body cap is `cap`.
+    async fn run_capped(behaviour: Behaviour, peer_timeouts: PeerTimeouts, cap: u64) -> Self {
         let raw = RawPeer::start(behaviour).await;
-        let fetcher = DiskFetcher::new("\"127.0.0.1\"", peer_timeouts, CAP);
+        let fetcher = DiskFetcher::new("\"127.0.0.1\"", peer_timeouts, cap);
         let token = crafted_token("out/report.md");
         let peer = raw.url();
         let result = fetcher.node.fetch(&peer, &token).await;
@@ -939,6 +944,51 @@ async fn a_body_of_exactly_the_cap_lands_and_one_byte_more_is_too_large() {
 
     let over = vec![b'o'; CAP as usize + 1];
     assert_raw_refusal(Behaviour::Reply(redeem_ok(&over)), "too_large").await;
+}
+
+/// The fetcher's cap is for the file: a refusal's JSON body is read under its own 64 KiB cap,
+/// so a small `--fetch-max-bytes` never turns the peer's code into `too_large` (D-10.3), and a
+/// refusal too long to read falls back to `http_<status>` without waiting for its body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_cap_never_hides_the_peers_refusal_code() {
+    let forged = json_response(
+        "403 Forbidden",
+        r#"{"error":"handle_not_valid","message":"the handle is not valid"}"#,
+    );
+    let expired = json_response(
+        "410 Gone",
+        r#"{"error":"handle_expired","message":"the handle has expired"}"#,
+    );
+    for (reply, code) in [(forged, "handle_not_valid"), (expired, "handle_expired")] {
+        RawFetch::run_capped(Behaviour::Reply(reply), generous(), 10)
+            .await
+            .assert_refused(code);
+    }
+    // Over the refusal cap, declared or not: the status alone speaks.
+    let padded = format!(
+        r#"{{"error":"handle_not_valid","message":"{}"}}"#,
+        "x".repeat(70 * 1024)
+    );
+    RawFetch::run_capped(
+        Behaviour::Reply(json_response("403 Forbidden", &padded)),
+        generous(),
+        10,
+    )
+    .await
+    .assert_refused("http_403");
+    let started = Instant::now();
+    let head = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 1048576\r\n\r\n{".to_vec();
+    RawFetch::run_capped(Behaviour::ReplyThenStall(head), generous(), 10)
+        .await
+        .assert_refused("http_500");
+    assert!(
+        started.elapsed() < GENEROUS / 2,
+        "a declared refusal over the cap is not read"
+    );
+    // A success over the cap is still `too_large`.
+    RawFetch::run_capped(Behaviour::Reply(redeem_ok(&[b'b'; 11])), generous(), 10)
+        .await
+        .assert_refused("too_large");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1378,6 +1428,82 @@ impl DiskPair {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, content).unwrap();
     }
+}
+
+/// A redeem refuses any token over 4 KiB as malformed (D-7.2), so `share-file` never mints one:
+/// a path whose handle could exceed it is `invalid_input` (with its mint line), and a path just
+/// short of that mints a handle that redeems.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_never_exceeds_the_4_kib_a_redeem_accepts() {
+    let pair = disk_pair().await;
+    let nested = |len: usize| {
+        let mut path = String::new();
+        while path.len() + 201 < len {
+            path.push_str(&"d".repeat(200));
+            path.push('/');
+        }
+        path.push_str(&"f".repeat(len - path.len()));
+        path
+    };
+    let fits = nested(2_880);
+    pair.write_a(&fits, "long but shareable\n");
+    let shared = pair.a.share(&fits, &pair.b_url).await;
+    let token = shared["handle"].as_str().unwrap();
+    assert!(token.len() <= 4096, "{} bytes", token.len());
+    let fetched = pair.b.fetch(&pair.a_url, token).await.expect("redeems");
+    assert_eq!(fetched["bytes"], 19);
+
+    let too_long = nested(3_000);
+    pair.write_a(&too_long, "too long to share\n");
+    let refused = pair
+        .a
+        .call("share-file", json!({"path": too_long, "peer": pair.b_url}))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, "invalid_input");
+    let mints = pair.a.events_of("peer_handle_mint");
+    assert_eq!(mints.len(), 2, "{mints:#?}");
+    assert_eq!(mints[1]["outcome"], "invalid_input");
+    assert_eq!(mints[1]["handle_id"], Value::Null);
+}
+
+/// A minted handle's line names the file as the handle does (the payload's `p`, as each redeem
+/// line of it will), not as the agent spelled it; a refused mint keeps the spelling (D-6.2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mint_line_names_the_resolved_path() {
+    let pair = disk_pair().await;
+    pair.write_a("a b.txt", "spaced\n");
+    for spelling in ["a%20b.txt", "a b.txt?v=2", "%61 b.txt"] {
+        let shared = pair.a.share(spelling, &pair.b_url).await;
+        pair.b
+            .fetch(&pair.a_url, shared["handle"].as_str().unwrap())
+            .await
+            .expect("fetch");
+    }
+    let refused = pair
+        .a
+        .call(
+            "share-file",
+            json!({"path": "missing%20one.txt", "peer": pair.b_url}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, "not_found");
+    let paths = |event| -> Vec<Value> {
+        pair.a
+            .events_of(event)
+            .into_iter()
+            .map(|line| line["path"].clone())
+            .collect()
+    };
+    assert_eq!(
+        paths("peer_handle_mint"),
+        ["a b.txt", "a b.txt", "a b.txt", "missing%20one.txt"]
+    );
+    assert_eq!(
+        paths("peer_handle_redeem"),
+        ["a b.txt", "a b.txt", "a b.txt"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

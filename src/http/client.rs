@@ -18,7 +18,7 @@ pub struct Limits {
     pub connect: Duration,
     /// Time for the whole exchange, connect included.
     pub total: Duration,
-    /// The most body bytes accepted.
+    /// The most body bytes a 200 answer may bring.
     pub max_body: u64,
 }
 
@@ -59,7 +59,8 @@ pub struct PeerResponse {
 pub enum ClientError {
     /// Could not connect, TLS failed, timed out, or the peer spoke something other than HTTP.
     Unreachable(String),
-    /// The body exceeded `max_body`.
+    /// A 200 answer's body exceeded `max_body` (a refusal's body never does: one over
+    /// 64 KiB comes back empty).
     TooLarge,
 }
 
@@ -142,6 +143,35 @@ impl PeerClient {
     }
 }
 
+/// The most of a refusal's body read, whatever the success cap: far more than any JSON error
+/// body, which is all a refusal's body is read for.
+const REFUSAL_BODY_MAX: u64 = 64 * 1024;
+
+/// `body` whole, or `None` when it (or its declared length) is over `cap`.
+///
+/// # Errors
+/// [`ClientError::Unreachable`] when the body breaks off.
+async fn read_capped(
+    body: &mut hyper::body::Incoming,
+    declared_length: Option<u64>,
+    cap: u64,
+) -> Result<Option<Bytes>, ClientError> {
+    if declared_length.is_some_and(|length| length > cap) {
+        return Ok(None);
+    }
+    let mut collected = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ClientError::Unreachable(format!("body: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            if collected.len() as u64 + data.len() as u64 > cap {
+                return Ok(None);
+            }
+            collected.extend_from_slice(&data);
+        }
+    }
+    Ok(Some(collected.freeze()))
+}
+
 async fn send<IO>(
     io: IO,
     request: Request<Empty<Bytes>>,
@@ -162,28 +192,25 @@ where
             .await
             .map_err(|e| ClientError::Unreachable(format!("request: {e}")))?;
         let (parts, mut body) = response.into_parts();
+        // `max_body` caps what a success may bring; a refusal's body (its error code) is read
+        // under its own cap, so that a small `max_body` never hides the peer's code.
+        let success = parts.status == StatusCode::OK;
+        let cap = if success { max_body } else { REFUSAL_BODY_MAX };
         let declared_length = parts
             .headers
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        if declared_length.is_some_and(|length| length > max_body) {
-            return Err(ClientError::TooLarge);
-        }
-        let mut collected = BytesMut::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| ClientError::Unreachable(format!("body: {e}")))?;
-            if let Ok(data) = frame.into_data() {
-                if collected.len() as u64 + data.len() as u64 > max_body {
-                    return Err(ClientError::TooLarge);
-                }
-                collected.extend_from_slice(&data);
-            }
-        }
+        let body = match read_capped(&mut body, declared_length, cap).await? {
+            Some(body) => body,
+            None if success => return Err(ClientError::TooLarge),
+            // A refusal too long to read: its status alone speaks (`http_<status>`, D-10.3).
+            None => Bytes::new(),
+        };
         Ok(PeerResponse {
             status: parts.status,
             headers: parts.headers,
-            body: collected.freeze(),
+            body,
         })
     }
     .await;

@@ -65,19 +65,28 @@ impl PeerPlane for HmacPeerPlane {
     fn resolve_for_mint(&self, path: &str) -> Result<RelPath, Refusal> {
         // D-9.2 resolves by D-2.1 to D-2.6: the first raw `?` cuts the path, as in a URL.
         let target = decode_request_path(strip_query(path))?;
+        if self.longest_token_for(&target) > handle::MAX_TOKEN_LEN {
+            // A redeem refuses a token over 4 KiB as malformed (D-7.2): such a handle could
+            // never be redeemed, so it is not minted.
+            return Err(Refusal::new(
+                Code::InvalidInput,
+                format!(
+                    "the path is too long to share: its handle would exceed {} bytes",
+                    handle::MAX_TOKEN_LEN
+                ),
+            ));
+        }
         reader::probe_file(self.fs.as_ref(), &self.scope, &target)?;
         Ok(target)
     }
 
     fn mint(&self, path: &RelPath, audience: &str, ttl_secs: u64) -> Result<Minted, Refusal> {
         let ttl_ms = i64::try_from(ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
-        let payload = Payload {
-            v: 1,
-            iss: self.session_id.clone(),
-            p: path.as_str().to_owned(),
-            exp: self.clock.now_ms().saturating_add(ttl_ms),
-            n: crate::backends::random::hex::<16>(),
-        };
+        let payload = self.payload(
+            path,
+            self.clock.now_ms().saturating_add(ttl_ms),
+            crate::backends::random::hex::<16>(),
+        );
         let payload_b64 = handle::encode_payload(&payload);
         let mac = self
             .keys
@@ -111,6 +120,24 @@ impl PeerPlane for HmacPeerPlane {
 }
 
 impl HmacPeerPlane {
+    /// The payload of a handle to `path` (D-7.1).
+    fn payload(&self, path: &RelPath, exp: i64, n: String) -> Payload {
+        Payload {
+            v: 1,
+            iss: self.session_id.clone(),
+            p: path.as_str().to_owned(),
+            exp,
+            n,
+        }
+    }
+
+    /// The length of the longest token a mint for `path` can produce: the latest expiry there
+    /// is, a nonce and a MAC of their real lengths.
+    fn longest_token_for(&self, path: &RelPath) -> usize {
+        let payload = self.payload(path, i64::MAX, "0".repeat(32));
+        handle::assemble(&handle::encode_payload(&payload), &[0; 32]).len()
+    }
+
     /// The redeem of D-7.2; `None` only when an inline read defers.
     fn redeem_in(
         &self,

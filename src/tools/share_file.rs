@@ -29,6 +29,9 @@ pub struct ShareFile {
 
 struct Attempt {
     path: String,
+    /// The path as resolved (the payload's `p`), once it is: a minted handle's line records
+    /// it, as every redeem of the handle does (D-6.2); a refused mint's records `path`.
+    resolved: Option<String>,
     audience: Option<String>,
 }
 
@@ -70,13 +73,14 @@ impl ShareFile {
         };
         let mut attempt = Attempt {
             path,
+            resolved: None,
             audience: None,
         };
         let outcome = self.mint(&mut attempt, &peer, ttl_secs).await;
         let event = match &outcome {
             Ok(minted) => PeerHandleMint {
                 handle_id: Some(minted.handle_id.clone()),
-                path: Some(attempt.path.clone()),
+                path: attempt.resolved.clone(),
                 audience: attempt.audience.clone(),
                 expires_at_ms: Some(minted.expires_at_ms),
                 outcome: "ok",
@@ -115,6 +119,7 @@ impl ShareFile {
         let target = tokio::task::spawn_blocking(move || plane.resolve_for_mint(&path))
             .await
             .map_err(|e| Refusal::new(Code::IoError, format!("resolver task failed: {e}")))??;
+        attempt.resolved = Some(target.as_str().to_owned());
         if !self
             .network
             .as_ref()
