@@ -44,8 +44,11 @@ fn raise_descriptor_limit() {
 }
 
 fn main() -> ExitCode {
+    // Colour only for a person at a terminal: a log file or a pipe gets plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("RESOURCE_PLANE_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

@@ -370,6 +370,11 @@ struct CardServer {
 
 impl CardServer {
     fn new(body: impl Fn(SocketAddr) -> String) -> Self {
+        Self::slow(Duration::ZERO, body)
+    }
+
+    /// A card server that waits `delay` after each request before it answers.
+    fn slow(delay: Duration, body: impl Fn(SocketAddr) -> String) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the card server");
         let addr = listener.local_addr().expect("local addr");
         let body = body(addr);
@@ -388,6 +393,7 @@ impl CardServer {
                         Ok(n) => head.extend_from_slice(&buf[..n]),
                     }
                 }
+                std::thread::sleep(delay);
                 let response = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
                      content-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -1195,6 +1201,12 @@ fn tokens_never_reach_traces_or_stderr() {
             "{} holds a MAC fragment",
             file.display()
         );
+        // Logs captured to a file are plain text: no terminal colour codes.
+        assert!(
+            !text.contains('\x1b'),
+            "{} holds escape sequences",
+            file.display()
+        );
     }
 }
 
@@ -1207,6 +1219,43 @@ fn sigterm_ends_a_console_session_whose_stdin_is_still_open() {
     a.sigterm();
     let status = a.wait_exit("SIGTERM with the console's stdin still open");
     assert_eq!(status.code(), Some(0), "exit status after SIGTERM");
+}
+
+/// A signal during a tool call ends the session gracefully: the call in flight finishes within
+/// the drain deadline, its answer is written and its trace line left (D-9.3), and only then
+/// does the process exit 0. No further console line is read.
+#[test]
+fn sigterm_during_a_tool_call_still_answers_it() {
+    let world = World::new();
+    let (mut a, _b) = minter_and_fetcher(&world, Some("15m"));
+    let slow = CardServer::slow(Duration::from_millis(1500), |addr| {
+        json!({"name": "slow", "url": format!("http://{addr}")}).to_string()
+    });
+    let stdin = a.stdin.as_mut().expect("stdin open");
+    let call = json!({"op": "call", "tool": "share-file",
+                      "input": {"path": "report.md", "peer": slow.peer()}});
+    writeln!(stdin, "{call}").expect("send the call");
+    stdin.flush().expect("flush");
+    std::thread::sleep(Duration::from_millis(500));
+    a.sigterm();
+    // Sent after the signal: never read, never answered.
+    let stdin = a.stdin.as_mut().expect("stdin open");
+    let _ = writeln!(stdin, "{}", json!({"op": "tools"}));
+    let _ = stdin.flush();
+    let answer: Value =
+        serde_json::from_str(&a.next_line("the in-flight call's answer")).expect("an answer line");
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(
+        answer["result"]["audience"],
+        format!("slow@{}", slow.peer())
+    );
+    let status = a.wait_exit("SIGTERM during a call");
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        a.answers.recv_timeout(Duration::from_millis(200)).is_err(),
+        "nothing answers the line sent after the signal"
+    );
+    assert_eq!(outcomes(&a.events("peer_handle_mint")), ["ok"]);
 }
 
 #[test]

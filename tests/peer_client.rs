@@ -1467,6 +1467,51 @@ async fn a_handle_never_exceeds_the_4_kib_a_redeem_accepts() {
     assert_eq!(mints[1]["handle_id"], Value::Null);
 }
 
+/// A landing file has no name until it is whole (`O_TMPFILE`, then a link and a rename), so a
+/// session that ends mid-write leaves nothing in `peer-in/`: watched throughout an 8 MiB
+/// landing, the directory never shows a temp file (a named temp file showed for the whole
+/// write; a single glimpse is the instant between the link and the rename).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_landing_file_is_nameless_until_whole() {
+    let pair = disk_pair().await;
+    let big = "z".repeat(8 << 20);
+    pair.write_a("big.bin", &big);
+    let shared = pair.a.share("big.bin", &pair.b_url).await;
+    let landing = pair.b_dir.path().join("peer-in");
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut glimpses = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if let Ok(entries) = std::fs::read_dir(&landing) {
+                    let temp = entries
+                        .flatten()
+                        .any(|e| e.file_name().to_string_lossy().ends_with(".part"));
+                    glimpses += usize::from(temp);
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            glimpses
+        })
+    };
+    let fetched = pair
+        .b
+        .fetch(&pair.a_url, shared["handle"].as_str().unwrap())
+        .await
+        .expect("fetch");
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(fetched["bytes"], 8 << 20);
+    let glimpses = watcher.join().unwrap();
+    assert!(glimpses <= 1, "a temp file was visible {glimpses} times");
+    let names: Vec<String> = std::fs::read_dir(pair.b_dir.path().join("peer-in"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}
+
 /// A minted handle's line names the file as the handle does (the payload's `p`, as each redeem
 /// line of it will), not as the agent spelled it; a refused mint keeps the spelling (D-6.2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

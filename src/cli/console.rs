@@ -34,28 +34,133 @@ pub(crate) async fn answer(capsule: &Capsule, line: &str) -> Value {
     }
 }
 
-/// Serves the console until end of stdin.
-pub(crate) async fn run(capsule: &Capsule) {
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+/// Serves the console until end of stdin, or until `stop` turns true (a signal). A call in
+/// flight when `stop` comes still gets its answer (and leaves its trace line) if it finishes
+/// within `drain`; no further line is read. A call that outlasts `drain` is abandoned without
+/// an answer: the session is ending.
+pub(crate) async fn run(
+    capsule: &Capsule,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    drain: std::time::Duration,
+) {
+    let mut lines = ConsoleLines::new(tokio::io::stdin());
     let mut stdout = tokio::io::stdout();
     loop {
-        let line = match lines.next_line().await {
-            Ok(Some(line)) => line,
-            Ok(None) => break,
-            Err(e) => {
-                tracing::warn!("console input is not UTF-8 text: {e}");
-                let answer = json!({"ok": false, "error": {"code": "invalid_request", "message": "the line is not UTF-8 text"}});
+        let next = tokio::select! {
+            biased;
+            () = stopped(&mut stop) => break,
+            next = lines.next_line() => next,
+        };
+        let line = match next {
+            Ok(Some(Ok(line))) => line,
+            Ok(Some(Err(why))) => {
+                tracing::warn!("console input refused: {why}");
+                let answer = json!({"ok": false, "error": {"code": Code::InvalidRequest.as_str(), "message": why}});
                 if write_line(&mut stdout, &answer).await.is_err() {
                     break;
                 }
                 continue;
             }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!("console input failed: {e}");
+                break;
+            }
         };
-        let answer = answer(capsule, &line).await;
+        let answering = answer(capsule, &line);
+        tokio::pin!(answering);
+        let answer = tokio::select! {
+            answer = &mut answering => answer,
+            () = stopped(&mut stop) => {
+                match tokio::time::timeout(drain, &mut answering).await {
+                    Ok(answer) => answer,
+                    Err(_) => {
+                        tracing::warn!("a console call outlasted the drain deadline; abandoned");
+                        break;
+                    }
+                }
+            }
+        };
         if write_line(&mut stdout, &answer).await.is_err() {
             break;
         }
     }
+}
+
+/// The longest console line read: a tool call is a few hundred bytes, and a line is held whole
+/// before it is parsed.
+const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Console lines, `\n` or `\r\n` ended (an unterminated last line counts), each held whole up
+/// to [`MAX_LINE_BYTES`]: a longer one is skipped to its end and refused, so memory stays
+/// bounded whatever stdin brings. Cancel-safe: a line read in part is kept for the next call.
+struct ConsoleLines<R> {
+    reader: BufReader<R>,
+    pending: Vec<u8>,
+    too_long: bool,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> ConsoleLines<R> {
+    fn new(input: R) -> Self {
+        ConsoleLines {
+            reader: BufReader::new(input),
+            pending: Vec::new(),
+            too_long: false,
+        }
+    }
+
+    /// The next line: its text, or why it is refused (too long, not UTF-8); `None` at end of
+    /// input.
+    ///
+    /// # Errors
+    /// The read's error.
+    async fn next_line(&mut self) -> std::io::Result<Option<Result<String, &'static str>>> {
+        loop {
+            let available = self.reader.fill_buf().await?;
+            if available.is_empty() {
+                if self.pending.is_empty() && !self.too_long {
+                    return Ok(None);
+                }
+                return Ok(Some(self.take_line()));
+            }
+            let end = available.iter().position(|b| *b == b'\n');
+            let taken = end.map_or(available.len(), |at| at + 1);
+            if !self.too_long {
+                if self.pending.len() + taken > MAX_LINE_BYTES + 2 {
+                    self.too_long = true;
+                    self.pending = Vec::new();
+                } else {
+                    self.pending.extend_from_slice(&available[..taken]);
+                }
+            }
+            self.reader.consume(taken);
+            if end.is_some() {
+                return Ok(Some(self.take_line()));
+            }
+        }
+    }
+
+    fn take_line(&mut self) -> Result<String, &'static str> {
+        let mut line = std::mem::take(&mut self.pending);
+        if std::mem::take(&mut self.too_long) {
+            return Err("the line is over 1 MiB");
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        }
+        if line.len() > MAX_LINE_BYTES {
+            return Err("the line is over 1 MiB");
+        }
+        String::from_utf8(line).map_err(|_| "the line is not UTF-8 text")
+    }
+}
+
+/// Resolves once `stop` is true (or its sender is gone), holding no borrow of it afterwards.
+async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
 }
 
 async fn write_line(stdout: &mut tokio::io::Stdout, value: &Value) -> std::io::Result<()> {
@@ -63,4 +168,52 @@ async fn write_line(stdout: &mut tokio::io::Stdout, value: &Value) -> std::io::R
     bytes.push(b'\n');
     stdout.write_all(&bytes).await?;
     stdout.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn all_lines(input: &[u8]) -> Vec<Result<String, &'static str>> {
+        let mut lines = ConsoleLines::new(input);
+        let mut out = Vec::new();
+        while let Some(line) = lines.next_line().await.expect("read") {
+            out.push(line);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn lines_end_at_lf_or_crlf_and_an_unterminated_last_line_counts() {
+        assert_eq!(
+            all_lines(b"a\nb\r\n\n c \nlast").await,
+            [Ok("a"), Ok("b"), Ok(""), Ok(" c "), Ok("last")].map(|l| l.map(str::to_owned))
+        );
+        assert!(all_lines(b"").await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_cap_is_refused_whole_and_the_next_one_read() {
+        let mut input = vec![b'x'; MAX_LINE_BYTES];
+        input.extend_from_slice(b"\r\n");
+        input.extend(vec![b'y'; MAX_LINE_BYTES + 1]);
+        input.extend_from_slice(b"\n{\"op\":\"tools\"}\n");
+        input.extend(vec![b'z'; 3 * MAX_LINE_BYTES]);
+        // Lengths only: a failure must not print megabytes of line.
+        let lines: Vec<Result<usize, &str>> = all_lines(&input)
+            .await
+            .into_iter()
+            .map(|line| line.map(|text| text.len()))
+            .collect();
+        let too_long = Err("the line is over 1 MiB");
+        assert_eq!(lines, [Ok(MAX_LINE_BYTES), too_long, Ok(14), too_long]);
+    }
+
+    #[tokio::test]
+    async fn a_line_that_is_not_utf8_is_refused_and_the_next_one_read() {
+        assert_eq!(
+            all_lines(b"\xff\xfe\nok\n").await,
+            [Err("the line is not UTF-8 text"), Ok("ok".to_owned())]
+        );
+    }
 }

@@ -234,14 +234,16 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
 
     let capsule = Arc::new(capsule);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    if args.console {
+    let drain = ListenerConfig::default().drain_deadline;
+    let console = args.console.then(|| {
         let console_capsule = capsule.clone();
         let stop = stop_tx.clone();
+        let stopping = stop_tx.subscribe();
         tokio::spawn(async move {
-            super::console::run(&console_capsule).await;
+            super::console::run(&console_capsule, stopping, drain).await;
             let _ = stop.send(true);
-        });
-    }
+        })
+    });
     tokio::spawn(async move {
         signals.wait().await;
         let _ = stop_tx.send(true);
@@ -258,6 +260,11 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     .await;
     if let Ok(Err(e)) = served {
         tracing::error!("listener failed: {e}");
+    }
+    // A console call in flight at the signal finishes (answer and trace line) before the key
+    // goes; the console bounds its own wait by the drain deadline.
+    if let Some(console) = console {
+        let _ = console.await;
     }
     capsule.end_session();
     Ok(ExitCode::SUCCESS)

@@ -388,7 +388,13 @@ impl Filesystem for OsFilesystem {
     }
 
     fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
-        land_in(self.workdir.as_fd(), dir, name, bytes)
+        land_in(
+            self.workdir.as_fd(),
+            self.proc_fds.as_deref(),
+            dir,
+            name,
+            bytes,
+        )
     }
 }
 
@@ -400,7 +406,24 @@ fn land_error(errno: Errno, what: &str) -> FsError {
     FsError::new(kind, format!("{what}: {errno}"))
 }
 
-fn land_in(workdir: BorrowedFd<'_>, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
+/// Lands `bytes` as `dir/name` beneath the workdir (D-10.4): written whole and fsynced under
+/// a temporary name, then renamed over the target, following no symlink on the way.
+///
+/// The file is first created without any name (`O_TMPFILE`) and linked to its temporary name
+/// through `/proc/self/fd` only once whole, so a session that ends mid-write (a signal, a
+/// crash) leaves nothing behind; where the filesystem or `/proc` cannot do that, it is
+/// created under the temporary name from the start, and removed on any failure.
+///
+/// # Errors
+/// `PathRefused` when the directory or the target is not what it must be (a symlink, a file
+/// where the directory goes, a directory at the target); `Io` otherwise.
+fn land_in(
+    workdir: BorrowedFd<'_>,
+    proc_fds: Option<&OwnedFd>,
+    dir: &str,
+    name: &str,
+    bytes: &[u8],
+) -> Result<(), FsError> {
     super::check_landing_names(dir, name)?;
     match rustix::fs::mkdirat(workdir, dir, Mode::from_raw_mode(0o755)) {
         Ok(()) | Err(Errno::EXIST) => {}
@@ -414,20 +437,42 @@ fn land_in(workdir: BorrowedFd<'_>, dir: &str, name: &str, bytes: &[u8]) -> Resu
     )
     .map_err(|e| land_error(e, "open landing directory"))?;
     let temp = format!(".{name}.{}.part", super::super::random::hex::<8>());
-    let fd = rustix::fs::openat(
-        &dir_fd,
-        temp.as_str(),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o644),
-    )
-    .map_err(|e| land_error(e, "create temp file"))?;
-    let mut file = File::from(fd);
-    let written = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| FsError::new(FsErrorKind::Io, format!("write temp file: {e}")));
-    drop(file);
-    let renamed = written.and_then(|()| {
+    let unnamed = proc_fds.and_then(|proc_fds| {
+        rustix::fs::openat(
+            &dir_fd,
+            ".",
+            OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )
+        .ok()
+        .map(|fd| (proc_fds, fd))
+    });
+    let placed = match unnamed {
+        Some((proc_fds, fd)) => {
+            let mut file = File::from(fd);
+            write_whole(&mut file, bytes)?;
+            rustix::fs::linkat(
+                proc_fds,
+                file.as_raw_fd().to_string().as_str(),
+                &dir_fd,
+                temp.as_str(),
+                AtFlags::SYMLINK_FOLLOW,
+            )
+            .map_err(|e| land_error(e, "name the temp file"))?;
+            Ok(())
+        }
+        None => {
+            let fd = rustix::fs::openat(
+                &dir_fd,
+                temp.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o644),
+            )
+            .map_err(|e| land_error(e, "create temp file"))?;
+            write_whole(&mut File::from(fd), bytes)
+        }
+    };
+    let renamed = placed.and_then(|()| {
         rustix::fs::renameat(&dir_fd, temp.as_str(), &dir_fd, name)
             .map_err(|e| land_error(e, "rename into place"))
     });
@@ -438,6 +483,13 @@ fn land_in(workdir: BorrowedFd<'_>, dir: &str, name: &str, bytes: &[u8]) -> Resu
     // Make the rename durable; a failure here leaves a whole file, so it is not an error.
     let _ = rustix::fs::fsync(&dir_fd);
     Ok(())
+}
+
+/// Writes `bytes` to `file` and waits for them to reach the disk.
+fn write_whole(file: &mut File, bytes: &[u8]) -> Result<(), FsError> {
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| FsError::new(FsErrorKind::Io, format!("write temp file: {e}")))
 }
 
 #[derive(Debug)]
