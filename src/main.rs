@@ -44,8 +44,10 @@ fn raise_descriptor_limit() {
 }
 
 fn main() -> ExitCode {
-    // Colour only for a person at a terminal: a log file or a pipe gets plain text.
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // Colour only for a person at a terminal who has not asked for none (`NO_COLOR`): a log
+    // file or a pipe gets plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(colour)

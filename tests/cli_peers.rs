@@ -1236,7 +1236,15 @@ fn sigterm_during_a_tool_call_still_answers_it() {
                       "input": {"path": "report.md", "peer": slow.peer()}});
     writeln!(stdin, "{call}").expect("send the call");
     stdin.flush().expect("flush");
-    std::thread::sleep(Duration::from_millis(500));
+    // The signal comes while the call waits on the card: once the card server has the request.
+    let asked = Instant::now();
+    while slow.hits() == 0 {
+        assert!(
+            asked.elapsed() < ANSWER_DEADLINE,
+            "the card was never fetched"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     a.sigterm();
     // Sent after the signal: never read, never answered.
     let stdin = a.stdin.as_mut().expect("stdin open");

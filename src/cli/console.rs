@@ -7,9 +7,13 @@ use resource_plane::tools::ToolError;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+/// The answer to a line that is no request.
+fn invalid(why: &str) -> Value {
+    json!({"ok": false, "error": {"code": Code::InvalidRequest.as_str(), "message": why}})
+}
+
 /// Answers one console line.
 pub(crate) async fn answer(capsule: &Capsule, line: &str) -> Value {
-    let invalid = |why: &str| json!({"ok": false, "error": {"code": Code::InvalidRequest.as_str(), "message": why}});
     let Ok(request) = serde_json::from_str::<Value>(line) else {
         return invalid("each line must be one JSON object");
     };
@@ -55,8 +59,7 @@ pub(crate) async fn run(
             Ok(Some(Ok(line))) => line,
             Ok(Some(Err(why))) => {
                 tracing::warn!("console input refused: {why}");
-                let answer = json!({"ok": false, "error": {"code": Code::InvalidRequest.as_str(), "message": why}});
-                if write_line(&mut stdout, &answer).await.is_err() {
+                if write_line(&mut stdout, &invalid(why)).await.is_err() {
                     break;
                 }
                 continue;

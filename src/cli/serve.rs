@@ -233,8 +233,12 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     println!("{ready}");
 
     let capsule = Arc::new(capsule);
+    let listener_config = ListenerConfig {
+        send_timeout: std::time::Duration::from_secs(args.send_timeout),
+        ..ListenerConfig::default()
+    };
+    let drain = listener_config.drain_deadline;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let drain = ListenerConfig::default().drain_deadline;
     let console = args.console.then(|| {
         let console_capsule = capsule.clone();
         let stop = stop_tx.clone();
@@ -244,31 +248,37 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
             let _ = stop.send(true);
         })
     });
+    let stop_console = stop_tx.clone();
     tokio::spawn(async move {
         signals.wait().await;
         let _ = stop_tx.send(true);
     });
     let router = capsule.router();
-    let send_timeout = args.send_timeout;
     let served = tokio::task::spawn_blocking(move || {
-        let config = ListenerConfig {
-            send_timeout: std::time::Duration::from_secs(send_timeout),
-            ..ListenerConfig::default()
-        };
-        serve_sharded(listeners, router, config, stop_rx)
+        serve_sharded(listeners, router, listener_config, stop_rx)
     })
     .await;
     if let Ok(Err(e)) = served {
         tracing::error!("listener failed: {e}");
     }
     // A console call in flight at the signal finishes (answer and trace line) before the key
-    // goes; the console bounds its own wait by the drain deadline.
-    if let Some(console) = console {
-        let _ = console.await;
+    // goes. The console bounds the call by the drain deadline; the bound here also covers an
+    // answer stuck writing to a stdout nobody reads, and a listener that ended on its own.
+    let _ = stop_console.send(true);
+    if let Some(console) = console
+        && tokio::time::timeout(drain + CONSOLE_MARGIN, console)
+            .await
+            .is_err()
+    {
+        tracing::warn!("the console did not finish within the drain deadline; abandoned");
     }
     capsule.end_session();
     Ok(ExitCode::SUCCESS)
 }
+
+/// How long past the drain deadline the session waits for the console to write its last
+/// answer.
+const CONSOLE_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// SIGTERM and SIGINT, installed before the ready line is printed.
 struct Signals {

@@ -72,7 +72,9 @@ impl Builders {
         let mut lean = hyper::server::conn::http1::Builder::new();
         // A client may shut its side down once its request is out (`nc -N`, a one-shot
         // script): half-close keeps the answer coming. Without it hyper read the EOF while the
-        // service ran and dropped the answer.
+        // service ran and dropped the answer. The price: a client that leaves altogether
+        // mid-request is noticed only when the answer's write fails, so its read or listing
+        // runs to the end (bounded, as all work is, by the connection and byte caps).
         lean.keep_alive(false)
             .half_close(true)
             .timer(TokioTimer::new())

@@ -411,8 +411,9 @@ fn land_error(errno: Errno, what: &str) -> FsError {
 ///
 /// The file is first created without any name (`O_TMPFILE`) and linked to its temporary name
 /// through `/proc/self/fd` only once whole, so a session that ends mid-write (a signal, a
-/// crash) leaves nothing behind; where the filesystem or `/proc` cannot do that, it is
-/// created under the temporary name from the start, and removed on any failure.
+/// crash) leaves nothing behind, short of the instant between the link and the rename; where
+/// the filesystem or `/proc` cannot do that, it is created under the temporary name from the
+/// start, and removed on any failure.
 ///
 /// # Errors
 /// `PathRefused` when the directory or the target is not what it must be (a symlink, a file
@@ -451,26 +452,22 @@ fn land_in(
         Some((proc_fds, fd)) => {
             let mut file = File::from(fd);
             write_whole(&mut file, bytes)?;
-            rustix::fs::linkat(
+            let linked = rustix::fs::linkat(
                 proc_fds,
                 file.as_raw_fd().to_string().as_str(),
                 &dir_fd,
                 temp.as_str(),
                 AtFlags::SYMLINK_FOLLOW,
-            )
-            .map_err(|e| land_error(e, "name the temp file"))?;
-            Ok(())
+            );
+            drop(file);
+            match linked {
+                Ok(()) => Ok(()),
+                // `/proc` would not link it (a security policy, an unusual procfs): the named
+                // way, from the start.
+                Err(_) => write_named(&dir_fd, &temp, bytes),
+            }
         }
-        None => {
-            let fd = rustix::fs::openat(
-                &dir_fd,
-                temp.as_str(),
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(0o644),
-            )
-            .map_err(|e| land_error(e, "create temp file"))?;
-            write_whole(&mut File::from(fd), bytes)
-        }
+        None => write_named(&dir_fd, &temp, bytes),
     };
     let renamed = placed.and_then(|()| {
         rustix::fs::renameat(&dir_fd, temp.as_str(), &dir_fd, name)
@@ -483,6 +480,18 @@ fn land_in(
     // Make the rename durable; a failure here leaves a whole file, so it is not an error.
     let _ = rustix::fs::fsync(&dir_fd);
     Ok(())
+}
+
+/// Creates `temp` in `dir` (never over anything, following nothing) and writes `bytes` to it.
+fn write_named(dir: &OwnedFd, temp: &str, bytes: &[u8]) -> Result<(), FsError> {
+    let fd = rustix::fs::openat(
+        dir,
+        temp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )
+    .map_err(|e| land_error(e, "create temp file"))?;
+    write_whole(&mut File::from(fd), bytes)
 }
 
 /// Writes `bytes` to `file` and waits for them to reach the disk.
