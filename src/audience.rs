@@ -19,12 +19,20 @@ pub fn url_address(url: &str) -> Option<Address> {
     Address::parse(&format!("{}{}", &url[..scheme_len], &rest[..end])).ok()
 }
 
-/// `<name>@<host>:<port>` from a name and an advertised URL, or `None` when either is unusable.
-pub fn audience(name: &str, url: &str) -> Option<String> {
+/// Whether `name` can head an audience: not empty once trimmed, and no control character
+/// (an audience travels as an HTTP header value, which cannot carry one).
+pub fn is_usable_name(name: &str) -> bool {
     let name = name.trim();
-    if name.is_empty() {
+    !name.is_empty() && !name.chars().any(char::is_control)
+}
+
+/// `<name>@<host>:<port>` from a name and an advertised URL, or `None` when either is unusable
+/// (a name that is empty or holds a control character: see [`is_usable_name`]).
+pub fn audience(name: &str, url: &str) -> Option<String> {
+    if !is_usable_name(name) {
         return None;
     }
+    let name = name.trim();
     let address = url_address(url)?;
     Some(format!("{name}@{}", address.host_port()).to_ascii_lowercase())
 }
@@ -58,6 +66,18 @@ pub fn agent_card(name: &str, url: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_with_control_characters_make_no_audience() {
+        for name in ["a\nb", "tab\there", "nul\0", "del\u{7f}", "c1\u{85}x", " "] {
+            assert_eq!(audience(name, "http://h:1"), None, "{name:?}");
+        }
+        assert_eq!(
+            audience(" Café ", "http://H:1").as_deref(),
+            Some("café@h:1"),
+            "any other text is a name; only ASCII is lowercased"
+        );
+    }
 
     #[test]
     fn both_sides_agree() {

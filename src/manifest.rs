@@ -222,9 +222,16 @@ impl Manifest {
         )
         .map_err(|_| LaunchError::malformed("manifest", "a mapping with at least `name`"))?;
 
+        // The name heads the audience, which a peer sends as an HTTP header value (D-8): it
+        // may be any text but a control character, which no header can carry.
         let name = match top.get("name") {
-            Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
-            _ => return Err(LaunchError::malformed("name", "a non-empty string")),
+            Some(Value::String(s)) if crate::audience::is_usable_name(s) => s.trim().to_owned(),
+            _ => {
+                return Err(LaunchError::malformed(
+                    "name",
+                    "a non-empty string without control characters",
+                ));
+            }
         };
 
         let (mut files, mut peer_files) = (None, None);
@@ -484,6 +491,9 @@ mod tests {
             ("- a", "manifest"),
             ("name: ''", "name"),
             ("name: 3", "name"),
+            ("name: \"a\\nb\"", "name"),
+            ("name: \"tab\\there\"", "name"),
+            ("name: \"del\\x7f\"", "name"),
             ("exports: {}", "name"),
             ("name: x\nexports: 3", "exports"),
             (

@@ -783,6 +783,8 @@ fn malformed_manifests_refuse_with_e_man_003() {
         ),
         ("not a mapping", "- just\n- a list\n"),
         ("not YAML", "name: [unclosed\n"),
+        // The name heads the audience, an HTTP header value: no control character fits.
+        ("name with a line break", "name: \"a\\nb\"\n"),
     ];
     for (case, manifest) in cases {
         let world = World::new(manifest);

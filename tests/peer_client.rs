@@ -1521,6 +1521,43 @@ async fn a_landing_file_is_nameless_until_whole() {
     assert_eq!(names.len(), 1, "{names:?}");
 }
 
+/// A capsule's name may be any text without control characters: a fetcher named `Café 東京`
+/// sends its audience as a header value of UTF-8 bytes (obs-text), and the minter, which
+/// derived the same audience from its card, honours it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetcher_with_a_non_ascii_name_redeems() {
+    let a_dir = tempfile::tempdir().unwrap();
+    let b_dir = tempfile::tempdir().unwrap();
+    let (listener_a, port_a) = bind().await;
+    let (listener_b, port_b) = bind().await;
+    let a_url = format!("http://127.0.0.1:{port_a}");
+    let b_url = format!("http://127.0.0.1:{port_b}");
+    let a = launch(
+        &minter_yaml("\"127.0.0.1\""),
+        &a_url,
+        Arc::new(OsFilesystem::open(a_dir.path()).unwrap()),
+        |c| c.peer_timeouts = generous(),
+    );
+    let b = launch(
+        &fetcher_yaml(&format!("\"127.0.0.1:{port_a}\""))
+            .replace("name: reader", "name: Café 東京"),
+        &b_url,
+        Arc::new(OsFilesystem::open(b_dir.path()).unwrap()),
+        |c| c.peer_timeouts = generous(),
+    );
+    serve_http(listener_a, &a);
+    serve_http(listener_b, &b);
+    std::fs::create_dir_all(a_dir.path().join("out")).unwrap();
+    std::fs::write(a_dir.path().join("out/report.md"), "for a named peer\n").unwrap();
+    let shared = a.share("report.md", &b_url).await;
+    assert_eq!(shared["audience"], format!("café 東京@127.0.0.1:{port_b}"));
+    let fetched = b
+        .fetch(&a_url, shared["handle"].as_str().unwrap())
+        .await
+        .expect("a non-ASCII audience redeems");
+    assert_eq!(fetched["bytes"], 17);
+}
+
 /// A minted handle's line names the file as the handle does (the payload's `p`, as each redeem
 /// line of it will), not as the agent spelled it; a refused mint keeps the spelling (D-6.2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
