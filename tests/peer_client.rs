@@ -1558,6 +1558,59 @@ async fn a_fetcher_with_a_non_ascii_name_redeems() {
     assert_eq!(fetched["bytes"], 17);
 }
 
+/// A call abandoned mid-way (the console drops it when the session ends past the drain
+/// deadline) still leaves its one trace line: `io_error`, with the reason saying so (D-9.3 for
+/// `share-file`, and every `fetch-peer-file` attempt likewise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_call_still_leaves_its_trace_line() {
+    let silent = RawPeer::start(Behaviour::Silent).await;
+    let minter = memory_minter("http://127.0.0.1:9", |c| c.peer_timeouts = generous());
+    let (peer, token) = (silent.url(), crafted_token("out/report.md"));
+    let share = minter.call("share-file", json!({"path": "report.md", "peer": peer}));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), share)
+            .await
+            .is_err(),
+        "the silent card keeps the call waiting"
+    );
+    let mint = only_mint_line(&minter);
+    assert_eq!(mint["outcome"], "io_error");
+    assert_eq!(mint["path"], "report.md");
+    assert!(
+        mint["reason"].as_str().unwrap().starts_with("abandoned"),
+        "{mint}"
+    );
+
+    let fetcher = DiskFetcher::new("\"127.0.0.1\"", generous(), CAP);
+    let fetch = fetcher.node.fetch(&peer, &token);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), fetch)
+            .await
+            .is_err()
+    );
+    let lines = fetcher.node.events_of("peer_file_fetch");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["outcome"], "io_error");
+    assert!(
+        lines[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("abandoned")
+    );
+    fetcher.node.assert_trace_has_no_token();
+
+    // A call that finishes writes only its own line.
+    let finished = memory_minter("http://127.0.0.1:9", |c| c.peer_timeouts = generous());
+    let refused = finished
+        .call(
+            "share-file",
+            json!({"path": "missing.md", "peer": silent.url()}),
+        )
+        .await;
+    assert_eq!(refused.unwrap_err().code, "not_found");
+    assert_eq!(only_mint_line(&finished)["outcome"], "not_found");
+}
+
 /// A minted handle's line names the file as the handle does (the payload's `p`, as each redeem
 /// line of it will), not as the agent spelled it; a refused mint keeps the spelling (D-6.2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -221,6 +221,41 @@ impl Tracer {
     }
 }
 
+/// The trace line an attempt owes if it never writes its own: a tool call whose future is
+/// dropped mid-way (the console abandons it when the session ends past the drain deadline)
+/// still leaves one line (D-6, D-9.3), written as the guard drops. [`settle`](Self::settle)
+/// releases it once the attempt writes its real line.
+#[derive(Debug)]
+pub struct OwedLine<'a, E: TraceEvent> {
+    tracer: &'a Tracer,
+    line: Option<E>,
+}
+
+impl<'a, E: TraceEvent> OwedLine<'a, E> {
+    /// Owes `line` on `tracer` until settled.
+    pub fn new(tracer: &'a Tracer, line: E) -> Self {
+        OwedLine {
+            tracer,
+            line: Some(line),
+        }
+    }
+
+    /// The attempt wrote its own line: nothing is owed.
+    pub fn settle(mut self) {
+        self.line = None;
+    }
+}
+
+impl<E: TraceEvent> Drop for OwedLine<'_, E> {
+    fn drop(&mut self) {
+        if let Some(line) = self.line.take()
+            && let Err(e) = self.tracer.emit(&line)
+        {
+            tracing::error!("trace write failed for an abandoned attempt: {e}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,9 +2,9 @@
 //! over HTTP(S) asserting our own audience → etag check → land under `peer-in/` by temp file,
 //! fsync and rename. The bytes arrive as a file and never as text.
 
-use super::{Tool, ToolError, ToolFuture, required_string};
+use super::{ABANDONED, Tool, ToolError, ToolFuture, required_string};
 use crate::backends::Filesystem;
-use crate::backends::trace::Tracer;
+use crate::backends::trace::{OwedLine, Tracer};
 use crate::events::PeerFileFetch;
 use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
 use crate::http::response::{AUDIENCE, GENERATION};
@@ -85,7 +85,20 @@ impl FetchPeerFile {
         let peer_text = required_string(&input, "peer")?;
         let token = required_string(&input, "handle")?;
         let handle_id = crate::hex::handle_id(&token);
+        let owed = OwedLine::new(
+            &self.tracer,
+            PeerFileFetch {
+                peer: Some(peer_text.clone()),
+                handle_id: Some(handle_id.clone()),
+                stored_path: None,
+                bytes: None,
+                sha256: None,
+                outcome: Code::IoError.as_str().into(),
+                reason: Some(ABANDONED.into()),
+            },
+        );
         let outcome = self.fetch(&peer_text, &token, &handle_id).await;
+        owed.settle();
         let event = match &outcome {
             Ok(landed) => PeerFileFetch {
                 peer: Some(peer_text.clone()),

@@ -7,6 +7,10 @@ pub use fetch_peer_file::{FetchPeerFile, LANDING_DIR, sanitised_basename};
 pub use share_file::ShareFile;
 
 use crate::refusal::Code;
+
+/// The trace `reason` of a call abandoned before it finished (its future dropped when the
+/// session ended past the drain deadline): its line records `io_error` with this reason.
+pub(crate) const ABANDONED: &str = "abandoned: the session ended before the call finished";
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Debug;

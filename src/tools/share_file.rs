@@ -2,8 +2,8 @@
 //! → mint. An escaping path costs no connection; every attempt past input validation leaves one
 //! `peer_handle_mint` line.
 
-use super::{Tool, ToolError, ToolFuture, required_string};
-use crate::backends::trace::Tracer;
+use super::{ABANDONED, Tool, ToolError, ToolFuture, required_string};
+use crate::backends::trace::{OwedLine, Tracer};
 use crate::events::PeerHandleMint;
 use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
 use crate::planes::PeerPlane;
@@ -71,12 +71,24 @@ impl ShareFile {
                 .ok_or_else(|| ToolError::of(Code::InvalidTtl))?
                 .min(self.max_ttl_secs),
         };
+        let owed = OwedLine::new(
+            &self.tracer,
+            PeerHandleMint {
+                handle_id: None,
+                path: Some(path.clone()),
+                audience: None,
+                expires_at_ms: None,
+                outcome: Code::IoError.as_str(),
+                reason: Some(ABANDONED.into()),
+            },
+        );
         let mut attempt = Attempt {
             path,
             resolved: None,
             audience: None,
         };
         let outcome = self.mint(&mut attempt, &peer, ttl_secs).await;
+        owed.settle();
         let event = match &outcome {
             Ok(minted) => PeerHandleMint {
                 handle_id: Some(minted.handle_id.clone()),
