@@ -185,6 +185,16 @@ fn holds_a_non_finite_number(yaml: &serde_norway::Value) -> bool {
 }
 
 impl Manifest {
+    /// Parses a manifest file's bytes: UTF-8 YAML.
+    ///
+    /// # Errors
+    /// `E-MAN-003`: not UTF-8, or as [`from_yaml`](Self::from_yaml).
+    pub fn from_yaml_bytes(bytes: &[u8]) -> Result<Parsed, LaunchError> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| LaunchError::malformed("manifest", "UTF-8 YAML text"))?;
+        Self::from_yaml(text)
+    }
+
     /// Parses a YAML manifest (the CLI's format).
     ///
     /// # Errors
@@ -482,6 +492,15 @@ mod tests {
         .unwrap();
         assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
         assert!(p.warnings[1].contains("exports.files.extra"));
+    }
+
+    #[test]
+    fn a_manifest_that_is_not_utf8_is_e_man_003() {
+        let refused = Manifest::from_yaml_bytes(b"name: caf\xe9\n").unwrap_err();
+        assert_eq!(refused.code, "E-MAN-003");
+        assert_eq!(refused.message, "manifest: UTF-8 YAML text");
+        let parsed = Manifest::from_yaml_bytes("name: café\n".as_bytes()).unwrap();
+        assert_eq!(parsed.manifest.name, "café");
     }
 
     #[test]

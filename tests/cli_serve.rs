@@ -684,6 +684,16 @@ fn url_flag_changes_url_and_audience() {
     assert_eq!(server.ready_str("audience"), "reporter@example.test:8080");
     drop(server);
 
+    // `--listen` takes a host name the system resolves, as an operator would write it.
+    let server = Server::start(&world, world.args(&["--listen", "localhost:0"]));
+    assert!(
+        server.ready_str("url").starts_with("http://127.0.0.1:"),
+        "{}",
+        server.ready_str("url")
+    );
+    assert_still_serving(server.port(), "a listener named by host");
+    drop(server);
+
     // The port is always explicit in an audience (D-8): 80 for http when absent.
     let server = Server::start(&world, world.args(&["--url", "http://Example.test"]));
     assert_eq!(server.ready_str("url"), "http://Example.test");
@@ -2145,6 +2155,48 @@ fn a_signal_right_after_the_ready_line_still_exits_0() {
 // =============================================================================================
 // 7. The trace file.
 // =============================================================================================
+
+/// A trace write cut short (a full disk; here a file size limit) fails the request closed
+/// (500) and leaves no fragment: the trace stays one JSON object per line (D-6.1, D-6.4).
+#[test]
+fn a_short_trace_write_fails_closed_and_leaves_no_fragment() {
+    let world = World::with_files(FILES_MANIFEST);
+    let mut child = ChildGuard(
+        Command::new("bash")
+            .arg("-c")
+            // 1 KiB of file for the process: room for about three trace lines.
+            .arg("trap '' XFSZ; ulimit -f 1; exec \"$0\" \"$@\"")
+            .arg(BIN)
+            .args(world.args(&[]))
+            .env("TMPDIR", world.tmpdir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn resource-plane under a file size limit"),
+    );
+    let mut stdout = BufReader::new(child.0.stdout.take().expect("stdout"));
+    let mut ready = String::new();
+    stdout.read_line(&mut ready).expect("the ready line");
+    let ready: Value = serde_json::from_str(&ready).expect("a JSON ready line");
+    let port: u16 = ready["url"]
+        .as_str()
+        .and_then(|url| url.rsplit(':').next())
+        .and_then(|port| port.parse().ok())
+        .expect("a port in the ready line");
+    let statuses: Vec<u16> = (0..6)
+        .map(|_| get(port, "/resources/files/a.txt").status)
+        .collect();
+    let served = statuses.iter().take_while(|s| **s == 200).count();
+    assert!(
+        (1..6).contains(&served) && statuses[served..].iter().all(|s| *s == 500),
+        "served until the trace was full, then failed closed: {statuses:?}"
+    );
+    let text = std::fs::read_to_string(world.trace()).expect("the trace");
+    assert!(text.ends_with('\n'), "no fragment at the end: {text:?}");
+    assert_eq!(trace_lines(&world.trace()).len(), served, "{text}");
+    drop(stdout);
+}
 
 #[test]
 fn trace_has_exactly_one_line_per_request_under_resources() {

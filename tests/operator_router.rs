@@ -1163,6 +1163,12 @@ fn every_method_but_get_is_405_with_allow_get_whatever_is_declared() {
                         &ctx,
                     );
                 }
+                // The reason says what was refused: the method, never "no such route".
+                let reason = ev["reason"].as_str().unwrap_or_default();
+                assert!(
+                    !reason.is_empty() && !reason.contains("no such route"),
+                    "{ctx}: reason {reason:?}"
+                );
             }
         }
     }

@@ -25,6 +25,9 @@ pub trait TraceSink: Debug + Send + Sync {
 #[derive(Debug)]
 pub struct JsonlTraceSink {
     fd: OwnedFd,
+    /// Held for each append: a short write's fragment is cut off before any other line can
+    /// follow it.
+    appending: Mutex<()>,
 }
 
 impl JsonlTraceSink {
@@ -64,7 +67,10 @@ impl JsonlTraceSink {
                 ),
             ));
         }
-        Ok(JsonlTraceSink { fd })
+        Ok(JsonlTraceSink {
+            fd,
+            appending: Mutex::new(()),
+        })
     }
 }
 
@@ -73,10 +79,22 @@ impl TraceSink for JsonlTraceSink {
         // One write(2): with O_APPEND the kernel places the whole buffer at the end atomically
         // with respect to other appenders. A short write is an error, not a retry, so a line is
         // never split around another writer's line.
+        let _appending = self
+            .appending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let written = rustix::io::write(&self.fd, line)?;
         if written == line.len() {
             Ok(())
         } else {
+            // A full disk or a file size limit: the line's first bytes are the file's last.
+            // Cut them off, so the trace stays one JSON object per line (D-6.1) and a later
+            // line, if any fits, does not start mid-fragment. No other append of this sink
+            // can have come after them (the lock); the file is this session's alone.
+            if let Ok(stat) = rustix::fs::fstat(&self.fd) {
+                let end = u64::try_from(stat.st_size).unwrap_or(0);
+                let _ = rustix::fs::ftruncate(&self.fd, end.saturating_sub(written as u64));
+            }
             Err(io::Error::new(
                 io::ErrorKind::WriteZero,
                 format!("short trace write: {written} of {} bytes", line.len()),

@@ -22,8 +22,9 @@ pub(crate) struct ServeArgs {
     /// The YAML manifest.
     #[arg(long)]
     manifest: PathBuf,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:0")]
+    /// Address to listen on: IP:PORT, or HOST:PORT for a host the system resolves
+    /// (`localhost:8080`; its first IPv4 address, else its first address).
+    #[arg(long, default_value = "127.0.0.1:0", value_parser = parse_listen)]
     listen: SocketAddr,
     /// Advertised URL; default http://<bound addr>.
     #[arg(long)]
@@ -91,13 +92,14 @@ fn canonical_parent(path: &Path) -> Option<PathBuf> {
 
 #[allow(clippy::disallowed_methods)]
 async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
-    let text = std::fs::read_to_string(&args.manifest).map_err(|e| {
+    let bytes = std::fs::read(&args.manifest).map_err(|e| {
         cli_error(
             format!("--manifest {}: {e}", args.manifest.display()),
             "pass a readable YAML manifest",
         )
     })?;
-    let parsed = Manifest::from_yaml(&text)?;
+    // A file that was read but is not text is a malformed manifest, not a bad flag.
+    let parsed = Manifest::from_yaml_bytes(&bytes)?;
     for warning in &parsed.warnings {
         eprintln!("{warning}");
     }
@@ -122,10 +124,13 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         Some(path) => (path.clone(), false),
         None => {
             let dir = std::env::temp_dir().join("resource-plane-traces");
-            (
-                dir.join(format!("trace-{}.jsonl", std::process::id())),
-                true,
-            )
+            // A name no earlier session has used (a process id repeats, across container
+            // restarts say, and the file would then hold two sessions' lines).
+            let name = format!(
+                "trace-{}.jsonl",
+                resource_plane::backends::random::hex::<16>()
+            );
+            (dir.join(name), true)
         }
     };
     // The directory the trace will be written in, canonical. The default one may not exist
@@ -142,6 +147,15 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         canonical_parent(&trace_path)
     };
     match trace_parent {
+        None if default_trace => {
+            return Err(cli_error(
+                format!(
+                    "the default trace {}: the temp directory (TMPDIR) does not exist",
+                    trace_path.display()
+                ),
+                "set TMPDIR to an existing directory, or pass --trace",
+            ));
+        }
         None => {
             return Err(cli_error(
                 format!(
@@ -310,6 +324,27 @@ impl Signals {
 /// listings run on the blocking pool, which uses the other cores either way.
 fn default_shards() -> usize {
     std::thread::available_parallelism().map_or(1, |cores| (cores.get() / 2).max(1))
+}
+
+/// `--listen`: a socket address as written, else `HOST:PORT` resolved by the system (its first
+/// IPv4 address, so `localhost` means `127.0.0.1` wherever that is one of its addresses).
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        return Ok(address);
+    }
+    let expected = || format!("{text:?}: expected IP:PORT or HOST:PORT");
+    if !text.contains(':') {
+        return Err(expected());
+    }
+    let resolved: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(text)
+        .map_err(|e| format!("{}: {e}", expected()))?
+        .collect();
+    resolved
+        .iter()
+        .find(|address| address.is_ipv4())
+        .or_else(|| resolved.first())
+        .copied()
+        .ok_or_else(expected)
 }
 
 /// `--shards`: 1 to 256.

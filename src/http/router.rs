@@ -173,16 +173,15 @@ impl Router {
             Route::Read(raw) => self.read(method, raw, generation, mode)?,
             Route::OtherResource => {
                 let path = Some(recorded_path(strip_query(raw_path), false));
-                let code = if method == Method::GET {
-                    Code::NotFound
+                let refusal = if method == Method::GET {
+                    Refusal::new(Code::NotFound, "no such route under /resources")
                 } else {
-                    Code::MethodNotAllowed
+                    Refusal::new(
+                        Code::MethodNotAllowed,
+                        format!("{method} is not allowed under /resources"),
+                    )
                 };
-                self.traced_read_refusal(
-                    path,
-                    Refusal::new(code, "no such route under /resources"),
-                    generation,
-                )
+                self.traced_read_refusal(path, refusal, generation)
             }
             Route::PeerIndex => self.redeem(method, None, audience, generation, mode)?,
             Route::Redeem(token) => self.redeem(method, Some(token), audience, generation, mode)?,
