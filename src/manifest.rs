@@ -184,6 +184,15 @@ fn holds_a_non_finite_number(yaml: &serde_norway::Value) -> bool {
     false
 }
 
+/// The field holding an integer too large for the YAML value (over 64 bits, within 128), read
+/// from the parser's message (`<field>: invalid type: integer `…` as u128, …`): D-1.7 asks the
+/// refusal to name the field. `None` for any other message, which is then reported whole.
+fn oversized_integer_field(message: &str) -> Option<&str> {
+    let (field, rest) = message.split_once(": invalid type: integer `")?;
+    let oversized = rest.contains("` as u128") || rest.contains("` as i128");
+    (oversized && !field.is_empty() && !field.contains(' ')).then_some(field)
+}
+
 impl Manifest {
     /// Parses a manifest file's bytes: UTF-8 YAML.
     ///
@@ -205,7 +214,13 @@ impl Manifest {
         let malformed = |e: &dyn fmt::Display| {
             LaunchError::malformed("manifest", &format!("a YAML mapping, each key once ({e})"))
         };
-        let yaml: serde_norway::Value = serde_norway::from_str(text).map_err(|e| malformed(&e))?;
+        let yaml: serde_norway::Value = serde_norway::from_str(text).map_err(|e| {
+            let message = e.to_string();
+            match oversized_integer_field(&message) {
+                Some(field) => LaunchError::malformed(field, "a whole number that fits in 64 bits"),
+                None => malformed(&e),
+            }
+        })?;
         // JSON has no infinity or NaN: they would arrive as null (so `max_bytes: .inf` would
         // silently take the default). Refused instead.
         if holds_a_non_finite_number(&yaml) {
@@ -492,6 +507,27 @@ mod tests {
         .unwrap();
         assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
         assert!(p.warnings[1].contains("exports.files.extra"));
+    }
+
+    #[test]
+    fn an_integer_over_64_bits_is_refused_naming_its_field() {
+        for (yaml, field) in [
+            (
+                "name: x\nexports:\n  files: { root: o, mode: read-only, max_bytes: 18446744073709551616 }",
+                "exports.files.max_bytes",
+            ),
+            (
+                "name: x\nexports:\n  peer_files: { root: o, max_ttl: -99999999999999999999 }",
+                "exports.peer_files.max_ttl",
+            ),
+        ] {
+            let refused = Manifest::from_yaml(yaml).unwrap_err();
+            assert_eq!(refused.code, "E-MAN-003");
+            assert_eq!(
+                refused.message,
+                format!("{field}: a whole number that fits in 64 bits")
+            );
+        }
     }
 
     #[test]
