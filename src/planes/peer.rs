@@ -85,7 +85,7 @@ impl PeerPlane for HmacPeerPlane {
         let payload = self.payload(
             path,
             self.clock.now_ms().saturating_add(ttl_ms),
-            crate::backends::random::hex::<16>(),
+            crate::backends::random::hex::<NONCE_BYTES>(),
         );
         let payload_b64 = handle::encode_payload(&payload);
         let mac = self
@@ -119,6 +119,9 @@ impl PeerPlane for HmacPeerPlane {
     }
 }
 
+/// The random bytes of a handle's nonce `n`, written as lowercase hex (D-7.1).
+const NONCE_BYTES: usize = 16;
+
 impl HmacPeerPlane {
     /// The payload of a handle to `path` (D-7.1).
     fn payload(&self, path: &RelPath, exp: i64, n: String) -> Payload {
@@ -134,7 +137,7 @@ impl HmacPeerPlane {
     /// The length of the longest token a mint for `path` can produce: the latest expiry there
     /// is, a nonce and a MAC of their real lengths.
     fn longest_token_for(&self, path: &RelPath) -> usize {
-        let payload = self.payload(path, i64::MAX, "0".repeat(32));
+        let payload = self.payload(path, i64::MAX, "0".repeat(2 * NONCE_BYTES));
         handle::assemble(&handle::encode_payload(&payload), &[0; 32]).len()
     }
 
