@@ -184,6 +184,50 @@ impl ChildGuard {
     }
 }
 
+/// A `serve` started through `bash -c "<setup>; exec BIN ARGS"` (a resource limit, say) whose
+/// stdout the test holds itself: read past the ready line, or deliberately never.
+struct ShellServer {
+    child: ChildGuard,
+    stdout: BufReader<std::process::ChildStdout>,
+    ready: Value,
+}
+
+impl ShellServer {
+    fn start(world: &World, setup: &str, args: Vec<String>, stdin: Stdio) -> Self {
+        let mut child = ChildGuard(
+            Command::new("bash")
+                .arg("-c")
+                .arg(format!("{setup}\nexec \"$0\" \"$@\""))
+                .arg(BIN)
+                .args(args)
+                .env("TMPDIR", world.tmpdir())
+                .stdin(stdin)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn resource-plane through bash"),
+        );
+        let mut stdout = BufReader::new(child.0.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("the ready line");
+        let ready: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the ready line is not JSON ({e}): {line:?}"));
+        assert_eq!(ready["event"], "listening", "{line}");
+        ShellServer {
+            child,
+            stdout,
+            ready,
+        }
+    }
+
+    fn port(&self) -> u16 {
+        let url = self.ready["url"].as_str().unwrap_or_default();
+        url.strip_prefix("http://127.0.0.1:")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("url {url:?} is not http://127.0.0.1:PORT"))
+    }
+}
+
 /// A `serve` process that printed its ready line.
 struct Server {
     // Field order: the guard drops (kills) before the log directory goes.
@@ -1577,25 +1621,8 @@ fn a_listing_of_a_thousands_deep_tree_answers_and_the_server_survives() {
 #[test]
 fn serve_raises_its_soft_descriptor_limit_to_the_hard_one() {
     let world = World::with_files(FILES_MANIFEST);
-    let mut child = ChildGuard(
-        Command::new("sh")
-            .arg("-c")
-            .arg("ulimit -Sn 256 && exec \"$0\" \"$@\"")
-            .arg(BIN)
-            .args(world.args(&[]))
-            .env("TMPDIR", world.tmpdir())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn under a low soft limit"),
-    );
-    let stdout = child.0.stdout.take().expect("stdout");
-    let mut ready = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut ready)
-        .expect("ready line");
-    assert!(ready.contains("listening"), "{ready}");
+    let server = ShellServer::start(&world, "ulimit -Sn 256", world.args(&[]), Stdio::null());
+    let child = &server.child;
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.0.id())).expect("limits");
     let open_files: Vec<&str> = limits
         .lines()
@@ -2083,22 +2110,10 @@ fn sigint_ends_the_session_with_status_0() {
 #[test]
 fn a_signal_ends_a_console_session_whose_stdout_nobody_reads() {
     let world = World::with_files(FILES_MANIFEST);
-    let mut args = world.args(&[]);
-    args.push("--console".into());
-    let mut child = ChildGuard(
-        Command::new(BIN)
-            .args(&args)
-            .env("TMPDIR", world.tmpdir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn resource-plane"),
-    );
-    let mut stdout = BufReader::new(child.0.stdout.take().expect("stdout"));
-    let mut ready = String::new();
-    stdout.read_line(&mut ready).expect("the ready line");
-    assert!(ready.contains("\"listening\""), "{ready}");
+    let server = ShellServer::start(&world, "", world.args(&["--console"]), Stdio::piped());
+    let ShellServer {
+        mut child, stdout, ..
+    } = server;
     // Far more answers than a pipe holds, and none of them read.
     let mut stdin = child.0.stdin.take().expect("stdin");
     let requests = "{\"op\":\"tools\"}\n".repeat(5_000);
@@ -2161,29 +2176,14 @@ fn a_signal_right_after_the_ready_line_still_exits_0() {
 #[test]
 fn a_short_trace_write_fails_closed_and_leaves_no_fragment() {
     let world = World::with_files(FILES_MANIFEST);
-    let mut child = ChildGuard(
-        Command::new("bash")
-            .arg("-c")
-            // 1 KiB of file for the process: room for about three trace lines.
-            .arg("trap '' XFSZ; ulimit -f 1; exec \"$0\" \"$@\"")
-            .arg(BIN)
-            .args(world.args(&[]))
-            .env("TMPDIR", world.tmpdir())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn resource-plane under a file size limit"),
+    // 1 KiB of file for the process: room for about three trace lines.
+    let server = ShellServer::start(
+        &world,
+        "trap '' XFSZ; ulimit -f 1",
+        world.args(&[]),
+        Stdio::null(),
     );
-    let mut stdout = BufReader::new(child.0.stdout.take().expect("stdout"));
-    let mut ready = String::new();
-    stdout.read_line(&mut ready).expect("the ready line");
-    let ready: Value = serde_json::from_str(&ready).expect("a JSON ready line");
-    let port: u16 = ready["url"]
-        .as_str()
-        .and_then(|url| url.rsplit(':').next())
-        .and_then(|port| port.parse().ok())
-        .expect("a port in the ready line");
+    let port = server.port();
     let statuses: Vec<u16> = (0..6)
         .map(|_| get(port, "/resources/files/a.txt").status)
         .collect();
@@ -2195,7 +2195,7 @@ fn a_short_trace_write_fails_closed_and_leaves_no_fragment() {
     let text = std::fs::read_to_string(world.trace()).expect("the trace");
     assert!(text.ends_with('\n'), "no fragment at the end: {text:?}");
     assert_eq!(trace_lines(&world.trace()).len(), served, "{text}");
-    drop(stdout);
+    drop(server);
 }
 
 #[test]

@@ -1392,6 +1392,11 @@ struct DiskPair {
 }
 
 async fn disk_pair() -> DiskPair {
+    disk_pair_with_fetcher_named("reader").await
+}
+
+/// `disk_pair` with the fetcher (B) named `name` in its manifest.
+async fn disk_pair_with_fetcher_named(name: &str) -> DiskPair {
     let a_dir = tempfile::tempdir().unwrap();
     let b_dir = tempfile::tempdir().unwrap();
     let (listener_a, port_a) = bind().await;
@@ -1405,7 +1410,8 @@ async fn disk_pair() -> DiskPair {
         |c| c.peer_timeouts = generous(),
     );
     let b = launch(
-        &fetcher_yaml(&format!("\"127.0.0.1:{port_a}\"")),
+        &fetcher_yaml(&format!("\"127.0.0.1:{port_a}\""))
+            .replace("name: reader", &format!("name: {name}")),
         &b_url,
         Arc::new(OsFilesystem::open(b_dir.path()).unwrap()),
         |c| c.peer_timeouts = generous(),
@@ -1526,33 +1532,14 @@ async fn a_landing_file_is_nameless_until_whole() {
 /// derived the same audience from its card, honours it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fetcher_with_a_non_ascii_name_redeems() {
-    let a_dir = tempfile::tempdir().unwrap();
-    let b_dir = tempfile::tempdir().unwrap();
-    let (listener_a, port_a) = bind().await;
-    let (listener_b, port_b) = bind().await;
-    let a_url = format!("http://127.0.0.1:{port_a}");
-    let b_url = format!("http://127.0.0.1:{port_b}");
-    let a = launch(
-        &minter_yaml("\"127.0.0.1\""),
-        &a_url,
-        Arc::new(OsFilesystem::open(a_dir.path()).unwrap()),
-        |c| c.peer_timeouts = generous(),
-    );
-    let b = launch(
-        &fetcher_yaml(&format!("\"127.0.0.1:{port_a}\""))
-            .replace("name: reader", "name: Café 東京"),
-        &b_url,
-        Arc::new(OsFilesystem::open(b_dir.path()).unwrap()),
-        |c| c.peer_timeouts = generous(),
-    );
-    serve_http(listener_a, &a);
-    serve_http(listener_b, &b);
-    std::fs::create_dir_all(a_dir.path().join("out")).unwrap();
-    std::fs::write(a_dir.path().join("out/report.md"), "for a named peer\n").unwrap();
-    let shared = a.share("report.md", &b_url).await;
+    let pair = disk_pair_with_fetcher_named("Café 東京").await;
+    pair.write_a("report.md", "for a named peer\n");
+    let shared = pair.a.share("report.md", &pair.b_url).await;
+    let port_b = pair.b_url.rsplit(':').next().unwrap();
     assert_eq!(shared["audience"], format!("café 東京@127.0.0.1:{port_b}"));
-    let fetched = b
-        .fetch(&a_url, shared["handle"].as_str().unwrap())
+    let fetched = pair
+        .b
+        .fetch(&pair.a_url, shared["handle"].as_str().unwrap())
         .await
         .expect("a non-ASCII audience redeems");
     assert_eq!(fetched["bytes"], 17);
