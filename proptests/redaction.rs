@@ -5,7 +5,7 @@
 //! well-formed handle tokens (`mh1.<b64url>.<b64url>`), truncated tokens and loose pieces of the
 //! prefix (`mh`, `mh1`, `1.`). Properties:
 //!
-//! * `redact_tokens` never leaves `mh1.` in its output, is idempotent, and, when every token is
+//! * `redact_tokens` never leaves `mh1.` (in any ASCII case) in its output, is idempotent, and, when every token is
 //!   delimited by non-token characters, replaces each token (and each truncated token that still
 //!   starts with `mh1.`) by exactly `<handle:<first 16 hex of sha256(token)>>`, leaving every
 //!   other character as it was.
@@ -65,6 +65,27 @@ fn token() -> impl Strategy<Value = String> {
         })
 }
 
+/// Whether `s` holds the token prefix in any ASCII case (D-6.5: `MH1.<payload>.<mac>` is a
+/// credential one lower-casing away from a token), checked independently of the crate.
+fn holds_prefix(s: &str) -> bool {
+    s.to_ascii_lowercase().contains("mh1.")
+}
+
+/// Whether `s` starts with the token prefix in any ASCII case.
+fn starts_with_prefix(s: &str) -> bool {
+    s.get(..4)
+        .is_some_and(|head| head.eq_ignore_ascii_case("mh1."))
+}
+
+/// A well-formed token, or the same with its prefix in another case.
+fn token_any_case() -> impl Strategy<Value = String> {
+    (
+        token(),
+        prop::sample::select(vec!["mh1.", "MH1.", "Mh1.", "mH1."]),
+    )
+        .prop_map(|(token, prefix)| format!("{prefix}{}", &token[4..]))
+}
+
 /// One piece of a generated text.
 #[derive(Debug, Clone)]
 enum Piece {
@@ -98,10 +119,10 @@ fn free_text() -> impl Strategy<Value = String> {
 fn piece() -> impl Strategy<Value = Piece> {
     prop_oneof![
         4 => free_text().prop_map(Piece::Text),
-        3 => token().prop_map(Piece::Token),
-        2 => (token(), any::<prop::sample::Index>())
+        3 => token_any_case().prop_map(Piece::Token),
+        2 => (token_any_case(), any::<prop::sample::Index>())
             .prop_map(|(t, at)| Piece::Truncated(t[..at.index(t.len() + 1)].to_owned())),
-        1 => prop::sample::select(vec!["mh", "mh1", "1.", "h1.", ".", "mh1.", "MH1.", "mh1-"])
+        1 => prop::sample::select(vec!["mh", "mh1", "1.", "h1.", ".", "mh1.", "MH1.", "mh1-", "MH1", "mH1-"])
             .prop_map(Piece::Prefix),
     ]
 }
@@ -136,15 +157,15 @@ fn structured_text() -> impl Strategy<Value = (String, String)> {
             input.push_str(text);
             let redacted = match piece {
                 // Free text that happens to contain the prefix is dropped from structured texts.
-                Piece::Text(t) if t.contains("mh1.") => {
+                Piece::Text(t) if holds_prefix(t) => {
                     input.truncate(input.len() - text.len());
                     String::new()
                 }
                 Piece::Text(t) => t.clone(),
-                Piece::Prefix(p) if p.starts_with("mh1.") => placeholder(p),
+                Piece::Prefix(p) if starts_with_prefix(p) => placeholder(p),
                 Piece::Prefix(p) => (*p).to_owned(),
                 Piece::Token(t) => placeholder(t),
-                Piece::Truncated(t) if t.starts_with("mh1.") => placeholder(t),
+                Piece::Truncated(t) if starts_with_prefix(t) => placeholder(t),
                 Piece::Truncated(t) => t.clone(),
             };
             expected.push_str(&redacted);
@@ -257,7 +278,7 @@ fn capsule() -> (Capsule, Arc<RecordingTraceSink>) {
 
 fn assert_no_prefix(lines: &[String]) -> Result<(), TestCaseError> {
     for line in lines {
-        prop_assert!(!line.contains("mh1."), "trace line holds a token: {}", line);
+        prop_assert!(!holds_prefix(line), "trace line holds a token: {}", line);
     }
     Ok(())
 }
@@ -272,17 +293,17 @@ proptest! {
     #[test]
     fn delimited_tokens_become_exactly_their_placeholder((input, expected) in structured_text()) {
         let out = redact_tokens(&input);
-        prop_assert!(!out.contains("mh1."), "output {:?} holds mh1.", out);
+        prop_assert!(!holds_prefix(&out), "output {:?} holds mh1.", out);
         prop_assert_eq!(out.as_ref(), expected.as_str(), "redact_tokens({:?})", input);
     }
 
     #[test]
     fn glued_texts_never_keep_the_prefix(input in glued_text()) {
         let out = redact_tokens(&input);
-        prop_assert!(!out.contains("mh1."), "redact_tokens({:?}) = {:?}", input, out);
+        prop_assert!(!holds_prefix(&out), "redact_tokens({:?}) = {:?}", input, out);
         let again = redact_tokens(&out).into_owned();
         prop_assert_eq!(again.as_str(), out.as_ref(), "idempotent on {:?}", input);
-        if !input.contains("mh1.") {
+        if !holds_prefix(&input) {
             prop_assert_eq!(out.as_ref(), input.as_str(), "text without a token is unchanged");
         }
         // Whatever is not a token run survives: removing placeholders from the output leaves the
@@ -308,7 +329,7 @@ proptest! {
             let mut kept = String::new();
             let mut i = 0;
             while i < s.len() {
-                if s[i..].starts_with("mh1.") {
+                if starts_with_prefix(&s[i..]) {
                     i += 4;
                     while i < s.len() && {
                         let b = s.as_bytes()[i];
@@ -332,11 +353,11 @@ proptest! {
         let mut redacted = value.clone();
         redact_json(&mut redacted);
         let text = serde_json::to_string(&redacted).unwrap();
-        prop_assert!(!text.contains("mh1."), "redacted JSON holds mh1.: {}", text);
+        prop_assert!(!holds_prefix(&text), "redacted JSON holds mh1.: {}", text);
         let mut strings = Vec::new();
         all_strings(&redacted, &mut strings);
         for s in &strings {
-            prop_assert!(!s.contains("mh1."), "string {:?} holds mh1.", s);
+            prop_assert!(!holds_prefix(s), "string {:?} holds mh1.", s);
         }
         prop_assert_eq!(&redacted, &expected_json(&value));
     }
@@ -400,7 +421,7 @@ proptest! {
 
     #[test]
     fn router_trace_of_a_read_never_holds_a_token(
-        tokens in prop::collection::vec(token(), 1..3),
+        tokens in prop::collection::vec(token_any_case(), 1..3),
         prefix in "[a-z]{1,4}",
         join in prop::sample::select(vec!["/", "-", " ", "%2F", "%20"]),
     ) {

@@ -111,16 +111,19 @@ impl Address {
     /// # Errors
     /// A description of what is accepted.
     pub fn parse_peer(text: &str) -> Result<Self, String> {
+        /// One description for every refusal, URL or not: what a `peer` may be.
+        const ACCEPTED: &str = "host, host:port (nothing after the port), or an http(s) URL \
+            with a host and no userinfo (its path, query and fragment are ignored)";
         let text = text.trim();
         let is_url = ["http://", "https://"]
             .iter()
             .any(|p| strip_prefix_ci(text, p).is_some());
-        if is_url {
+        let parsed = if is_url {
             crate::audience::url_address(text)
-                .ok_or_else(|| "host:port or an http(s) URL with a host".to_owned())
         } else {
-            Address::parse(text)
-        }
+            Address::parse(text).ok()
+        };
+        parsed.ok_or_else(|| ACCEPTED.to_owned())
     }
 
     /// The scheme a connection uses: as written, else `http` (D-11).
@@ -301,8 +304,14 @@ mod tests {
             (Some(Scheme::Https), "peer.example:8443".into())
         );
         assert_eq!(Address::parse_peer("h:9").unwrap().host_port(), "h:9");
-        assert!(Address::parse_peer("h/x").is_err());
-        assert!(Address::parse_peer("http:///x").is_err());
+        // Every refusal, URL or not, describes the same language, and says a URL's path is
+        // ignored (a review found a message promising "no path" beside URLs with paths).
+        let refusals: Vec<String> = ["h/x", "h:9/x", "http:///x", "http://u:p@h:1", "h:0"]
+            .iter()
+            .map(|peer| Address::parse_peer(peer).expect_err(peer))
+            .collect();
+        assert!(refusals.iter().all(|message| *message == refusals[0]));
+        assert!(refusals[0].contains("path, query and fragment are ignored"));
     }
 
     #[test]

@@ -2,38 +2,53 @@
 //!
 //! A token is recognised generously: `mh1.` followed by the longest run of base64url characters
 //! and dots. That covers well-formed tokens and every malformed or truncated variant of one, so
-//! nothing that starts like a handle ever reaches a trace, a log line or an error message.
+//! nothing that starts like a handle ever reaches a trace, a log line or an error message. The
+//! prefix is matched in any ASCII case: `MH1.<payload>.<mac>` is no token, but lower-casing
+//! three letters makes it one again, so it is a credential all the same.
 
 use std::borrow::Cow;
 
-const PREFIX: &str = "mh1.";
+const PREFIX: &[u8] = b"mh1.";
 
 fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.'
 }
 
+/// Where the first token prefix (`mh1.` in any ASCII case) at or after `from` starts.
+fn find_prefix(text: &str, from: usize) -> Option<usize> {
+    text.as_bytes()
+        .get(from..)?
+        .windows(PREFIX.len())
+        .position(|window| window.eq_ignore_ascii_case(PREFIX))
+        .map(|at| from + at)
+}
+
+/// Whether `text` holds anything redaction would replace.
+pub fn holds_token(text: &str) -> bool {
+    find_prefix(text, 0).is_some()
+}
+
 /// `text` with every token replaced by `<handle:<handle_id>>`. Borrows when there is none.
 pub fn redact_tokens(text: &str) -> Cow<'_, str> {
-    if !text.contains(PREFIX) {
+    let Some(first) = find_prefix(text, 0) else {
         return Cow::Borrowed(text);
-    }
+    };
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
-    let mut search = 0;
-    while let Some(found) = text[search..].find(PREFIX) {
-        let start = search + found;
+    let mut next = Some(first);
+    while let Some(start) = next {
+        // The prefix and the run after it are ASCII, so both ends are character boundaries.
         let mut end = start + PREFIX.len();
         while end < bytes.len() && is_token_byte(bytes[end]) {
             end += 1;
         }
         out.push_str(&text[copied..start]);
-        let token = &text[start..end];
         out.push_str("<handle:");
-        out.push_str(&crate::hex::handle_id(token));
+        out.push_str(&crate::hex::handle_id(&text[start..end]));
         out.push('>');
         copied = end;
-        search = end;
+        next = find_prefix(text, end);
     }
     out.push_str(&text[copied..]);
     Cow::Owned(out)
@@ -50,8 +65,7 @@ pub fn redact_json(value: &mut serde_json::Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(redact_json),
         Value::Object(map) => {
-            let dirty_keys: Vec<String> =
-                map.keys().filter(|k| k.contains(PREFIX)).cloned().collect();
+            let dirty_keys: Vec<String> = map.keys().filter(|k| holds_token(k)).cloned().collect();
             for key in dirty_keys {
                 if let Some(v) = map.shift_remove(&key) {
                     map.insert(redact_tokens(&key).into_owned(), v);
@@ -85,9 +99,27 @@ mod tests {
     }
 
     #[test]
+    fn the_prefix_in_any_case_is_redacted() {
+        for token in ["MH1.eyJ2IjoxfQ.AbC", "Mh1.x.y", "mH1.x", "mh1.x"] {
+            let text = format!("read {token} now");
+            let out = redact_tokens(&text);
+            let id = crate::hex::handle_id(token);
+            assert_eq!(out, format!("read <handle:{id}> now"), "{token}");
+            assert!(holds_token(&text), "{token}");
+        }
+        assert!(!holds_token("mh1 MH1 mh.1 mh1-x"));
+        assert!(matches!(redact_tokens("é MH1"), Cow::Borrowed(_)));
+        // Multi-byte characters around a token keep their boundaries.
+        assert_eq!(
+            redact_tokens("été MH1.a é"),
+            format!("été <handle:{}> é", crate::hex::handle_id("MH1.a"))
+        );
+    }
+
+    #[test]
     fn json_keys_and_nested_values() {
-        let mut v = serde_json::json!({"a":["mh1.x.y"], "mh1.k": {"b": "pre mh1.zz"}});
+        let mut v = serde_json::json!({"a":["mh1.x.y"], "MH1.k": {"b": "pre Mh1.zz"}});
         redact_json(&mut v);
-        assert!(!v.to_string().contains("mh1."), "{v}");
+        assert!(!holds_token(&v.to_string()), "{v}");
     }
 }

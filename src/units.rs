@@ -23,24 +23,40 @@ pub fn parse_byte_size(value: &Value) -> Option<u64> {
 
 /// Parses a duration into seconds: a positive integer of seconds, or a string of ASCII digits
 /// with at most one lowercase suffix `s`, `m`, `h` or `d`, surrounding whitespace trimmed.
-/// `1h30m`, `5min`, `30S`, `1.5h`, `0` and overflow are refused.
+/// `1h30m`, `5min`, `30S`, `1.5h` and `0` are refused, and so is a duration whose milliseconds
+/// do not fit an `exp` (i64): as a manifest's `max_ttl` it could mint no handle.
 pub fn parse_duration_secs(value: &Value) -> Option<u64> {
-    // Positive, and small enough that its milliseconds fit an `exp` (i64).
-    let usable = |secs: &u64| {
-        *secs > 0
-            && secs
-                .checked_mul(1000)
-                .is_some_and(|ms| i64::try_from(ms).is_ok())
-    };
+    duration_as_written(value).filter(|secs| {
+        secs.checked_mul(1000)
+            .is_some_and(|ms| i64::try_from(ms).is_ok())
+    })
+}
+
+/// Parses a tool's `ttl` (the language of [`parse_duration_secs`]) clamped down to `max_secs`
+/// (D-9.3): a well-formed duration longer than any handle may live, however long, is the
+/// longest one, never a refusal. `None` when `value` is not in the language or is zero.
+pub fn parse_ttl_secs(value: &Value, max_secs: u64) -> Option<u64> {
+    duration_as_written(value).map(|secs| secs.min(max_secs))
+}
+
+/// A positive duration in the D-1.5 language, in seconds, saturating at `u64::MAX` (a string
+/// of digits too long for 64 bits is still a duration, only a very long one). A JSON number
+/// must be an integer that fits 64 bits: past that, JSON numbers lose the integer/decimal
+/// distinction.
+fn duration_as_written(value: &Value) -> Option<u64> {
     match value {
-        Value::Number(n) => n.as_u64().filter(usable),
+        Value::Number(n) => n.as_u64().filter(|v| *v > 0),
         Value::String(s) => {
             let s = s.trim();
             let (digits, scale) = [("s", 1u64), ("m", 60), ("h", 3600), ("d", 86_400)]
                 .iter()
                 .find_map(|(suffix, scale)| s.strip_suffix(suffix).map(|d| (d, *scale)))
                 .unwrap_or((s, 1));
-            parse_digits(digits)?.checked_mul(scale).filter(usable)
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let count = digits.parse::<u64>().unwrap_or(u64::MAX);
+            Some(count.saturating_mul(scale)).filter(|v| *v > 0)
         }
         _ => None,
     }
@@ -112,6 +128,36 @@ mod tests {
             json!(u64::MAX),
         ] {
             assert_eq!(parse_duration_secs(&bad), None, "{bad}");
+        }
+    }
+
+    /// A tool's `ttl` is clamped down to `max_ttl` however long it is written (D-9.3); what is
+    /// not a duration is still refused.
+    #[test]
+    fn ttls_clamp_to_the_maximum_however_long() {
+        for (ttl, max, expected) in [
+            (json!("30s"), 900, 30),
+            (json!(900), 900, 900),
+            (json!("16m"), 900, 900),
+            (json!("9223372036854776"), 3600, 3600),
+            (json!("99999999999999999999d"), 3600, 3600),
+            (json!(" 999999999999999999999999999999h "), 60, 60),
+            (json!(u64::MAX), 3600, 3600),
+            (json!("0000000000000000000000000000001m"), 3600, 60),
+        ] {
+            assert_eq!(parse_ttl_secs(&ttl, max), Some(expected), "{ttl}");
+        }
+        for bad in [
+            json!(0),
+            json!(-5),
+            json!(1.5),
+            json!("0000000000000000000000000000000s"),
+            json!("99999999999999999999x"),
+            json!("1h30m"),
+            json!(""),
+            json!(true),
+        ] {
+            assert_eq!(parse_ttl_secs(&bad, 3600), None, "{bad}");
         }
     }
 }

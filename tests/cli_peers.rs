@@ -743,12 +743,16 @@ fn handle_expires_after_max_ttl() {
 fn share_file_ttl_is_clamped_and_validated() {
     let world = World::new();
     let (mut a, b) = minter_and_fetcher(&world, Some("15m"));
-    let cases: [(Value, i64); 5] = [
+    let cases: [(Value, i64); 8] = [
         (json!("1d"), 900_000),
         (json!("30s"), 30_000),
         (json!(60), 60_000),
         (json!(" 2m "), 120_000),
         (Value::Null, 900_000),
+        // However long a well-formed ttl is written, it is clamped, never refused (D-9.3).
+        (json!("9223372036854776"), 900_000),
+        (json!("99999999999999999999999d"), 900_000),
+        (json!(u64::MAX), 900_000),
     ];
     for (ttl, want_ms) in &cases {
         let mut input = json!({"path": "report.md", "peer": b.addr()});

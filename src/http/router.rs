@@ -450,7 +450,7 @@ fn recorded_path(raw: &str, decode: bool) -> String {
         return decoded;
     }
     let lossy = percent_decode_lossy(raw);
-    if lossy.contains("mh1.") {
+    if crate::redact::holds_token(&lossy) {
         lossy
     } else {
         raw.to_owned()
@@ -473,6 +473,11 @@ mod tests {
         assert_eq!(
             recorded_path("/resources/mh1%2Ea.b", false),
             "/resources/mh1.a.b"
+        );
+        assert_eq!(
+            recorded_path("/resources/MH1%2Ea.b", false),
+            "/resources/MH1.a.b",
+            "the prefix in another case is decoded for redaction too"
         );
     }
 

@@ -110,11 +110,19 @@ pub fn assemble(payload_b64: &str, mac: &[u8]) -> String {
 }
 
 /// The `p` of a token's payload without any verification: the fetcher's basename source
-/// (D-10.4). `None` when the payload does not decode.
+/// (D-10.4). Only `p` is read: a payload that decodes to a JSON object with a string `p` names
+/// the file whatever its other keys say (the peer, not the fetcher, judges those). `None` when
+/// the payload does not decode that far.
 pub fn unverified_path(token: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct NamesAPath {
+        p: String,
+    }
     let payload_b64 = token.split('.').nth(1)?;
     let bytes = URL_SAFE_NO_PAD.decode(payload_b64).ok()?;
-    decode_payload(&bytes).map(|p| p.p)
+    serde_json::from_slice::<NamesAPath>(&bytes)
+        .ok()
+        .map(|payload| payload.p)
 }
 
 #[cfg(test)]
@@ -146,6 +154,34 @@ mod tests {
         assert_eq!(parsed.mac, vec![9; 32]);
         assert!(has_token_shape(&token));
         assert_eq!(unverified_path(&token).as_deref(), Some("report.md"));
+    }
+
+    /// The fetcher names a landed file from `p` alone (D-10.4): a payload the peer would refuse
+    /// for its other keys still names it, and only a payload that does not decode to an object
+    /// with a string `p` leaves it unnamed.
+    #[test]
+    fn the_unverified_path_needs_only_a_string_p() {
+        let token_of = |json: &str| assemble(&URL_SAFE_NO_PAD.encode(json), &[1; 32]);
+        for (json, expected) in [
+            (r#"{"p":"report.md"}"#, Some("report.md")),
+            (
+                r#"{"v":2,"iss":7,"p":"a/b.csv","exp":"x"}"#,
+                Some("a/b.csv"),
+            ),
+            (r#"{"v":1,"p":""}"#, Some("")),
+            (r#"{"v":1,"p":7}"#, None),
+            (r#"{"v":1}"#, None),
+            (r#"["p","report.md"]"#, None),
+            ("not json", None),
+        ] {
+            assert_eq!(
+                unverified_path(&token_of(json)).as_deref(),
+                expected,
+                "{json}"
+            );
+        }
+        assert_eq!(unverified_path("mh1.%%%.AAAA"), None, "no base64");
+        assert_eq!(unverified_path("mh1"), None, "no payload segment");
     }
 
     #[test]

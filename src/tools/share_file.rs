@@ -9,7 +9,7 @@ use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
 use crate::planes::PeerPlane;
 use crate::policy::{Address, AllowList};
 use crate::refusal::{Code, Refusal};
-use crate::units::parse_duration_secs;
+use crate::units::parse_ttl_secs;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -67,9 +67,8 @@ impl ShareFile {
         })?;
         let ttl_secs = match input.get("ttl") {
             None | Some(Value::Null) => self.max_ttl_secs,
-            Some(ttl) => parse_duration_secs(ttl)
-                .ok_or_else(|| ToolError::of(Code::InvalidTtl))?
-                .min(self.max_ttl_secs),
+            Some(ttl) => parse_ttl_secs(ttl, self.max_ttl_secs)
+                .ok_or_else(|| ToolError::of(Code::InvalidTtl))?,
         };
         let owed = OwedLine::new(
             &self.tracer,
