@@ -163,25 +163,46 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Whether any number anywhere in `yaml` is infinite or NaN (iterative: no recursion on depth).
-fn holds_a_non_finite_number(yaml: &serde_norway::Value) -> bool {
+/// YAML's value as the JSON-shaped value a manifest is read from (D-1.1: an unknown key is a
+/// warning, never an error, whatever it and its value are):
+///
+/// * a key that is not a string (`1`, `true`, `~`, a sequence) becomes its compact JSON text,
+///   so it is reported as an unknown key instead of failing the conversion;
+/// * `.inf`, `-.inf` and `.nan`, which JSON cannot hold (they would arrive as null, so
+///   `max_bytes: .inf` would silently take the default), become their YAML text: a known field
+///   then refuses it under its own name, and under an unknown key it costs nothing;
+/// * a tagged value (`!foo bar`) is its value.
+fn json_of(yaml: serde_norway::Value) -> Value {
     use serde_norway::Value as Yaml;
-    let mut pending = vec![yaml];
-    while let Some(value) = pending.pop() {
-        match value {
-            Yaml::Number(n) if n.is_nan() || n.is_infinite() => return true,
-            Yaml::Sequence(items) => pending.extend(items),
-            Yaml::Mapping(map) => {
-                for (key, item) in map {
-                    pending.push(key);
-                    pending.push(item);
-                }
+    match yaml {
+        Yaml::Null => Value::Null,
+        Yaml::Bool(b) => Value::Bool(b),
+        Yaml::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                Value::from(u)
+            } else if let Some(i) = n.as_i64() {
+                Value::from(i)
+            } else {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                serde_json::Number::from_f64(f)
+                    .map_or_else(|| Value::String(n.to_string()), Value::Number)
             }
-            Yaml::Tagged(tagged) => pending.push(&tagged.value),
-            _ => {}
         }
+        Yaml::String(s) => Value::String(s),
+        Yaml::Sequence(items) => Value::Array(items.into_iter().map(json_of).collect()),
+        Yaml::Mapping(map) => Value::Object(
+            map.into_iter()
+                .map(|(key, value)| {
+                    let key = match json_of(key) {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (key, json_of(value))
+                })
+                .collect(),
+        ),
+        Yaml::Tagged(tagged) => json_of(tagged.value),
     }
-    false
 }
 
 /// The field holding an integer too large for the YAML value (over 64 bits, within 128), read
@@ -209,6 +230,9 @@ impl Manifest {
     /// # Errors
     /// `E-MAN-003` naming the first malformed field.
     pub fn from_yaml(text: &str) -> Result<Parsed, LaunchError> {
+        // A byte order mark may open a YAML stream (an editor's UTF-8 "with BOM"); the parser
+        // would read it as content.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         // Through YAML's own value first: it refuses a key given twice in one mapping (YAML
         // requires unique keys), where a JSON map would silently keep the last.
         let malformed = |e: &dyn fmt::Display| {
@@ -221,16 +245,7 @@ impl Manifest {
                 None => malformed(&e),
             }
         })?;
-        // JSON has no infinity or NaN: they would arrive as null (so `max_bytes: .inf` would
-        // silently take the default). Refused instead.
-        if holds_a_non_finite_number(&yaml) {
-            return Err(LaunchError::malformed(
-                "manifest",
-                "finite numbers only (.inf and .nan are not sizes or durations)",
-            ));
-        }
-        let value = serde_json::to_value(yaml).map_err(|e| malformed(&e))?;
-        Self::from_value(&value)
+        Self::from_value(&json_of(yaml))
     }
 
     /// Parses a manifest from a JSON-shaped value (what a runtime holds after its own parsing).
@@ -418,7 +433,14 @@ fn parse_root(f: &Fields<'_>) -> Res<RootPath> {
     match f.get("root") {
         Some(Value::String(s)) => RootPath::parse(s)
             .map_err(|accepted| LaunchError::malformed(&f.field("root"), &accepted)),
-        _ => Err(LaunchError::malformed(
+        // YAML reads `8`, `1.50` or `true` as a number or a boolean, whose text may not be
+        // what was written (`1.50` is 1.5): refused, saying how to write it, not "required".
+        Some(_) => Err(LaunchError::malformed(
+            &f.field("root"),
+            "a relative path inside the workdir written as a string: quote a name YAML reads \
+             as a number or a boolean ('8')",
+        )),
+        None => Err(LaunchError::malformed(
             &f.field("root"),
             "a relative path inside the workdir such as out/ or . (required)",
         )),
@@ -440,6 +462,7 @@ fn parse_max_bytes(f: &Fields<'_>) -> Res<u64> {
 fn parse_allow(f: &Fields<'_>) -> Res<AllowList> {
     const NON_EMPTY: &str =
         "a non-empty list of host, host:port, http://host[:port] or https://host[:port]";
+    const ENTRY: &str = "a string: host, host:port, http://host[:port] or https://host[:port]";
     let field = f.field("allow");
     let Some(Value::Array(items)) = f.get("allow") else {
         return Err(LaunchError::malformed(&field, NON_EMPTY));
@@ -448,7 +471,7 @@ fn parse_allow(f: &Fields<'_>) -> Res<AllowList> {
     for (i, item) in items.iter().enumerate() {
         let rule = match item {
             Value::String(s) => AllowRule::parse(s),
-            _ => Err(NON_EMPTY.to_owned()),
+            _ => Err(ENTRY.to_owned()),
         };
         rules.push(
             rule.map_err(|accepted| LaunchError::malformed(&format!("{field}[{i}]"), &accepted))?,
@@ -635,21 +658,134 @@ mod tests {
         }
     }
 
+    /// A root YAML reads as a number or a boolean is present: the message says to quote it
+    /// instead of calling the field required (a review found "(required)" beside `root: 8`).
     #[test]
-    fn infinities_and_nans_are_refused_not_read_as_absent() {
-        for yaml in [
-            "name: x\nexports: { files: { root: a, mode: read-only, max_bytes: .inf } }",
-            "name: x\nexports: { files: { root: a, mode: read-only, max_bytes: .nan } }",
-            "name: x\nexports: { files: .nan }",
-            "name: x\nexports: { peer_files: { root: a, max_ttl: -.inf } }",
-        ] {
-            let e = Manifest::from_yaml(yaml).expect_err(yaml);
-            assert_eq!(
-                (e.code, e.message.contains("finite")),
-                ("E-MAN-003", true),
-                "{yaml}"
+    fn a_root_that_is_not_a_string_is_asked_to_be_quoted() {
+        for root in ["8", "1.50", "true", "0x1F"] {
+            let yaml =
+                format!("name: x\nexports: {{ files: {{ root: {root}, mode: read-only }} }}");
+            let e = Manifest::from_yaml(&yaml).expect_err(&yaml);
+            assert_eq!(e.code, "E-MAN-003", "{root}");
+            assert!(
+                e.message.starts_with("exports.files.root: "),
+                "{}",
+                e.message
+            );
+            assert!(
+                e.message.contains("quote") && !e.message.contains("required"),
+                "{root}: {}",
+                e.message
             );
         }
+        let quoted = "name: x\nexports: { files: { root: '8', mode: read-only } }";
+        assert_eq!(
+            Manifest::from_yaml(quoted)
+                .expect("a quoted root")
+                .manifest
+                .files
+                .map(|f| f.root.relative()),
+            Some("8".into())
+        );
+    }
+
+    /// `.inf` and `.nan` in a known field are refused under that field's name (JSON would have
+    /// read them as null, so `max_bytes: .inf` silently took the default); under an unknown
+    /// key they are only that key's warning (D-1.1), as are keys that are not strings.
+    #[test]
+    fn infinities_and_nans_are_refused_not_read_as_absent() {
+        for (yaml, field) in [
+            (
+                "name: x\nexports: { files: { root: a, mode: read-only, max_bytes: .inf } }",
+                "exports.files.max_bytes",
+            ),
+            (
+                "name: x\nexports: { files: { root: a, mode: read-only, max_bytes: .nan } }",
+                "exports.files.max_bytes",
+            ),
+            ("name: x\nexports: { files: .nan }", "exports.files"),
+            (
+                "name: x\nexports: { peer_files: { root: a, max_ttl: -.inf } }",
+                "exports.peer_files.max_ttl",
+            ),
+        ] {
+            let e = Manifest::from_yaml(yaml).expect_err(yaml);
+            assert_eq!(e.code, "E-MAN-003", "{yaml}");
+            assert!(
+                e.message.starts_with(&format!("{field}: ")),
+                "{yaml}: {}",
+                e.message
+            );
+        }
+    }
+
+    /// Review findings: a UTF-8 byte order mark opens a valid manifest; a root with a control
+    /// character is refused at launch (no header could echo it verbatim); a non-string allow
+    /// entry is told what an entry is, not what the list is.
+    #[test]
+    fn byte_order_marks_control_characters_and_entry_messages() {
+        let valid = "name: r\nexports:\n  files: {root: out/, mode: read-only}\n";
+        let with_bom = [b"\xEF\xBB\xBF".as_slice(), valid.as_bytes()].concat();
+        let parsed = Manifest::from_yaml_bytes(&with_bom).expect("a BOM opens a YAML stream");
+        assert_eq!(parsed.manifest.name, "r");
+        assert!(parsed.warnings.is_empty());
+
+        for root in [
+            r#""out\nx""#,
+            r#""out\u0001""#,
+            r#""out\tx""#,
+            r#""a\u007fb""#,
+        ] {
+            let yaml =
+                format!("name: x\nexports: {{ files: {{ root: {root}, mode: read-only }} }}");
+            let e = Manifest::from_yaml(&yaml).expect_err(root);
+            assert_eq!(e.code, "E-MAN-003", "{root}");
+            assert!(
+                e.message.starts_with("exports.files.root: "),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains("control characters"), "{}", e.message);
+        }
+
+        let e = Manifest::from_yaml("name: x\ncapabilities: { peer_fetch: { allow: [5] } }")
+            .expect_err("a number is no entry");
+        assert!(
+            e.message
+                .starts_with("capabilities.peer_fetch.allow[0]: a string: host, host:port"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn unknown_keys_of_any_shape_are_warnings_never_errors() {
+        let base = "name: x\nexports: { files: { root: out, mode: read-only } }\n";
+        for (extra, key) in [
+            ("~: 1", "null"),
+            ("null: 1", "null"),
+            ("[a, b]: 1", r#"["a","b"]"#),
+            ("{a: 1}: 2", r#"{"a":1}"#),
+            ("1: x", "1"),
+            ("true: 1", "true"),
+            ("zzz: .nan", "zzz"),
+            ("zzz: {a: [-.inf]}", "zzz"),
+            ("zzz: !foo bar", "zzz"),
+        ] {
+            let yaml = format!("{base}{extra}\n");
+            let parsed = Manifest::from_yaml(&yaml).unwrap_or_else(|e| panic!("{extra}: {e:?}"));
+            assert_eq!(
+                parsed.warnings,
+                vec![format!("warning: unknown manifest key `{key}` ignored")],
+                "{extra}"
+            );
+        }
+        let nested = "name: x\nexports:\n  ~: 1\n  files: { root: out, mode: read-only }\n";
+        let parsed = Manifest::from_yaml(nested).expect("a null key under exports");
+        assert_eq!(
+            parsed.warnings,
+            vec!["warning: unknown manifest key `exports.null` ignored".to_owned()]
+        );
     }
 
     #[test]

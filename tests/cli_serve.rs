@@ -2400,3 +2400,39 @@ fn unparsable_command_lines_are_refused_launches() {
         assert!(!out.stdout.is_empty(), "{flag}");
     }
 }
+
+/// A stdout nobody reads from (a closed pipe: `serve … | true`) cannot carry the ready line:
+/// the session ends at once with a word on stderr and status 1, instead of the panic (and
+/// status 101) a review found.
+#[test]
+fn a_closed_stdout_ends_the_session_with_a_message_not_a_panic() {
+    let world = World::with_files(FILES_MANIFEST);
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let mut child = ChildGuard(
+        Command::new(BIN)
+            .args(world.args(&[]))
+            .env("TMPDIR", world.tmpdir())
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn resource-plane"),
+    );
+    let status = child
+        .wait_exit(LAUNCH_TIMEOUT)
+        .expect("the session ended on its own");
+    let mut stderr = String::new();
+    let _ = child
+        .0
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot write the ready line to stdout"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -244,7 +244,14 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         "session_id": capsule.session_id(),
         "trace": trace_display.display().to_string(),
     });
-    println!("{ready}");
+    // Nobody can learn the session's address once stdout is gone (a closed pipe, a full
+    // disk): end the session at once, with a word on stderr, instead of panicking as
+    // `println!` does.
+    if let Err(e) = print_line(&ready.to_string()) {
+        eprintln!("error: cannot write the ready line to stdout: {e}");
+        capsule.end_session();
+        return Ok(ExitCode::FAILURE);
+    }
 
     let capsule = Arc::new(capsule);
     let listener_config = ListenerConfig {
@@ -288,6 +295,14 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     }
     capsule.end_session();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `line` and a line end to stdout and flushes it.
+fn print_line(line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")?;
+    stdout.flush()
 }
 
 /// How long past the drain deadline the session waits for the console to write its last

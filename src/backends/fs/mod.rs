@@ -73,16 +73,19 @@ pub struct RootPath {
 }
 
 impl RootPath {
-    /// Validates a declared root (trimmed): relative, no `..` component, no NUL. `.` components
-    /// and a trailing `/` are dropped; an empty result is the workdir itself.
+    /// Validates a declared root (trimmed): relative, no `..` component, no control character.
+    /// `.` components and a trailing `/` are dropped; an empty result is the workdir itself.
+    /// Control characters (NUL, a line break, a tab) are refused because the root is echoed
+    /// verbatim in the `x-murmur-export-root` header (D-1.2), which cannot carry them, as a
+    /// capsule name with one is refused for the audience header.
     ///
     /// # Errors
     /// A description of what is accepted, for `E-MAN-003`.
     pub fn parse(declared: &str) -> Result<Self, String> {
-        const ACCEPTED: &str =
-            "a relative path inside the workdir such as out/ or . (no leading /, no ..)";
+        const ACCEPTED: &str = "a relative path inside the workdir such as out/ or . (no leading \
+             /, no .., no control characters)";
         let declared = declared.trim();
-        if declared.is_empty() || declared.starts_with('/') || declared.contains('\0') {
+        if declared.is_empty() || declared.starts_with('/') || declared.contains(char::is_control) {
             return Err(ACCEPTED.into());
         }
         let mut components = Vec::new();
