@@ -89,7 +89,7 @@ fn token_any_case() -> impl Strategy<Value = String> {
 /// One piece of a generated text.
 #[derive(Debug, Clone)]
 enum Piece {
-    /// Free text; in structured texts it never holds `mh1.`.
+    /// Free text; in structured texts it never holds `mh1.` in any ASCII case.
     Text(String),
     /// A whole token.
     Token(String),

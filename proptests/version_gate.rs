@@ -122,59 +122,17 @@ fn other_versions_get_505_whole_or_split_and_the_reader_sees_nothing() {
     }
 }
 
-/// A request target that runs past the 16 KiB look-ahead (the head limit: no head hyper would
-/// accept has a first line that long) is answered 414 by the gate, whole or dribbled, and hyper
-/// sees none of it; a line that long for another reason (its method, or what follows its
-/// target) is hyper's to refuse (431), and the gate stays out of the way.
 #[test]
-fn a_first_line_past_the_look_ahead_is_414_when_its_target_runs_on() {
-    let long_target = |version: &str| {
-        let mut request = b"GET /resources/files/".to_vec();
-        request.extend(std::iter::repeat_n(b'a', 17 * 1024));
-        request.extend_from_slice(format!(" {version}\r\n\r\n").as_bytes());
-        request
-    };
-    for version in ["HTTP/1.1", "HTTP/2.0"] {
-        let request = long_target(version);
-        for pieces in [
-            vec![&request[..]],
-            vec![&request[..10], &request[10..9000], &request[9000..]],
-        ] {
-            let (seen, answer) = in_pieces(&pieces);
-            let answer = String::from_utf8_lossy(&answer).into_owned();
-            assert!(seen.is_empty(), "{version}: hyper saw {} bytes", seen.len());
-            assert!(
-                answer.starts_with("HTTP/1.1 414 URI Too Long\r\n")
-                    && answer.contains("\r\nconnection: close\r\n")
-                    && answer.ends_with("\r\n\r\n"),
-                "{version}, {} pieces: {answer}",
-                pieces.len()
-            );
-        }
-    }
-    // Just inside the limit the line is judged as any other: served, or 505.
-    let mut inside = b"GET /".to_vec();
-    inside.extend(std::iter::repeat_n(b'a', 16 * 1024 - 20));
-    inside.extend_from_slice(b" HTTP/1.1\r\n\r\n");
-    assert!(inside.len() <= 16 * 1024);
-    let (seen, answer) = in_pieces(&[&inside]);
-    assert!(seen == inside && answer.is_empty(), "served unchanged");
-
-    let mut long_method = std::iter::repeat_n(b'G', 17 * 1024).collect::<Vec<u8>>();
-    long_method.extend_from_slice(b" / HTTP/1.1\r\n\r\n");
-    let mut long_version = b"GET / HTTP/1.1".to_vec();
-    long_version.extend(std::iter::repeat_n(b'1', 17 * 1024));
-    long_version.extend_from_slice(b"\r\n\r\n");
-    for (case, request) in [("method", long_method), ("after the target", long_version)] {
-        let (seen, answer) = in_pieces(&[&request]);
-        assert!(
-            seen == request,
-            "a line long in its {case} passes to hyper unchanged ({} of {} bytes)",
-            seen.len(),
-            request.len()
-        );
-        assert!(answer.is_empty(), "{case}: the gate answered nothing");
-    }
+fn a_first_line_past_the_look_ahead_passes_to_hyper_unjudged() {
+    let mut request = b"GET /".to_vec();
+    request.extend(std::iter::repeat_n(b'a', 17 * 1024));
+    request.extend_from_slice(b" HTTP/2.0\r\n\r\n");
+    let (seen, answer) = in_pieces(&[&request]);
+    assert_eq!(
+        seen, request,
+        "past the 16 KiB look-ahead (the head limit: hyper answers 431) the gate stays out of the way"
+    );
+    assert!(answer.is_empty());
 }
 
 #[test]

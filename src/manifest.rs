@@ -119,10 +119,12 @@ struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    fn of(path: &str, value: &'a Value, warnings: &mut Vec<String>, known: &[&str]) -> Res<Self> {
+    /// The mapping at `path`, with a warning for each key [`known_keys`] does not name there.
+    fn of(path: &str, value: &'a Value, warnings: &mut Vec<String>) -> Res<Self> {
         let map = value
             .as_object()
             .ok_or_else(|| LaunchError::malformed(path, "a mapping"))?;
+        let known = known_keys(path);
         for key in map.keys() {
             if !known.contains(&key.as_str()) {
                 let full = if path.is_empty() {
@@ -163,18 +165,49 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// YAML's value as the JSON-shaped value a manifest is read from (D-1.1: an unknown key is a
-/// warning, never an error, whatever it and its value are):
+/// The keys a manifest reads in the mapping at `path` (D-1): any other key there is unknown,
+/// a warning and never an error (D-1.1). The one statement of the manifest's shape, used by
+/// the reader and by the YAML conversion.
+fn known_keys(path: &str) -> &'static [&'static str] {
+    match path {
+        "" => &["name", "exports", "capabilities", "lifecycle"],
+        "exports" => &["files", "peer_files"],
+        "exports.files" => &["root", "mode", "max_bytes"],
+        "exports.peer_files" => &["root", "max_ttl", "max_bytes"],
+        "capabilities" => &["peer_fetch", "network"],
+        "capabilities.peer_fetch" | "capabilities.network" => &["allow"],
+        "lifecycle" => &["after_task"],
+        _ => &[],
+    }
+}
+
+/// `key` under the mapping at `path`.
+fn child_path(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// YAML's value as the JSON-shaped value a manifest is read from. `at` is the value's field
+/// path while it is one the manifest reads, `None` under an unknown key, where nothing is an
+/// error (D-1.1):
 ///
-/// * a key that is not a string (`1`, `true`, `~`, a sequence) becomes its compact JSON text,
-///   so it is reported as an unknown key instead of failing the conversion;
+/// * a key that is not a plain string (`1`, `true`, `~`, a sequence, a tagged `!x name`)
+///   becomes its compact text (`1`, `true`, `null`, `["a","b"]`, `!x name`): never the name of
+///   a known key, so only an unknown key's warning;
+/// * two keys of one mapping that come out as the same text are `E-MAN-003` (YAML requires
+///   unique keys; the later must not silently replace the earlier);
 /// * `.inf`, `-.inf` and `.nan`, which JSON cannot hold (they would arrive as null, so
-///   `max_bytes: .inf` would silently take the default), become their YAML text: a known field
-///   then refuses it under its own name, and under an unknown key it costs nothing;
-/// * a tagged value (`!foo bar`) is its value.
-fn json_of(yaml: serde_norway::Value) -> Value {
+///   `max_bytes: .inf` would silently take the default), are `E-MAN-003` naming the field when
+///   the manifest reads it, and their text under an unknown key;
+/// * a tagged value (`!x read-only`) is `{"!x": value}`, which no field accepts.
+///
+/// The parser bounds the nesting depth, so the recursion is bounded too.
+fn json_of(yaml: serde_norway::Value, at: Option<&str>) -> Res<Value> {
     use serde_norway::Value as Yaml;
-    match yaml {
+    Ok(match yaml {
         Yaml::Null => Value::Null,
         Yaml::Bool(b) => Value::Bool(b),
         Yaml::Number(n) => {
@@ -182,27 +215,55 @@ fn json_of(yaml: serde_norway::Value) -> Value {
                 Value::from(u)
             } else if let Some(i) = n.as_i64() {
                 Value::from(i)
+            } else if let Some(finite) = n.as_f64().and_then(serde_json::Number::from_f64) {
+                Value::Number(finite)
+            } else if let Some(field) = at {
+                return Err(LaunchError::malformed(
+                    if field.is_empty() { "manifest" } else { field },
+                    "a finite value (.inf and .nan are neither sizes, durations nor names)",
+                ));
             } else {
-                let f = n.as_f64().unwrap_or(f64::NAN);
-                serde_json::Number::from_f64(f)
-                    .map_or_else(|| Value::String(n.to_string()), Value::Number)
+                Value::String(n.to_string())
             }
         }
         Yaml::String(s) => Value::String(s),
-        Yaml::Sequence(items) => Value::Array(items.into_iter().map(json_of).collect()),
-        Yaml::Mapping(map) => Value::Object(
-            map.into_iter()
-                .map(|(key, value)| {
-                    let key = match json_of(key) {
-                        Value::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    (key, json_of(value))
-                })
-                .collect(),
+        Yaml::Sequence(items) => Value::Array(
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| json_of(item, at.map(|p| format!("{p}[{i}]")).as_deref()))
+                .collect::<Res<_>>()?,
         ),
-        Yaml::Tagged(tagged) => json_of(tagged.value),
-    }
+        Yaml::Mapping(map) => {
+            let mut object = serde_json::Map::with_capacity(map.len());
+            for (key, value) in map {
+                let key = key_text(key)?;
+                let known = at.filter(|p| known_keys(p).contains(&key.as_str()));
+                let value = json_of(value, known.map(|p| child_path(p, &key)).as_deref())?;
+                if object.insert(key.clone(), value).is_some() {
+                    let field = at.map_or(key.clone(), |p| child_path(p, &key));
+                    return Err(LaunchError::malformed(&field, "each key once per mapping"));
+                }
+            }
+            Value::Object(object)
+        }
+        Yaml::Tagged(tagged) => {
+            let tag = tagged.tag.to_string();
+            let inner = json_of(tagged.value, None)?;
+            Value::Object(serde_json::Map::from_iter([(tag, inner)]))
+        }
+    })
+}
+
+/// A mapping key's text: a plain string as it is, anything else its compact JSON text (a
+/// tagged key keeps its tag), so that only a plain string can name a known key.
+fn key_text(key: serde_norway::Value) -> Res<String> {
+    use serde_norway::Value as Yaml;
+    Ok(match key {
+        Yaml::String(s) => s,
+        Yaml::Tagged(tagged) => format!("{} {}", tagged.tag, key_text(tagged.value)?),
+        other => json_of(other, None)?.to_string(),
+    })
 }
 
 /// The field holding an integer too large for the YAML value (over 64 bits, within 128), read
@@ -245,7 +306,7 @@ impl Manifest {
                 None => malformed(&e),
             }
         })?;
-        Self::from_value(&json_of(yaml))
+        Self::from_value(&json_of(yaml, Some(""))?)
     }
 
     /// Parses a manifest from a JSON-shaped value (what a runtime holds after its own parsing).
@@ -254,13 +315,8 @@ impl Manifest {
     /// `E-MAN-003` naming the first malformed field.
     pub fn from_value(value: &Value) -> Result<Parsed, LaunchError> {
         let mut warnings = Vec::new();
-        let top = Fields::of(
-            "",
-            value,
-            &mut warnings,
-            &["name", "exports", "capabilities", "lifecycle"],
-        )
-        .map_err(|_| LaunchError::malformed("manifest", "a mapping with at least `name`"))?;
+        let top = Fields::of("", value, &mut warnings)
+            .map_err(|_| LaunchError::malformed("manifest", "a mapping with at least `name`"))?;
 
         // The name heads the audience, which a peer sends as an HTTP header value (D-8): it
         // may be any text but a control character, which no header can carry.
@@ -276,14 +332,9 @@ impl Manifest {
 
         let (mut files, mut peer_files) = (None, None);
         if let Some(exports) = top.get("exports") {
-            let exports = Fields::of("exports", exports, &mut warnings, &["files", "peer_files"])?;
+            let exports = Fields::of("exports", exports, &mut warnings)?;
             if let Some(v) = exports.block("files") {
-                let f = Fields::of(
-                    "exports.files",
-                    v,
-                    &mut warnings,
-                    &["root", "mode", "max_bytes"],
-                )?;
+                let f = Fields::of("exports.files", v, &mut warnings)?;
                 let root = parse_root(&f)?;
                 match f.get("mode") {
                     Some(Value::String(m)) if m == "read-only" => {}
@@ -300,12 +351,7 @@ impl Manifest {
                 });
             }
             if let Some(v) = exports.block("peer_files") {
-                let f = Fields::of(
-                    "exports.peer_files",
-                    v,
-                    &mut warnings,
-                    &["root", "max_ttl", "max_bytes"],
-                )?;
+                let f = Fields::of("exports.peer_files", v, &mut warnings)?;
                 let root = parse_root(&f)?;
                 let declared_max_ttl_secs = match f.get("max_ttl") {
                     None => None,
@@ -326,16 +372,11 @@ impl Manifest {
 
         let (mut peer_fetch, mut network) = (None, None);
         if let Some(caps) = top.get("capabilities") {
-            let caps = Fields::of(
-                "capabilities",
-                caps,
-                &mut warnings,
-                &["peer_fetch", "network"],
-            )?;
+            let caps = Fields::of("capabilities", caps, &mut warnings)?;
             for (key, slot) in [("peer_fetch", &mut peer_fetch), ("network", &mut network)] {
                 if let Some(block) = caps.block(key) {
                     let path = caps.field(key);
-                    let f = Fields::of(&path, block, &mut warnings, &["allow"])?;
+                    let f = Fields::of(&path, block, &mut warnings)?;
                     *slot = Some(parse_allow(&f)?);
                 }
             }
@@ -343,7 +384,7 @@ impl Manifest {
 
         let mut after_task = AfterTask::Exit;
         if let Some(lifecycle) = top.get("lifecycle") {
-            let l = Fields::of("lifecycle", lifecycle, &mut warnings, &["after_task"])?;
+            let l = Fields::of("lifecycle", lifecycle, &mut warnings)?;
             after_task = match l.get("after_task") {
                 None => AfterTask::Exit,
                 Some(Value::String(s)) if s.trim() == "exit" => AfterTask::Exit,
@@ -708,6 +749,21 @@ mod tests {
                 "name: x\nexports: { peer_files: { root: a, max_ttl: -.inf } }",
                 "exports.peer_files.max_ttl",
             ),
+            // String fields too: `.inf` is no name, root or host (a review found them taken
+            // as the text ".inf").
+            ("name: .nan", "name"),
+            (
+                "name: x\nexports: { files: { root: .Inf, mode: read-only } }",
+                "exports.files.root",
+            ),
+            (
+                "name: x\ncapabilities: { network: { allow: [a, .inf] } }",
+                "capabilities.network.allow[1]",
+            ),
+            (
+                "name: x\nlifecycle: { after_task: .nan }",
+                "lifecycle.after_task",
+            ),
         ] {
             let e = Manifest::from_yaml(yaml).expect_err(yaml);
             assert_eq!(e.code, "E-MAN-003", "{yaml}");
@@ -771,6 +827,8 @@ mod tests {
             ("zzz: .nan", "zzz"),
             ("zzz: {a: [-.inf]}", "zzz"),
             ("zzz: !foo bar", "zzz"),
+            // A tagged key is its tag and text: never the known key it spells.
+            ("!x name: mallory", "!x name"),
         ] {
             let yaml = format!("{base}{extra}\n");
             let parsed = Manifest::from_yaml(&yaml).unwrap_or_else(|e| panic!("{extra}: {e:?}"));
@@ -778,6 +836,26 @@ mod tests {
                 parsed.warnings,
                 vec![format!("warning: unknown manifest key `{key}` ignored")],
                 "{extra}"
+            );
+        }
+        let tagged = format!("{base}!x name: mallory\n");
+        assert_eq!(
+            Manifest::from_yaml(&tagged).expect("valid").manifest.name,
+            "x",
+            "a tagged key never replaces the known one it spells"
+        );
+        for (yaml, field) in [
+            ("name: x\n1: a\n\"1\": b\n", "1"),
+            (
+                "name: x\nexports: { files: { root: out, mode: !x read-only } }",
+                "exports.files.mode",
+            ),
+        ] {
+            let e = Manifest::from_yaml(yaml).expect_err(yaml);
+            assert!(
+                e.message.starts_with(&format!("{field}: ")),
+                "{yaml}: {}",
+                e.message
             );
         }
         let nested = "name: x\nexports:\n  ~: 1\n  files: { root: out, mode: read-only }\n";

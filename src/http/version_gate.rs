@@ -7,9 +7,8 @@
 //! the line names another `HTTP/` version, hyper is handed nothing, the gate writes the 505
 //! itself and reports end of stream, so hyper closes without answering; otherwise the held
 //! bytes go to hyper unchanged and the gate steps aside. Line ends and leading empty lines are
-//! read as hyper's parser reads them (`\n` or `\r\n`). A first line whose request target runs past
-//! the look-ahead (the head limit, so any line hyper would accept is judged here) is answered
-//! `414 URI Too Long` by the gate; any other line that long is hyper's to refuse (431).
+//! read as hyper's parser reads them (`\n` or `\r\n`). A first line longer than the look-ahead
+//! (the head limit, so any line hyper would accept is judged here) is hyper's to refuse.
 //!
 //! Two more judgements ride on the same look at the line:
 //!
@@ -32,12 +31,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 /// The look-ahead when none is given: the listener's default head limit (D-4.6).
 pub const DEFAULT_LOOKAHEAD: usize = 16 * 1024;
 
-/// The gate's own answer to a first line it refuses (`505 HTTP Version Not Supported` for a
-/// version other than 1.0 or 1.1, `414 URI Too Long` for a target that runs past the head
-/// limit): no body, and the connection closes.
-fn bare_refusal(status: &str) -> Vec<u8> {
+/// The answer to a request line naming an HTTP version other than 1.0 or 1.1: no body, and the
+/// connection closes.
+fn version_not_supported() -> Vec<u8> {
     format!(
-        "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\ndate: {}\r\n\r\n",
+        "HTTP/1.1 505 HTTP Version Not Supported\r\ncontent-length: 0\r\nconnection: close\r\ndate: {}\r\n\r\n",
         crate::backends::clock::http_date_now()
     )
     .into_bytes()
@@ -65,8 +63,6 @@ struct LineScan {
     start: Option<usize>,
     /// Where the method ends (its space), once seen.
     method_end: Option<usize>,
-    /// Where the request target ends (the space after it), once seen.
-    target_end: Option<usize>,
     /// Bytes already looked at.
     scanned: usize,
 }
@@ -92,7 +88,6 @@ impl LineScan {
                 b'\r' if at + 1 == held.len() => return Verdict::Undecided,
                 b'\r' if held[at + 1] != b'\n' => return Verdict::Serve,
                 b' ' if self.method_end.is_none() => self.method_end = Some(at),
-                b' ' if self.target_end.is_none() => self.target_end = Some(at),
                 b'\r' => {}
                 _ if self.method_end.is_none() && !is_token(byte) => return Verdict::Serve,
                 _ if byte.is_ascii_control() || byte == 0x7f => return Verdict::Serve,
@@ -101,12 +96,6 @@ impl LineScan {
             self.scanned += 1;
         }
         Verdict::Undecided
-    }
-
-    /// Whether the line, not ended yet, is still in its request target: a line that runs past
-    /// the head limit there is `414 URI Too Long`, the answer that fits (D-4.5).
-    fn in_target(&self) -> bool {
-        self.method_end.is_some() && self.target_end.is_none()
     }
 }
 
@@ -193,9 +182,9 @@ enum Gate {
     Handing { handed: usize },
     /// Bytes pass straight through.
     Open,
-    /// Writing the gate's own refusal (505 or 414); `written` bytes of `reply` are out.
+    /// Writing the 505; `written` bytes of `reply` are out.
     Refusing { reply: Vec<u8>, written: usize },
-    /// The refusal is out (or the peer went away): reads see end of stream.
+    /// The 505 is out (or the peer went away): reads see end of stream.
     Closed,
 }
 
@@ -206,8 +195,7 @@ pub struct VersionGate<S> {
     gate: Gate,
     /// The bytes held back until the first line is judged; freed once handed over.
     seen: Vec<u8>,
-    /// How much of the first line may be held back; a longer line is refused: 414 by the gate
-    /// when its target is what runs on, else 431 by hyper.
+    /// How much of the first line may be held back; a longer line is hyper's to refuse.
     lookahead: usize,
     /// The first line's judgement so far.
     scan: LineScan,
@@ -339,14 +327,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
                     let held = this.seen.len().max(fresh.len());
                     let lookahead = this.lookahead;
                     this.gate = match judged {
-                        Verdict::Undecided if held >= lookahead && this.scan.in_target() => {
-                            buf.set_filled(before);
-                            this.seen = Vec::new();
-                            Gate::Refusing {
-                                reply: bare_refusal("414 URI Too Long"),
-                                written: 0,
-                            }
-                        }
                         Verdict::Serve | Verdict::Undecided
                             if this.seen.is_empty() && (at_end || held >= lookahead) =>
                         {
@@ -380,7 +360,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
                             buf.set_filled(before);
                             this.seen = Vec::new();
                             Gate::Refusing {
-                                reply: bare_refusal("505 HTTP Version Not Supported"),
+                                reply: version_not_supported(),
                                 written: 0,
                             }
                         }

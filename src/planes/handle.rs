@@ -114,15 +114,15 @@ pub fn assemble(payload_b64: &str, mac: &[u8]) -> String {
 /// the file whatever its other keys say (the peer, not the fetcher, judges those). `None` when
 /// the payload does not decode that far.
 pub fn unverified_path(token: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct NamesAPath {
-        p: String,
-    }
     let payload_b64 = token.split('.').nth(1)?;
     let bytes = URL_SAFE_NO_PAD.decode(payload_b64).ok()?;
-    serde_json::from_slice::<NamesAPath>(&bytes)
-        .ok()
-        .map(|payload| payload.p)
+    // A map, not a derived struct: serde would also read a struct from a JSON array.
+    let mut payload: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes).ok()?;
+    match payload.remove("p")? {
+        serde_json::Value::String(p) => Some(p),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -172,6 +172,7 @@ mod tests {
             (r#"{"v":1,"p":7}"#, None),
             (r#"{"v":1}"#, None),
             (r#"["p","report.md"]"#, None),
+            (r#"["report.md"]"#, None),
             ("not json", None),
         ] {
             assert_eq!(
