@@ -10,7 +10,6 @@ use crate::refusal::{Code, Refusal};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use std::io::Read;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One file's bytes as served, with the validator computed over exactly those bytes (D-2.7).
 /// The bytes hold their share of the in-flight budget until the last clone is dropped.
@@ -253,8 +252,11 @@ pub fn read_file(
 /// Lists every regular file under the scope (D-3): sorted byte-lexicographically, each entry
 /// from one open with its hash streamed (memory stays bounded), symlinks decided by the class,
 /// vanished or failing entries omitted. A missing root, or one that is not a directory, lists
-/// as empty. Hashes come from `cache` when D-3.6 allows, and misses are hashed by several
-/// threads at once, so a cold cache keeps more files in flight than there are cores.
+/// as empty. Hashes come from `cache` when D-3.6 allows. Files are opened and hashed while the
+/// walk goes on: once it has found [`LISTING_PARALLEL_FROM`] candidates, workers start taking
+/// them (twice the cores: a cold cache keeps more files in flight than there are cores), and
+/// the walking thread joins them when the walk ends; a smaller tree is listed by the walking
+/// thread alone.
 ///
 /// # Errors
 /// `outside_root` when the root escapes the workdir, `io_error` when it cannot be read.
@@ -269,66 +271,76 @@ pub fn list_files(
         Err(e) if e.kind == crate::backends::fs::FsErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e.into()),
     };
-    let mut candidates = root.walk()?;
-    candidates.sort_unstable_by(|a, b| a.as_str().as_bytes().cmp(b.as_str().as_bytes()));
+    let root = root.as_ref();
     let hashed_at_ns = i128::from(now_ms) * 1_000_000;
-    let next = AtomicUsize::new(0);
-    let workers = listing_workers(candidates.len());
     // One read of the cache for the whole listing; new hashes go in once every worker is done.
     let view = cache.view();
-    let results: Vec<Vec<Listed>> = std::thread::scope(|scope_threads| {
+    let (send, receive) = std::sync::mpsc::channel::<RelPath>();
+    let queue = std::sync::Mutex::new(receive);
+    let (walked, results) = std::thread::scope(|threads| {
         let work = || {
             let mut done = Vec::new();
             let (mut storage, start) = page_aligned::zeroed(LISTING_CHUNK);
             let buffer = &mut storage[start..];
-            loop {
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                let Some(path) = candidates.get(index) else {
-                    break;
-                };
-                if let Some((entry, meta, fresh)) = list_one(root.as_ref(), path, &view, buffer) {
-                    done.push((index, entry, meta, fresh));
+            // The lock is held only while taking one path; `recv` fails once the walk is over
+            // and the queue is empty.
+            let next = || queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
+            while let Ok(path) = next() {
+                if let Some(listed) = list_one(root, &path, &view, buffer) {
+                    done.push(listed);
                 }
             }
             done
         };
-        let handles: Vec<_> = (1..workers).map(|_| scope_threads.spawn(work)).collect();
-        let mut all = vec![work()];
-        all.extend(handles.into_iter().filter_map(|h| h.join().ok()));
-        all
+        let mut workers = Vec::new();
+        let mut found = 0usize;
+        let walked = root.walk_each(&mut |path| {
+            // The receiver lives until every worker is joined below: a send cannot fail.
+            let _ = send.send(path);
+            found += 1;
+            if found == LISTING_PARALLEL_FROM {
+                workers.extend((0..listing_workers()).map(|_| threads.spawn(work)));
+            }
+        });
+        drop(send);
+        let mut results = vec![work()];
+        results.extend(workers.into_iter().filter_map(|w| w.join().ok()));
+        (walked, results)
     });
     drop(view);
-    let mut indexed: Vec<Listed> = results.into_iter().flatten().collect();
-    indexed.sort_unstable_by_key(|(index, ..)| *index);
+    walked?;
+    let mut listed: Vec<Listed> = results.into_iter().flatten().collect();
+    listed.sort_unstable_by(|(a, ..), (b, ..)| a.path.as_bytes().cmp(b.path.as_bytes()));
     cache.update(
-        indexed
+        listed
             .iter()
             .filter(|(.., fresh)| *fresh)
-            .map(|(_, entry, meta, _)| (meta, entry.sha256.as_str())),
+            .map(|(entry, meta, _)| (meta, entry.sha256.as_str())),
         hashed_at_ns,
-        &indexed
+        &listed
             .iter()
-            .map(|(_, _, meta, _)| (meta.dev, meta.ino))
+            .map(|(_, meta, _)| (meta.dev, meta.ino))
             .collect(),
     );
-    Ok(indexed.into_iter().map(|(_, entry, ..)| entry).collect())
+    Ok(listed.into_iter().map(|(entry, ..)| entry).collect())
 }
 
 /// The bytes a listing worker reads and hashes at a time.
 const LISTING_CHUNK: usize = 256 * 1024;
 
-/// A listed entry with its position in the sorted candidates, what its descriptor reported,
-/// and whether its hash is new and describes the file as that descriptor saw it (to cache).
-type Listed = (usize, ListingEntry, FileMeta, bool);
+/// How many candidates the walk finds before workers start: below it, threads would cost more
+/// than they save.
+const LISTING_PARALLEL_FROM: usize = 64;
 
-/// Threads for a listing of `files`: one for small trees, else twice the cores (hashing is
-/// CPU-bound when warm; the extra threads keep the disk busy when cold).
-fn listing_workers(files: usize) -> usize {
-    if files < 64 {
-        return 1;
-    }
+/// A listed entry with what its descriptor reported, and whether its hash is new and
+/// describes the file as that descriptor saw it (to cache).
+type Listed = (ListingEntry, FileMeta, bool);
+
+/// Threads that join the walking thread on a large listing: twice the cores (hashing is
+/// CPU-bound when warm; the extra threads keep the disk busy when cold), less the walker.
+fn listing_workers() -> usize {
     let cores = std::thread::available_parallelism().map_or(2, usize::from);
-    (cores * 2).min(files / 32).max(1)
+    (cores * 2).saturating_sub(1).max(1)
 }
 
 /// One entry: open, then the cached hash or a streamed one, with the descriptor's metadata and
@@ -389,6 +401,7 @@ fn list_one(
 mod tests {
     use super::*;
     use crate::backends::fs::MemoryFilesystem;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn scope(max_bytes: u64) -> ExportScope {
         ExportScope {

@@ -250,6 +250,18 @@ pub trait RootDir: Send + Sync + Debug {
     /// # Errors
     /// `Io` when the root itself cannot be read; unreadable subdirectories are skipped.
     fn walk(&self) -> Result<Vec<RelPath>, FsError>;
+
+    /// [`walk`](Self::walk), handing each candidate to `found` as soon as it is found, so the
+    /// caller can open and hash files while the walk goes on (a listing's workers start before
+    /// the last directory is read). The candidates and the errors are those of `walk`; only
+    /// their timing differs. The default collects `walk` first.
+    ///
+    /// # Errors
+    /// As [`walk`](Self::walk).
+    fn walk_each(&self, found: &mut dyn FnMut(RelPath)) -> Result<(), FsError> {
+        self.walk()?.into_iter().for_each(found);
+        Ok(())
+    }
 }
 
 /// The filesystem a capsule's workdir lives on.

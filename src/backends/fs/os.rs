@@ -554,6 +554,12 @@ impl RootDir for OsRootDir {
     }
 
     fn walk(&self) -> Result<Vec<RelPath>, FsError> {
+        let mut out = Vec::new();
+        self.walk_each(&mut |path| out.push(path))?;
+        Ok(out)
+    }
+
+    fn walk_each(&self, found: &mut dyn FnMut(RelPath)) -> Result<(), FsError> {
         let root = rustix::fs::openat(
             self.fd.as_fd(),
             ".",
@@ -561,9 +567,8 @@ impl RootDir for OsRootDir {
             Mode::empty(),
         )
         .map_err(|e| fs_error(e, self.class, "open export root for listing"))?;
-        let mut out = Vec::new();
         let mut pending = Vec::new();
-        list_dir(&root, None, &mut out, &mut pending)
+        list_dir(&root, None, found, &mut pending)
             .map_err(|e| fs_error(e, self.class, "read export root"))?;
         // Depth-first with an explicit stack of paths, not of descriptors, and no recursion,
         // however deep the tree an agent built. Only the directory listed last stays open: its
@@ -582,11 +587,11 @@ impl RootDir for OsRootDir {
             };
             // An unreadable or vanished subdirectory is omitted, not fatal (D-3.3).
             if let Ok(dir) = opened {
-                let _ = list_dir(&dir, Some(&path), &mut out, &mut pending);
+                let _ = list_dir(&dir, Some(&path), found, &mut pending);
                 listed = (Some(path), dir);
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -621,13 +626,13 @@ impl OsRootDir {
     }
 }
 
-/// Reads one directory's entries: regular files and symlinks go to `out`, real directories to
-/// `pending` for the walk to open later. Paths a read could not reach (over `PATH_MAX`, or not
-/// UTF-8) are left out.
+/// Reads one directory's entries: regular files and symlinks go to `found`, real directories
+/// to `pending` for the walk to open later. Paths a read could not reach (over `PATH_MAX`, or
+/// not UTF-8) are left out.
 fn list_dir(
     dir: &OwnedFd,
     prefix: Option<&RelPath>,
-    out: &mut Vec<RelPath>,
+    found: &mut dyn FnMut(RelPath),
     pending: &mut Vec<RelPath>,
 ) -> Result<(), Errno> {
     let mut entries = rustix::fs::Dir::read_from(dir)?;
@@ -653,7 +658,7 @@ fn list_dir(
             None => RelPath::from_name(name),
         };
         match file_type {
-            FileType::RegularFile | FileType::Symlink if path.fits_path_max() => out.push(path),
+            FileType::RegularFile | FileType::Symlink if path.fits_path_max() => found(path),
             FileType::Directory if path.has_room_for_children() => pending.push(path),
             _ => {}
         }
