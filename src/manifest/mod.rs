@@ -2,6 +2,8 @@
 //! created: `E-MAN-003` (malformed), `E-CAP-008` (a persistent capsule's handle lifetime) and
 //! `E-CAP-007` (an export root that escapes the workdir).
 
+mod yaml;
+
 use crate::backends::fs::{Filesystem, FsErrorKind, RootPath};
 use crate::policy::{AllowList, AllowRule};
 use crate::units::{parse_byte_size, parse_duration_secs};
@@ -190,91 +192,6 @@ fn child_path(path: &str, key: &str) -> String {
     }
 }
 
-/// YAML's value as the JSON-shaped value a manifest is read from. `at` is the value's field
-/// path while it is one the manifest reads, `None` under an unknown key, where nothing is an
-/// error (D-1.1):
-///
-/// * a key that is not a plain string (`1`, `true`, `~`, a sequence, a tagged `!x name`)
-///   becomes its compact text (`1`, `true`, `null`, `["a","b"]`, `!x name`): never the name of
-///   a known key, so only an unknown key's warning;
-/// * two keys of one mapping that come out as the same text are `E-MAN-003` (YAML requires
-///   unique keys; the later must not silently replace the earlier);
-/// * `.inf`, `-.inf` and `.nan`, which JSON cannot hold (they would arrive as null, so
-///   `max_bytes: .inf` would silently take the default), are `E-MAN-003` naming the field when
-///   the manifest reads it, and their text under an unknown key;
-/// * a tagged value (`!x read-only`) is `{"!x": value}`, which no field accepts.
-///
-/// The parser bounds the nesting depth, so the recursion is bounded too.
-fn json_of(yaml: serde_norway::Value, at: Option<&str>) -> Res<Value> {
-    use serde_norway::Value as Yaml;
-    Ok(match yaml {
-        Yaml::Null => Value::Null,
-        Yaml::Bool(b) => Value::Bool(b),
-        Yaml::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                Value::from(u)
-            } else if let Some(i) = n.as_i64() {
-                Value::from(i)
-            } else if let Some(finite) = n.as_f64().and_then(serde_json::Number::from_f64) {
-                Value::Number(finite)
-            } else if let Some(field) = at {
-                return Err(LaunchError::malformed(
-                    if field.is_empty() { "manifest" } else { field },
-                    "a finite value (.inf and .nan are neither sizes, durations nor names)",
-                ));
-            } else {
-                Value::String(n.to_string())
-            }
-        }
-        Yaml::String(s) => Value::String(s),
-        Yaml::Sequence(items) => Value::Array(
-            items
-                .into_iter()
-                .enumerate()
-                .map(|(i, item)| json_of(item, at.map(|p| format!("{p}[{i}]")).as_deref()))
-                .collect::<Res<_>>()?,
-        ),
-        Yaml::Mapping(map) => {
-            let mut object = serde_json::Map::with_capacity(map.len());
-            for (key, value) in map {
-                let key = key_text(key)?;
-                let known = at.filter(|p| known_keys(p).contains(&key.as_str()));
-                let value = json_of(value, known.map(|p| child_path(p, &key)).as_deref())?;
-                if object.insert(key.clone(), value).is_some() {
-                    let field = at.map_or(key.clone(), |p| child_path(p, &key));
-                    return Err(LaunchError::malformed(&field, "each key once per mapping"));
-                }
-            }
-            Value::Object(object)
-        }
-        Yaml::Tagged(tagged) => {
-            let tag = tagged.tag.to_string();
-            let inner = json_of(tagged.value, None)?;
-            Value::Object(serde_json::Map::from_iter([(tag, inner)]))
-        }
-    })
-}
-
-/// A mapping key's text: a plain string as it is, anything else its compact JSON text (a
-/// tagged key keeps its tag), so that only a plain string can name a known key.
-fn key_text(key: serde_norway::Value) -> Res<String> {
-    use serde_norway::Value as Yaml;
-    Ok(match key {
-        Yaml::String(s) => s,
-        Yaml::Tagged(tagged) => format!("{} {}", tagged.tag, key_text(tagged.value)?),
-        other => json_of(other, None)?.to_string(),
-    })
-}
-
-/// The field holding an integer too large for the YAML value (over 64 bits, within 128), read
-/// from the parser's message (`<field>: invalid type: integer `…` as u128, …`): D-1.7 asks the
-/// refusal to name the field. `None` for any other message, which is then reported whole.
-fn oversized_integer_field(message: &str) -> Option<&str> {
-    let (field, rest) = message.split_once(": invalid type: integer `")?;
-    let oversized = rest.contains("` as u128") || rest.contains("` as i128");
-    (oversized && !field.is_empty() && !field.contains(' ')).then_some(field)
-}
-
 impl Manifest {
     /// Parses a manifest file's bytes: UTF-8 YAML.
     ///
@@ -294,19 +211,7 @@ impl Manifest {
         // A byte order mark may open a YAML stream (an editor's UTF-8 "with BOM"); the parser
         // would read it as content.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        // Through YAML's own value first: it refuses a key given twice in one mapping (YAML
-        // requires unique keys), where a JSON map would silently keep the last.
-        let malformed = |e: &dyn fmt::Display| {
-            LaunchError::malformed("manifest", &format!("a YAML mapping, each key once ({e})"))
-        };
-        let yaml: serde_norway::Value = serde_norway::from_str(text).map_err(|e| {
-            let message = e.to_string();
-            match oversized_integer_field(&message) {
-                Some(field) => LaunchError::malformed(field, "a whole number that fits in 64 bits"),
-                None => malformed(&e),
-            }
-        })?;
-        Self::from_value(&json_of(yaml, Some(""))?)
+        Self::from_value(&yaml::manifest_value(text)?)
     }
 
     /// Parses a manifest from a JSON-shaped value (what a runtime holds after its own parsing).
@@ -590,6 +495,18 @@ mod tests {
             assert_eq!(
                 refused.message,
                 format!("{field}: a whole number that fits in 64 bits")
+            );
+        }
+        // Under an unknown key it is only that key's warning (D-1.1), as any value is.
+        for extra in [
+            "zzz: 18446744073709551616",
+            "zzz: { a: [-99999999999999999999] }",
+        ] {
+            let yaml = format!("name: x\n{extra}\n");
+            let parsed = Manifest::from_yaml(&yaml).unwrap_or_else(|e| panic!("{extra}: {e:?}"));
+            assert_eq!(
+                parsed.warnings,
+                vec!["warning: unknown manifest key `zzz` ignored".to_owned()]
             );
         }
     }
@@ -876,7 +793,24 @@ mod tests {
             let e = Manifest::from_yaml(yaml).expect_err(yaml);
             assert_eq!(e.code, "E-MAN-003", "{yaml}");
             assert!(
-                e.message.contains("duplicate entry"),
+                e.message.ends_with(": each key once per mapping"),
+                "{yaml}: {}",
+                e.message
+            );
+        }
+        // Named by the field given twice, and refused under unknown keys too: YAML itself
+        // forbids it, and a lenient read would silently keep one of them.
+        for (yaml, field) in [
+            ("name: x\nname: y", "name"),
+            (
+                "name: x\nexports: { files: { root: a, root: b } }",
+                "exports.files.root",
+            ),
+            ("name: x\nzzz: { a: 1, a: 2 }", "a"),
+        ] {
+            let e = Manifest::from_yaml(yaml).expect_err(yaml);
+            assert!(
+                e.message.starts_with(&format!("{field}: ")),
                 "{yaml}: {}",
                 e.message
             );
