@@ -371,27 +371,30 @@ struct Exited {
 
 /// Runs `serve` to completion (it must exit within [`LAUNCH_TIMEOUT`]).
 fn run_to_exit(world: &World, args: &[String]) -> Exited {
+    run_to_exit_with_stdout(world, args, Stdio::piped())
+}
+
+/// [`run_to_exit`] with `stdout` as the process's standard output (`stdout` in the result is
+/// empty unless it is piped).
+fn run_to_exit_with_stdout(world: &World, args: &[String], stdout: Stdio) -> Exited {
     let mut child = ChildGuard(
         Command::new(BIN)
             .args(args)
             .env("TMPDIR", world.tmpdir())
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+            .stdout(stdout)
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn resource-plane"),
     );
     let Some(status) = child.wait_exit(LAUNCH_TIMEOUT) else {
-        panic!("the launch was not refused: still running after {LAUNCH_TIMEOUT:?} ({args:?})");
+        panic!("serve did not exit: still running after {LAUNCH_TIMEOUT:?} ({args:?})");
     };
     let mut stdout = String::new();
     let mut stderr = String::new();
-    let _ = child
-        .0
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut stdout);
+    if let Some(mut piped) = child.0.stdout.take() {
+        let _ = piped.read_to_string(&mut stdout);
+    }
     let _ = child
         .0
         .stderr
@@ -2409,26 +2412,8 @@ fn a_closed_stdout_ends_the_session_with_a_message_not_a_panic() {
     let world = World::with_files(FILES_MANIFEST);
     let (reader, writer) = std::io::pipe().expect("a pipe");
     drop(reader);
-    let mut child = ChildGuard(
-        Command::new(BIN)
-            .args(world.args(&[]))
-            .env("TMPDIR", world.tmpdir())
-            .stdin(Stdio::null())
-            .stdout(writer)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn resource-plane"),
-    );
-    let status = child
-        .wait_exit(LAUNCH_TIMEOUT)
-        .expect("the session ended on its own");
-    let mut stderr = String::new();
-    let _ = child
-        .0
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut stderr);
+    let Exited { status, stderr, .. } =
+        run_to_exit_with_stdout(&world, &world.args(&[]), writer.into());
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("cannot write the ready line to stdout"),
