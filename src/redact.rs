@@ -36,6 +36,19 @@ pub fn holds_token(text: &str) -> bool {
     find_prefix(text, 0).is_some()
 }
 
+/// `raw` (a path as a client or an agent wrote it) as a trace line should record it: as
+/// written, unless a best-effort percent-decoding reveals a token (`mh1%2E…`, `%6Dh1.…`, a
+/// token with one dot encoded), in which case the decoding, so that the sink's redaction sees
+/// the whole token (D-6.5).
+pub fn revealing_tokens(raw: &str) -> String {
+    let lossy = crate::path::percent_decode_lossy(raw);
+    if holds_token(&lossy) {
+        lossy
+    } else {
+        raw.to_owned()
+    }
+}
+
 /// `text` with every token replaced by `<handle:<handle_id>>`. Borrows when there is none.
 pub fn redact_tokens(text: &str) -> Cow<'_, str> {
     let Some(first) = find_prefix(text, 0) else {
@@ -122,6 +135,26 @@ mod tests {
             redact_tokens("été MH1.a é"),
             format!("été <handle:{}> é", crate::hex::handle_id("MH1.a"))
         );
+    }
+
+    /// A review found `share-file` recording `mh1%2E<payload>%2E<mac>` as written, which
+    /// decodes to the token; and `mh1.<payload>%2E<mac>` redacted only up to the `%`.
+    #[test]
+    fn encoded_tokens_are_revealed_to_redaction() {
+        for raw in [
+            "mh1%2EPAYLOAD%2EMAC",
+            "%6Dh1.PAYLOAD.MAC",
+            "mh1.PAYLOAD%2EMAC",
+            "x/MH1%2ePAYLOAD.MAC",
+        ] {
+            let recorded = revealing_tokens(raw);
+            let redacted = redact_tokens(&recorded);
+            assert!(
+                !redacted.contains("PAYLOAD") && !redacted.contains("MAC"),
+                "{raw}: {redacted}"
+            );
+        }
+        assert_eq!(revealing_tokens("a%20b"), "a%20b", "no token: as written");
     }
 
     #[test]

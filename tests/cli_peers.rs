@@ -1285,3 +1285,55 @@ fn end_of_console_input_ends_the_session_with_status_zero() {
         "the ended capsule no longer listens"
     );
 }
+
+/// A handle's `p` is canonicalised at mint time (spec, §The handle): shared through a symlink,
+/// the handle names the file itself, so the fetched file is named after it, and pointing the
+/// symlink elsewhere after the mint does not point the handle elsewhere.
+#[test]
+fn a_handle_shared_through_a_symlink_names_the_file_itself() {
+    let world = World::new();
+    let (mut a, mut b) = minter_and_fetcher(&world, None);
+    let out = world.path("work-a").join("out");
+    std::fs::write(out.join("other.md"), b"another file\n").expect("other.md");
+    std::os::unix::fs::symlink("report.md", out.join("alias")).expect("alias");
+    let result = a.call_ok("share-file", json!({"path": "alias", "peer": b.addr()}));
+    let (handle, handle_id) = check_share_result(&result, b.audience());
+
+    std::fs::remove_file(out.join("alias")).expect("remove alias");
+    std::os::unix::fs::symlink("other.md", out.join("alias")).expect("re-point alias");
+    let fetched = b.call_ok(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(fetched["path"], format!("peer-in/{handle_id}-report.md"));
+    assert_eq!(fetched["sha256"], sha256_hex(REPORT), "report.md's bytes");
+    let minted = a.events("peer_handle_mint");
+    assert_eq!(minted.last().expect("a mint line")["path"], "report.md");
+}
+
+/// A token percent-encoded into `share-file`'s path (`mh1%2E<payload>%2E<mac>`, or one dot
+/// encoded) is decoded for the trace's redaction, as a read's path is: the refused mint's line
+/// holds no piece of it (D-6.5; a hostile-agent review found it recorded as written).
+#[test]
+fn an_encoded_token_in_a_shared_path_never_reaches_the_trace() {
+    let world = World::new();
+    let (mut a, b) = minter_and_fetcher(&world, None);
+    let (payload, mac) = ("eyJ2IjoxfQ", "c2VjcmV0LW1hYy1ieXRlcy1mb3ItdGhlLXRlc3Q");
+    for path in [
+        format!("mh1%2E{payload}%2E{mac}"),
+        format!("%6Dh1.{payload}.{mac}"),
+        format!("mh1.{payload}%2E{mac}"),
+    ] {
+        let code = a.call_err("share-file", json!({"path": path, "peer": b.addr()}));
+        assert_eq!(code, "not_found", "{path}");
+    }
+    let lines = a.events("peer_handle_mint");
+    assert_eq!(lines.len(), 3);
+    for line in &lines {
+        let text = line.to_string();
+        assert!(
+            !text.contains(payload) && !text.contains(mac),
+            "token material in the trace: {text}"
+        );
+    }
+}

@@ -1691,3 +1691,73 @@ fn land_conforms() {
     }
     report("land", &failures, ran);
 }
+
+/// A handle's `p` is "canonicalised at mint time" (spec, §The handle): `canonical_path` names
+/// the file a path reaches, each symlink replaced by where it led, with `open_file`'s answers
+/// for everything else, identically in every implementation and class.
+#[test]
+fn canonical_paths_name_the_file_itself() {
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for imp in IMPLS {
+        let mut w = World::new(imp);
+        w.file("out/report.md", b"r");
+        w.file("out/real/x.txt", b"x");
+        w.file("out/b.txt", b"b");
+        w.symlink("out/alias", "report.md");
+        w.symlink("out/via", "real");
+        w.symlink("out/real/up", "../b.txt");
+        w.symlink("out/chain", "alias");
+        w.symlink("out/todir", "real");
+        w.symlink("out/out", "../out/report.md");
+        let fs = w.fs();
+        for class in Containment::ALL {
+            let follow = class.follows_symlinks();
+            let root = fs
+                .open_root(&RootPath::parse("out").expect("root"), class)
+                .expect("open the root");
+            for (path, followed, scoped) in [
+                ("report.md", Ok("report.md"), Ok("report.md")),
+                ("real/x.txt", Ok("real/x.txt"), Ok("real/x.txt")),
+                ("alias", Ok("report.md"), Err(FsErrorKind::SymlinkRefused)),
+                ("chain", Ok("report.md"), Err(FsErrorKind::SymlinkRefused)),
+                (
+                    "via/x.txt",
+                    Ok("real/x.txt"),
+                    Err(FsErrorKind::SymlinkRefused),
+                ),
+                ("real/up", Ok("b.txt"), Err(FsErrorKind::SymlinkRefused)),
+                (
+                    "todir",
+                    Err(FsErrorKind::NotARegularFile),
+                    Err(FsErrorKind::SymlinkRefused),
+                ),
+                (
+                    "out",
+                    Err(FsErrorKind::OutsideRoot),
+                    Err(FsErrorKind::SymlinkRefused),
+                ),
+                (
+                    "missing",
+                    Err(FsErrorKind::NotFound),
+                    Err(FsErrorKind::NotFound),
+                ),
+            ] {
+                ran += 1;
+                let want = if follow { followed } else { scoped };
+                let target = RelPath::parse_canonical(path).expect("a path");
+                let got = root
+                    .canonical_path(&target)
+                    .map(|p| p.as_str().to_owned())
+                    .map_err(|e| e.kind);
+                if got.as_ref().map(String::as_str) != want.as_ref().map(|s| *s) {
+                    failures.push(format!(
+                        "[{imp:?} / {}] canonical_path({path}): {got:?}, expected {want:?}",
+                        class.as_str()
+                    ));
+                }
+            }
+        }
+    }
+    report("canonical_path", &failures, ran);
+}

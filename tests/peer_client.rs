@@ -1889,3 +1889,22 @@ async fn one_trace_line_per_attempt_past_input_validation() {
     a.assert_trace_has_no_token();
     b.assert_trace_has_no_token();
 }
+
+/// A fetch whose trace line cannot be written fails closed (D-6.4): `io_error`, and the
+/// landed file is removed again, so no fetched byte stays in the workdir unrecorded (a
+/// hostile-agent review filled the disk under the trace and kept the file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_whose_trace_line_fails_leaves_no_file() {
+    let body = b"bytes the trace never records\n";
+    let raw = RawPeer::start(Behaviour::Reply(redeem_ok(body))).await;
+    let fetcher = DiskFetcher::new("\"127.0.0.1\"", generous(), CAP);
+    fetcher.node.trace.fail_from_now();
+    let refused = fetcher
+        .node
+        .fetch(&raw.url(), &crafted_token("out/report.md"))
+        .await
+        .expect_err("the trace cannot record it");
+    assert_eq!(refused.code, "io_error");
+    assert_eq!(fetcher.landed(), Vec::<String>::new(), "nothing stays");
+    assert_eq!(raw.heads().len(), 1, "the fetch did reach the peer");
+}

@@ -107,12 +107,20 @@ impl TraceSink for JsonlTraceSink {
 #[derive(Debug, Default)]
 pub struct RecordingTraceSink {
     lines: Mutex<Vec<String>>,
+    /// Every write fails once set (a full disk from then on).
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl RecordingTraceSink {
     /// An empty recorder.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Makes every later write fail, as a disk that just filled up would.
+    pub fn fail_from_now(&self) {
+        self.failing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Every line so far, without the trailing newline.
@@ -131,6 +139,12 @@ impl RecordingTraceSink {
 
 impl TraceSink for RecordingTraceSink {
     fn append_line(&self, line: &[u8]) -> io::Result<()> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "the recorder was told to fail",
+            ));
+        }
         let text =
             std::str::from_utf8(line).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let text = text.strip_suffix('\n').ok_or_else(|| {

@@ -8,7 +8,7 @@ use crate::backends::fs::Containment;
 use crate::backends::trace::{TraceEvent, Tracer};
 use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead};
 use crate::generation::Generation;
-use crate::path::{percent_decode_lossy, percent_decode_strict, strip_query};
+use crate::path::{percent_decode_strict, strip_query};
 use crate::planes::{ListingEntry, PeerPlane, ReadMode, ResourcePlane};
 use crate::refusal::{Code, Refusal};
 use http::header::HeaderValue;
@@ -449,12 +449,7 @@ fn recorded_path(raw: &str, decode: bool) -> String {
     if decode && let Ok(decoded) = percent_decode_strict(raw) {
         return decoded;
     }
-    let lossy = percent_decode_lossy(raw);
-    if crate::redact::holds_token(&lossy) {
-        lossy
-    } else {
-        raw.to_owned()
-    }
+    crate::redact::revealing_tokens(raw)
 }
 
 #[cfg(test)]

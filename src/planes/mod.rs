@@ -78,12 +78,14 @@ pub trait PeerPlane: Debug + Send + Sync {
     fn scope(&self) -> &ExportScope;
 
     /// The `share-file` path step (D-9.2): cut `path` at its first `?`, decode it and resolve
-    /// it under the root (D-2.1 to D-2.6), reading nothing and touching no network. The handle's
-    /// `p` is the decoded path as named, not its symlink target: under the follow classes a
-    /// redeem resolves it again, by the same rules. Blocking.
+    /// it under the root (D-2.1 to D-2.6), reading nothing and touching no network. Returns the
+    /// handle's `p`, "canonicalised at mint time" (spec, §The handle): the path of the file
+    /// itself, each symlink followed replaced by where it led, so a symlink moved after the
+    /// mint cannot point the handle at another file. Blocking.
     ///
     /// # Errors
-    /// `outside_root`, `not_found`, `symlink_refused`, `not_a_regular_file`, `io_error`.
+    /// `outside_root`, `not_found`, `symlink_refused`, `not_a_regular_file`, `invalid_input`
+    /// (a path whose handle would exceed 4 KiB), `io_error`.
     fn resolve_for_mint(&self, path: &str) -> Result<RelPath, Refusal>;
 
     /// Mints a handle for `path` bound to `audience` (already normalised), expiring after

@@ -76,8 +76,18 @@ impl PeerPlane for HmacPeerPlane {
                 ),
             ));
         }
-        reader::probe_file(self.fs.as_ref(), &self.scope, &target)?;
-        Ok(target)
+        let canonical = reader::canonical_file(self.fs.as_ref(), &self.scope, &target)?;
+        // Through symlinks, the canonical path may be longer than the one named.
+        if self.longest_token_for(&canonical) > handle::MAX_TOKEN_LEN {
+            return Err(Refusal::new(
+                Code::InvalidInput,
+                format!(
+                    "the file's path is too long to share: its handle would exceed {} bytes",
+                    handle::MAX_TOKEN_LEN
+                ),
+            ));
+        }
+        Ok(canonical)
     }
 
     fn mint(&self, path: &RelPath, audience: &str, ttl_secs: u64) -> Result<Minted, Refusal> {

@@ -118,16 +118,19 @@ fn open(
     Ok(root.open_file(target)?)
 }
 
-/// Checks that `target` resolves to a regular file under the scope, reading nothing (D-9.2).
+/// The canonical path beneath the scope's root of the regular file `target` resolves to,
+/// reading nothing (D-9.2; the spec's "canonicalised at mint time"): each symlink followed is
+/// replaced by where it led, under the same rules as a read.
 ///
 /// # Errors
 /// `not_found`, `outside_root`, `symlink_refused`, `not_a_regular_file`, `io_error`.
-pub fn probe_file(
+pub fn canonical_file(
     fs: &dyn Filesystem,
     scope: &ExportScope,
     target: &RelPath,
-) -> Result<(), Refusal> {
-    open(fs, scope, target).map(drop)
+) -> Result<RelPath, Refusal> {
+    let root = fs.open_root(&scope.root, scope.containment)?;
+    Ok(root.canonical_path(target)?)
 }
 
 /// Where a read runs, chosen by the router.

@@ -50,6 +50,8 @@ impl Failure {
 }
 
 struct Landed {
+    /// The file's name in the landing directory.
+    name: String,
     stored_path: String,
     bytes: u64,
     sha256: String,
@@ -121,6 +123,15 @@ impl FetchPeerFile {
         };
         if let Err(e) = self.tracer.emit(&event) {
             tracing::error!("trace write failed, refusing fetch-peer-file: {e}");
+            // Fail closed (D-6.4): bytes the trace cannot record do not stay in the workdir.
+            if let Ok(landed) = outcome {
+                let fs = self.fs.clone();
+                let removed =
+                    tokio::task::spawn_blocking(move || fs.unland(LANDING_DIR, &landed.name)).await;
+                if !matches!(removed, Ok(Ok(()))) {
+                    tracing::error!("the fetched file stays, untraced: it could not be removed");
+                }
+            }
             return Err(ToolError::of(Code::IoError));
         }
         match outcome {
@@ -221,6 +232,7 @@ impl FetchPeerFile {
             })?;
         Ok(Landed {
             stored_path: format!("{LANDING_DIR}/{name}"),
+            name,
             bytes: response.body.len() as u64,
             sha256,
             generation,

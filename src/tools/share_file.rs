@@ -74,7 +74,7 @@ impl ShareFile {
             &self.tracer,
             PeerHandleMint {
                 handle_id: None,
-                path: Some(path.clone()),
+                path: Some(crate::redact::revealing_tokens(&path)),
                 audience: None,
                 expires_at_ms: None,
                 outcome: Code::IoError.as_str(),
@@ -99,7 +99,7 @@ impl ShareFile {
             },
             Err(refusal) => PeerHandleMint {
                 handle_id: None,
-                path: Some(attempt.path.clone()),
+                path: Some(crate::redact::revealing_tokens(&attempt.path)),
                 audience: attempt.audience.clone(),
                 expires_at_ms: None,
                 outcome: refusal.code.as_str(),

@@ -275,6 +275,23 @@ impl Filesystem for MemoryFilesystem {
         }
     }
 
+    fn unland(&self, dir: &str, name: &str) -> Result<(), FsError> {
+        super::check_landing_names(dir, name)?;
+        let landing = match lock(&self.workdir.entries).get(dir.as_bytes()) {
+            Some(MemNode::Dir(d)) => d.clone(),
+            _ => {
+                return Err(FsError::new(
+                    FsErrorKind::PathRefused,
+                    "landing directory is a symlink or not a directory",
+                ));
+            }
+        };
+        match lock(&landing.entries).remove(name.as_bytes()) {
+            Some(MemNode::File(_)) => Ok(()),
+            _ => Err(FsError::new(FsErrorKind::Io, "no landed file to remove")),
+        }
+    }
+
     fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
         super::check_landing_names(dir, name)?;
         let landing = {
@@ -326,40 +343,39 @@ struct MemRootDir {
 
 impl RootDir for MemRootDir {
     fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError> {
-        let symlinks = if self.class.follows_symlinks() {
-            Symlinks::Follow
-        } else {
-            Symlinks::Refuse
-        };
-        match resolve::resolve(&MemLookup, &self.dir, target.as_str().as_bytes(), symlinks)? {
-            Node::File(f) => {
-                let (bytes, mtime_ms, change) = lock(&f.content).clone();
-                let fault = *lock(&f.read_fault);
-                let size = bytes.len() as u64;
-                Ok(Box::new(MemOpenFile {
-                    cursor: Cursor::new(bytes),
-                    fault,
-                    meta: FileMeta {
-                        size,
-                        mtime_ms,
-                        dev: 0,
-                        ino: f.ino,
-                        mtime_ns: i128::from(mtime_ms) * 1_000_000,
-                        // Every write moves the ctime, as the kernel's does.
-                        ctime_ns: i128::from(mtime_ms) * 1_000_000 + i128::from(change),
-                    },
-                }))
-            }
-            Node::Dir(_) => Err(FsError::new(
-                FsErrorKind::NotARegularFile,
-                "the target is a directory",
-            )),
-            Node::Special(kind) => Err(FsError::new(
-                FsErrorKind::NotARegularFile,
-                format!("the target is {kind}"),
-            )),
-            Node::Symlink(_) => Err(FsError::new(FsErrorKind::SymlinkRefused, "symlink")),
-        }
+        let f = resolve::regular_file(resolve::resolve(
+            &MemLookup,
+            &self.dir,
+            target.as_str().as_bytes(),
+            self.class.symlinks(),
+        )?)?;
+        let (bytes, mtime_ms, change) = lock(&f.content).clone();
+        let fault = *lock(&f.read_fault);
+        let size = bytes.len() as u64;
+        Ok(Box::new(MemOpenFile {
+            cursor: Cursor::new(bytes),
+            fault,
+            meta: FileMeta {
+                size,
+                mtime_ms,
+                dev: 0,
+                ino: f.ino,
+                mtime_ns: i128::from(mtime_ms) * 1_000_000,
+                // Every write moves the ctime, as the kernel's does.
+                ctime_ns: i128::from(mtime_ms) * 1_000_000 + i128::from(change),
+            },
+        }))
+    }
+
+    fn canonical_path(&self, target: &RelPath) -> Result<RelPath, FsError> {
+        let (node, names) = resolve::resolve_with_names(
+            &MemLookup,
+            &self.dir,
+            target.as_str().as_bytes(),
+            self.class.symlinks(),
+        )?;
+        resolve::regular_file(node)?;
+        super::rel_path_of(&names)
     }
 
     fn walk(&self) -> Result<Vec<RelPath>, FsError> {

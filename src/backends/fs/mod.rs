@@ -57,12 +57,38 @@ impl Containment {
         !matches!(self, Containment::Scoped)
     }
 
+    /// How the shared resolver treats a symlink below the root under this class (D-2.5).
+    pub(in crate::backends::fs) const fn symlinks(self) -> resolve::Symlinks {
+        if self.follows_symlinks() {
+            resolve::Symlinks::Follow
+        } else {
+            resolve::Symlinks::Refuse
+        }
+    }
+
     /// All three classes, for suites that run under each.
     pub const ALL: [Containment; 3] = [
         Containment::Advisory,
         Containment::Scoped,
         Containment::Sealed,
     ];
+}
+
+/// The path a resolution's canonical `names` spell beneath a root (see
+/// [`RootDir::canonical_path`]).
+///
+/// # Errors
+/// `Io` when a name is not UTF-8 (no handle can carry it) or there is no name at all (the root
+/// itself, which is no file).
+fn rel_path_of(names: &[Vec<u8>]) -> Result<RelPath, FsError> {
+    let joined = names
+        .iter()
+        .map(|name| std::str::from_utf8(name))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| FsError::new(FsErrorKind::Io, "the file's canonical path is not UTF-8"))?
+        .join("/");
+    RelPath::parse_canonical(&joined)
+        .map_err(|_| FsError::new(FsErrorKind::Io, "the file has no canonical path"))
 }
 
 /// An export root as declared (`out/`, `.`, `./out`), validated by D-1.2.
@@ -240,6 +266,19 @@ pub trait RootDir: Send + Sync + Debug {
     /// `NotFound`, `OutsideRoot`, `SymlinkRefused`, `NotARegularFile` or `Io`, per D-2.5/D-2.8.
     fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError>;
 
+    /// The path beneath this root of the regular file `target` resolves to, with the same
+    /// checks as [`open_file`](Self::open_file): each symlink followed replaced by where it
+    /// led. A handle's `p` is "canonicalised at mint time" (spec, §The handle), so it names the
+    /// file itself, and moving a symlink afterwards cannot point the handle elsewhere. The
+    /// default is `target` itself, right for a root that reaches no file through a symlink; a
+    /// root that follows symlinks overrides it.
+    ///
+    /// # Errors
+    /// As [`open_file`](Self::open_file).
+    fn canonical_path(&self, target: &RelPath) -> Result<RelPath, FsError> {
+        self.open_file(target).map(|_| target.clone())
+    }
+
     /// Every regular file and symlink beneath the root with a UTF-8 path, never descending a
     /// symlinked directory; the caller decides each candidate with `open_file` (D-3.2, D-3.4).
     /// A path longer than [`PATH_MAX`](crate::path::PATH_MAX) is left out, like a name that is
@@ -290,4 +329,18 @@ pub trait Filesystem: Debug + Send + Sync {
     /// `PathRefused` when `dir` is a symlink or not a directory, `name` is a directory, or
     /// either is not a single plain component; `Io` otherwise (`ENOSPC`, ...).
     fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
+
+    /// Removes the file [`land`](Self::land) put at `<dir>/<name>`, following no symlink: a
+    /// fetch whose trace line cannot be written fails closed and leaves no bytes unrecorded
+    /// (D-6.4). The default refuses (a filesystem that cannot land cannot unland either).
+    ///
+    /// # Errors
+    /// `PathRefused` as for `land`; `Io` when the file cannot be removed.
+    fn unland(&self, dir: &str, name: &str) -> Result<(), FsError> {
+        let _ = (dir, name);
+        Err(FsError::new(
+            FsErrorKind::Io,
+            "this filesystem cannot remove a landed file",
+        ))
+    }
 }

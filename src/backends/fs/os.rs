@@ -387,6 +387,19 @@ impl Filesystem for OsFilesystem {
         }
     }
 
+    fn unland(&self, dir: &str, name: &str) -> Result<(), FsError> {
+        super::check_landing_names(dir, name)?;
+        let dir_fd = rustix::fs::openat(
+            self.workdir.as_fd(),
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| land_error(e, "open landing directory"))?;
+        rustix::fs::unlinkat(&dir_fd, name, AtFlags::empty())
+            .map_err(|e| land_error(e, "remove the landed file"))
+    }
+
     fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
         land_in(
             self.workdir.as_fd(),
@@ -523,34 +536,28 @@ impl RootDir for OsRootDir {
                 openat2_retrying(self.fd.as_fd(), target.as_str(), flags, resolve)
                     .map_err(|e| fs_error(e, class, "open beneath the export root"))?
             }
-            Strategy::FallbackWalk => {
-                let symlinks = if class.follows_symlinks() {
-                    Symlinks::Follow
-                } else {
-                    Symlinks::Refuse
-                };
-                let lookup = OsLookup { class };
-                match resolve::resolve(&lookup, &self.fd, target.as_str().as_bytes(), symlinks)? {
-                    Node::File(fd) => fd,
-                    Node::Dir(_) => {
-                        return Err(FsError::new(
-                            FsErrorKind::NotARegularFile,
-                            "the target is a directory",
-                        ));
-                    }
-                    Node::Special(kind) => {
-                        return Err(FsError::new(
-                            FsErrorKind::NotARegularFile,
-                            format!("the target is {kind}"),
-                        ));
-                    }
-                    Node::Symlink(_) => {
-                        return Err(FsError::new(FsErrorKind::SymlinkRefused, "symlink"));
-                    }
-                }
-            }
+            Strategy::FallbackWalk => resolve::regular_file(resolve::resolve(
+                &OsLookup { class },
+                &self.fd,
+                target.as_str().as_bytes(),
+                class.symlinks(),
+            )?)?,
         };
         accept_regular(probe, class, self.proc_fds.clone())
+    }
+
+    /// The fallback walk's own resolution, one `O_PATH | O_NOFOLLOW` lookup per name beneath
+    /// the root, which follows symlinks as `openat2` does (the conformance suite holds both to
+    /// the same answers) and knows the name of every directory it passes through.
+    fn canonical_path(&self, target: &RelPath) -> Result<RelPath, FsError> {
+        let (node, names) = resolve::resolve_with_names(
+            &OsLookup { class: self.class },
+            &self.fd,
+            target.as_str().as_bytes(),
+            self.class.symlinks(),
+        )?;
+        resolve::regular_file(node)?;
+        super::rel_path_of(&names)
     }
 
     fn walk(&self) -> Result<Vec<RelPath>, FsError> {

@@ -57,6 +57,24 @@ pub(super) fn resolve<L: Lookup>(
     path: &[u8],
     symlinks: Symlinks,
 ) -> Result<Node<L::Dir, L::File>, FsError> {
+    resolve_with_names(tree, start, path, symlinks).map(|(node, _)| node)
+}
+
+/// A resolved node and the names of its canonical path (see [`resolve_with_names`]).
+pub(super) type Resolved<D, F> = (Node<D, F>, Vec<Vec<u8>>);
+
+/// [`resolve`], also returning the names of the node's canonical path beneath `start`: every
+/// symlink followed replaced by where it led, `..` applied (what the spec calls canonicalising;
+/// empty for `start` itself).
+///
+/// # Errors
+/// As [`resolve`].
+pub(super) fn resolve_with_names<L: Lookup>(
+    tree: &L,
+    start: &L::Dir,
+    path: &[u8],
+    symlinks: Symlinks,
+) -> Result<Resolved<L::Dir, L::File>, FsError> {
     if path.len() > PATH_MAX {
         return Err(FsError::new(
             FsErrorKind::NotFound,
@@ -64,6 +82,8 @@ pub(super) fn resolve<L: Lookup>(
         ));
     }
     let mut stack: Vec<L::Dir> = vec![start.clone()];
+    // The names of the directories on `stack` past `start`, and then of the final node.
+    let mut names: Vec<Vec<u8>> = Vec::new();
     let mut queue: VecDeque<Vec<u8>> = split(path);
     let mut hops = 0usize;
     // The node the last component named; `None` means "the directory on top of the stack".
@@ -89,6 +109,7 @@ pub(super) fn resolve<L: Lookup>(
                     ));
                 }
                 stack.pop();
+                names.pop();
             }
             name => {
                 if name.len() > NAME_MAX {
@@ -101,6 +122,7 @@ pub(super) fn resolve<L: Lookup>(
                 match tree.lookup(dir, name)? {
                     Node::Dir(d) => {
                         stack.push(d.clone());
+                        names.push(name.to_vec());
                         current = Some(Node::Dir(d));
                     }
                     Node::Symlink(target) => {
@@ -141,14 +163,17 @@ pub(super) fn resolve<L: Lookup>(
                             queue.push_front(part);
                         }
                     }
-                    other => current = Some(other),
+                    other => {
+                        names.push(name.to_vec());
+                        current = Some(other);
+                    }
                 }
             }
         }
     }
     Ok(match current {
-        Some(node) => node,
-        None => Node::Dir(stack.pop().expect("stack never empties")),
+        Some(node) => (node, names),
+        None => (Node::Dir(stack.pop().expect("stack never empties")), names),
     })
 }
 
@@ -173,6 +198,27 @@ fn climbs_above(depth: usize, target: &[u8]) -> bool {
         }
     }
     false
+}
+
+/// The file a resolution ended on, or the refusal for any other node (D-2.5, D-2.6): a
+/// directory or a special file is `NotARegularFile`, a symlink left unfollowed (the scoped
+/// class) `SymlinkRefused`.
+///
+/// # Errors
+/// `NotARegularFile` or `SymlinkRefused`.
+pub(super) fn regular_file<D, F>(node: Node<D, F>) -> Result<F, FsError> {
+    match node {
+        Node::File(f) => Ok(f),
+        Node::Dir(_) => Err(FsError::new(
+            FsErrorKind::NotARegularFile,
+            "the target is a directory",
+        )),
+        Node::Special(kind) => Err(FsError::new(
+            FsErrorKind::NotARegularFile,
+            format!("the target is {kind}"),
+        )),
+        Node::Symlink(_) => Err(FsError::new(FsErrorKind::SymlinkRefused, "symlink")),
+    }
 }
 
 #[cfg(test)]
