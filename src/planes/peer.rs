@@ -65,28 +65,10 @@ impl PeerPlane for HmacPeerPlane {
     fn resolve_for_mint(&self, path: &str) -> Result<RelPath, Refusal> {
         // D-9.2 resolves by D-2.1 to D-2.6: the first raw `?` cuts the path, as in a URL.
         let target = decode_request_path(strip_query(path))?;
-        if self.longest_token_for(&target) > handle::MAX_TOKEN_LEN {
-            // A redeem refuses a token over 4 KiB as malformed (D-7.2): such a handle could
-            // never be redeemed, so it is not minted.
-            return Err(Refusal::new(
-                Code::InvalidInput,
-                format!(
-                    "the path is too long to share: its handle would exceed {} bytes",
-                    handle::MAX_TOKEN_LEN
-                ),
-            ));
-        }
+        self.refuse_unredeemable(&target)?;
         let canonical = reader::canonical_file(self.fs.as_ref(), &self.scope, &target)?;
         // Through symlinks, the canonical path may be longer than the one named.
-        if self.longest_token_for(&canonical) > handle::MAX_TOKEN_LEN {
-            return Err(Refusal::new(
-                Code::InvalidInput,
-                format!(
-                    "the file's path is too long to share: its handle would exceed {} bytes",
-                    handle::MAX_TOKEN_LEN
-                ),
-            ));
-        }
+        self.refuse_unredeemable(&canonical)?;
         Ok(canonical)
     }
 
@@ -142,6 +124,24 @@ impl HmacPeerPlane {
             exp,
             n,
         }
+    }
+
+    /// Refuses a path whose handle could exceed the 4 KiB a redeem accepts (D-7.2): such a
+    /// handle could never be redeemed, so it is not minted.
+    ///
+    /// # Errors
+    /// `invalid_input`.
+    fn refuse_unredeemable(&self, path: &RelPath) -> Result<(), Refusal> {
+        if self.longest_token_for(path) > handle::MAX_TOKEN_LEN {
+            return Err(Refusal::new(
+                Code::InvalidInput,
+                format!(
+                    "the path is too long to share: its handle would exceed {} bytes",
+                    handle::MAX_TOKEN_LEN
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The length of the longest token a mint for `path` can produce: the latest expiry there

@@ -368,14 +368,7 @@ impl RootDir for MemRootDir {
     }
 
     fn canonical_path(&self, target: &RelPath) -> Result<RelPath, FsError> {
-        let (node, names) = resolve::resolve_with_names(
-            &MemLookup,
-            &self.dir,
-            target.as_str().as_bytes(),
-            self.class.symlinks(),
-        )?;
-        resolve::regular_file(node)?;
-        super::rel_path_of(&names)
+        resolve::canonical_path(&MemLookup, &self.dir, target, self.class.symlinks())
     }
 
     fn walk(&self) -> Result<Vec<RelPath>, FsError> {

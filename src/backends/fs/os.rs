@@ -550,14 +550,12 @@ impl RootDir for OsRootDir {
     /// the root, which follows symlinks as `openat2` does (the conformance suite holds both to
     /// the same answers) and knows the name of every directory it passes through.
     fn canonical_path(&self, target: &RelPath) -> Result<RelPath, FsError> {
-        let (node, names) = resolve::resolve_with_names(
+        resolve::canonical_path(
             &OsLookup { class: self.class },
             &self.fd,
-            target.as_str().as_bytes(),
+            target,
             self.class.symlinks(),
-        )?;
-        resolve::regular_file(node)?;
-        super::rel_path_of(&names)
+        )
     }
 
     fn walk(&self) -> Result<Vec<RelPath>, FsError> {

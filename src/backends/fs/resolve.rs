@@ -200,6 +200,22 @@ fn climbs_above(depth: usize, target: &[u8]) -> bool {
     false
 }
 
+/// The canonical path beneath `start` of the regular file `path` resolves to (see
+/// [`RootDir::canonical_path`](super::RootDir::canonical_path)), for any backend's lookups.
+///
+/// # Errors
+/// As [`resolve`], then as [`regular_file`]; `Io` when the canonical path is not UTF-8.
+pub(super) fn canonical_path<L: Lookup>(
+    tree: &L,
+    start: &L::Dir,
+    path: &crate::path::RelPath,
+    symlinks: Symlinks,
+) -> Result<crate::path::RelPath, FsError> {
+    let (node, names) = resolve_with_names(tree, start, path.as_str().as_bytes(), symlinks)?;
+    regular_file(node)?;
+    super::rel_path_of(&names)
+}
+
 /// The file a resolution ended on, or the refusal for any other node (D-2.5, D-2.6): a
 /// directory or a special file is `NotARegularFile`, a symlink left unfollowed (the scoped
 /// class) `SymlinkRefused`.
