@@ -52,12 +52,13 @@ pub(super) fn manifest_value(text: &str) -> Res<Value> {
 /// * a key that is not plain text (`1`, `true`, `~`, a sequence, a tagged `!x name`) becomes
 ///   its compact text (`1`, `true`, `null`, `["a","b"]`, `!x name`): never the name of a known
 ///   key, so only an unknown key's warning;
-/// * two keys of one mapping that come out as the same text are refused (YAML requires unique
-///   keys; the later must not silently replace the earlier);
+/// * a known key given twice is refused (YAML requires unique keys; the later must not
+///   silently replace the earlier); unknown keys that come out as the same text keep the first;
 /// * `.inf`, `-.inf` and `.nan` (which JSON would read as null, that is, as absent: `max_bytes:
 ///   .inf` would silently take the default) and integers over 64 bits are refused where the
 ///   manifest reads them, naming the field, and kept as text elsewhere;
-/// * a tagged value (`!x read-only`) is `{"!x": value}`, which no field accepts.
+/// * a tagged value (`!x read-only`, `exports: !x {…}`) is refused where the manifest reads it,
+///   and kept as `{"!x": value}` elsewhere.
 ///
 /// The parser bounds the nesting depth, so the recursion is bounded too.
 fn json_of(node: Node, at: Option<&str>) -> Res<Value> {
@@ -94,17 +95,37 @@ fn json_of(node: Node, at: Option<&str>) -> Res<Value> {
             for (key, value) in entries {
                 let key = key_text(key)?;
                 let known = at.filter(|p| known_keys(p).contains(&key.as_str()));
-                let value = json_of(value, known.map(|p| child_path(p, &key)).as_deref())?;
-                if object.insert(key.clone(), value).is_some() {
-                    let field = at.map_or_else(|| key.clone(), |p| child_path(p, &key));
-                    return Err(LaunchError::malformed(&field, "each key once per mapping"));
+                let field = known.map(|p| child_path(p, &key));
+                let value = json_of(value, field.as_deref())?;
+                if object.contains_key(&key) {
+                    // A known key given twice must not let the later silently replace the
+                    // earlier; unknown keys that read as the same text (`1:` and `"1":`) are
+                    // only warnings, and the first stands.
+                    match field {
+                        Some(field) => {
+                            return Err(LaunchError::malformed(
+                                &field,
+                                "each key once per mapping",
+                            ));
+                        }
+                        None => continue,
+                    }
                 }
+                object.insert(key, value);
             }
             Value::Object(object)
         }
-        Node::Tagged(tag, value) => {
-            Value::Object(serde_json::Map::from_iter([(tag, json_of(*value, None)?)]))
-        }
+        // A tag where the manifest reads a value is refused, not read as a mapping the field
+        // does not expect (a tagged `exports` would otherwise declare nothing, silently).
+        Node::Tagged(tag, value) => match at {
+            Some(field) => {
+                return Err(LaunchError::malformed(
+                    if field.is_empty() { "manifest" } else { field },
+                    "a value without a YAML tag",
+                ));
+            }
+            None => Value::Object(serde_json::Map::from_iter([(tag, json_of(*value, None)?)])),
+        },
     })
 }
 

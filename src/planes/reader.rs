@@ -285,8 +285,8 @@ pub fn list_files(
             let mut done = Vec::new();
             let (mut storage, start) = page_aligned::zeroed(LISTING_CHUNK);
             let buffer = &mut storage[start..];
-            // The lock is held only while taking one path; `recv` fails once the walk is over
-            // and the queue is empty.
+            // The lock is held while waiting for and taking one path, never while listing it;
+            // `recv` fails once the walk is over and the queue is empty.
             let next = || queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
             while let Ok(path) = next() {
                 if let Some(listed) = list_one(root, &path, &view, buffer) {
@@ -297,21 +297,30 @@ pub fn list_files(
         };
         let mut workers = Vec::new();
         let mut found = 0usize;
-        let walked = root.walk_each(&mut |path| {
-            // The receiver lives until every worker is joined below: a send cannot fail.
-            let _ = send.send(path);
-            found += 1;
-            if found == LISTING_PARALLEL_FROM {
-                workers.extend((0..listing_workers()).map(|_| threads.spawn(work)));
-            }
-        });
+        let walked =
+            root.walk_each(&mut |path| {
+                // The receiver lives until every worker is joined below: a send cannot fail.
+                let _ = send.send(path);
+                found += 1;
+                if found == LISTING_PARALLEL_FROM {
+                    // A thread the system will not start (a process limit) is work the others do.
+                    workers.extend((0..listing_workers()).filter_map(|_| {
+                        std::thread::Builder::new().spawn_scoped(threads, work).ok()
+                    }));
+                }
+            });
         drop(send);
-        let mut results = vec![work()];
-        results.extend(workers.into_iter().filter_map(|w| w.join().ok()));
+        let mut results = vec![Ok(work())];
+        results.extend(workers.into_iter().map(|w| w.join()));
         (walked, results)
     });
     drop(view);
     walked?;
+    // A worker that panicked took its entries with it: no listing rather than a short one.
+    let results: Vec<Vec<Listed>> = results
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(|_| Refusal::new(Code::IoError, "a listing worker failed"))?;
     let mut listed: Vec<Listed> = results.into_iter().flatten().collect();
     listed.sort_unstable_by(|(a, ..), (b, ..)| a.path.as_bytes().cmp(b.path.as_bytes()));
     cache.update(
