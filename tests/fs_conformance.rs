@@ -1761,3 +1761,61 @@ fn canonical_paths_name_the_file_itself() {
     }
     report("canonical_path", &failures, ran);
 }
+
+/// `unland` removes exactly what `land` put at `<dir>/<name>` and nothing through a symlink,
+/// identically in every implementation (a fetch whose trace line fails removes its file, D-6.4).
+#[test]
+fn unland_conforms() {
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for imp in IMPLS {
+        let mut w = World::new(imp);
+        let fs = w.fs();
+        fs.land("peer-in", "f.txt", b"one").expect("land");
+        fs.land("peer-in", "g.txt", b"two").expect("land");
+        let mut check = |what: &str, ok: bool, failures: &mut Vec<String>| {
+            ran += 1;
+            if !ok {
+                failures.push(format!("[{imp:?}] {what}"));
+            }
+        };
+        check(
+            "unland of a landed file",
+            fs.unland("peer-in", "f.txt").is_ok(),
+            &mut failures,
+        );
+        check(
+            "the file is gone",
+            w.read_back("peer-in/f.txt").is_none(),
+            &mut failures,
+        );
+        check(
+            "its neighbour stays",
+            w.read_back("peer-in/g.txt").as_deref() == Some(b"two".as_slice()),
+            &mut failures,
+        );
+        check(
+            "unland of a missing file fails",
+            fs.unland("peer-in", "f.txt").is_err(),
+            &mut failures,
+        );
+        check(
+            "a name that is not one plain component is refused",
+            fs.unland("peer-in", "../g.txt").map_err(|e| e.kind) == Err(FsErrorKind::PathRefused),
+            &mut failures,
+        );
+        w.file("elsewhere/h.txt", b"h");
+        w.symlink("linked", "elsewhere");
+        check(
+            "a symlinked landing directory is refused",
+            fs.unland("linked", "h.txt").map_err(|e| e.kind) == Err(FsErrorKind::PathRefused),
+            &mut failures,
+        );
+        check(
+            "and what it points at stays",
+            w.read_back("elsewhere/h.txt").as_deref() == Some(b"h".as_slice()),
+            &mut failures,
+        );
+    }
+    report("unland", &failures, ran);
+}
