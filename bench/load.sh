@@ -59,21 +59,30 @@ if ! kill -0 "$(cat "$WORK/rp.pid")" 2>/dev/null || ! grep -q '"listening"' "$WO
   echo "error: resource-plane serve did not start:" >&2; cat "$WORK/rp.log" >&2; exit 1
 fi
 
-# CPU ticks (utime+stime) of a set of pids.
-ticks() { local t=0; for p in "$@"; do [ -r /proc/$p/stat ] && t=$((t + $(awk '{print $14+$15}' /proc/$p/stat))); done; echo $t; }
+# CPU ticks of a set of pids: "utime+stime utime".
+ticks() {
+  local t=0 u=0
+  for p in "$@"; do
+    [ -r /proc/$p/stat ] || continue
+    read -r ut st < <(awk '{print $14, $15}' /proc/$p/stat)
+    t=$((t + ut + st)); u=$((u + ut))
+  done
+  echo "$t $u"
+}
 nginx_pids() { pgrep -f "nginx: worker" | tr '\n' ' '; }
 HZ=$(getconf CLK_TCK)
 
-# run NAME PORT FILE -> prints "reqs cpu_seconds"
+# run NAME PORT FILE -> prints "reqs cpu_ticks non2xx user_ticks"
 run() {
   local port=$2 file=$3; shift 3
   local pids="$*"
-  local before; before=$(ticks $pids)
+  local t0 u0 t1 u1
+  read -r t0 u0 < <(ticks $pids)
   local out; out=$(wrk -t"$THREADS" -c"$CONNS" -d"${SECS}s" -H "Connection: close" "http://127.0.0.1:$port/resources/files/$file")
-  local after; after=$(ticks $pids)
+  read -r t1 u1 < <(ticks $pids)
   local reqs; reqs=$(echo "$out" | awk '/requests in/ {print $1}')
   local non2xx; non2xx=$(echo "$out" | awk '/Non-2xx/ {print $5}')
-  echo "$reqs $(( after - before )) ${non2xx:-0}"
+  echo "$reqs $(( t1 - t0 )) ${non2xx:-0} $(( u1 - u0 ))"
 }
 
 RP_PID=$(cat "$WORK/rp.pid")
@@ -81,11 +90,11 @@ for file in ${FILES:-4k.bin 1m.bin}; do
   rounds_file="$WORK/rounds-$file"
   : > "$rounds_file"
   for round in $(seq "$ROUNDS"); do
-    read -r nq nc e < <(run nginx 18080 "$file" $(nginx_pids))
+    read -r nq nc e nu < <(run nginx 18080 "$file" $(nginx_pids))
     [ "${e:-0}" = 0 ] || { echo "error: nginx answered $e non-2xx; the baseline is void" >&2; exit 1; }
-    read -r rq rc e < <(run rp 18081 "$file" "$RP_PID")
+    read -r rq rc e ru < <(run rp 18081 "$file" "$RP_PID")
     [ "${e:-0}" = 0 ] || { echo "error: resource-plane answered $e non-2xx" >&2; exit 1; }
-    echo "$nq $nc $rq $rc" >> "$rounds_file"
+    echo "$nq $nc $rq $rc $nu $ru" >> "$rounds_file"
   done
   sha_us=$(./target/release/examples/sha256_rate)
   python3 - "$file" "$rounds_file" "$SECS" "$HZ" "$sha_us" <<'PY'
@@ -96,11 +105,14 @@ size = os.path.getsize(os.path.join(os.environ["WORK"], "wd", "out", f))
 sha = sha_per_mib * size / (1 << 20)
 # Each round pairs one nginx run with the resource-plane run right after it, so slow drifts
 # of this shared machine cancel within a pair; the median pair is reported.
+# CPU is also split into user and kernel time, to show where a difference lies.
 pairs = []
-for nq, nc, rq, rc in rounds:
+for nq, nc, rq, rc, nu, ru in rounds:
     n_cpu, r_cpu = nc / hz / nq * 1e6, rc / hz / rq * 1e6
+    n_user, r_user = nu / hz / nq * 1e6, ru / hz / rq * 1e6
     bound = 1.15 * (n_cpu + sha)
-    pairs.append((nq / secs, n_cpu, rq / secs, r_cpu, rq / nq, r_cpu / n_cpu, r_cpu / bound))
+    pairs.append((nq / secs, n_cpu, rq / secs, r_cpu, rq / nq, r_cpu / n_cpu, r_cpu / bound,
+                  n_user, n_cpu - n_user, r_user, r_cpu - r_user))
 for i, p in enumerate(pairs, 1):
     print(f"{f:<6} round {i}: nginx {p[0]:8.0f} req/s {p[1]:8.1f} us | resource-plane {p[2]:8.0f} req/s "
           f"{p[3]:8.1f} us | req/s {p[4]:.2f}x cpu {p[5]:.2f}x, {p[6]:.2f}x the 1.15 x (nginx + sha256) bound")
@@ -108,6 +120,8 @@ med = lambda k: statistics.median(p[k] for p in pairs)
 print(f"{f:<6} median: nginx {med(0):.0f} req/s {med(1):.1f} us; resource-plane {med(2):.0f} req/s {med(3):.1f} us; "
       f"req/s {med(4):.2f}x, cpu {med(5):.2f}x; sha256 of the file {sha:.1f} us; "
       f"{med(6):.2f}x the 1.15 x (nginx + sha256) bound")
+print(f"{f:<6} median split: nginx user {med(7):.1f} us + kernel {med(8):.1f} us; "
+      f"resource-plane user {med(9):.1f} us + kernel {med(10):.1f} us")
 PY
 done
 echo "trace lines written: $(wc -l < "$WORK/trace.jsonl")"
