@@ -30,6 +30,11 @@ impl RelPath {
         &self.joined
     }
 
+    /// The `/`-joined form, owned.
+    pub fn into_string(self) -> String {
+        self.joined
+    }
+
     /// The last component.
     pub fn file_name(&self) -> &str {
         self.joined.rsplit('/').next().unwrap_or(&self.joined)

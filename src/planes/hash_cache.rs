@@ -8,6 +8,7 @@
 
 use crate::backends::fs::FileMeta;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard};
 
 /// How close to its last change a file may be hashed and still be cached, in nanoseconds.
@@ -37,24 +38,49 @@ fn admits(meta: &FileMeta, hashed_at_ns: i128) -> bool {
     hashed_at_ns - meta.mtime_ns.max(meta.ctime_ns) >= RACY_WINDOW_NS
 }
 
+/// One cached hash: the key it was taken under, the hash, and the newest listing that found
+/// it still valid (see [`HashCache::update`]).
+#[derive(Debug)]
+struct Cached {
+    key: Key,
+    sha256: String,
+    seen: AtomicU64,
+}
+
+type Entries = HashMap<(u64, u64), Cached>;
+
 /// A listing's shared read of the cache (see [`HashCache::view`]).
 #[derive(Debug)]
-pub struct CacheView<'a>(RwLockReadGuard<'a, HashMap<(u64, u64), (Key, String)>>);
+pub struct CacheView<'a> {
+    entries: RwLockReadGuard<'a, Entries>,
+    listing: u64,
+}
 
 impl CacheView<'_> {
-    /// The cached hash for a file whose descriptor reports `meta`, if still valid.
+    /// The cached hash for a file whose descriptor reports `meta`, if still valid; a hit
+    /// marks the entry as seen by this view's listing, so [`HashCache::update`] keeps it.
     pub fn get(&self, meta: &FileMeta) -> Option<String> {
-        match self.0.get(&(meta.dev, meta.ino)) {
-            Some((key, hash)) if *key == Key::of(meta) => Some(hash.clone()),
+        match self.entries.get(&(meta.dev, meta.ino)) {
+            Some(cached) if cached.key == Key::of(meta) => {
+                cached.seen.fetch_max(self.listing, Ordering::Relaxed);
+                Some(cached.sha256.clone())
+            }
             _ => None,
         }
+    }
+
+    /// This view's listing number, for [`HashCache::update`] once the view is dropped.
+    pub fn listing(&self) -> u64 {
+        self.listing
     }
 }
 
 /// Hashes of files by identity, for repeat listings.
 #[derive(Debug, Default)]
 pub struct HashCache {
-    entries: RwLock<HashMap<(u64, u64), (Key, String)>>,
+    entries: RwLock<Entries>,
+    /// The last listing number handed out; numbers only grow.
+    listings: AtomicU64,
 }
 
 impl HashCache {
@@ -68,23 +94,30 @@ impl HashCache {
         self.view().get(meta)
     }
 
-    /// A read-only view for one listing's workers to share: one read lock for the whole
-    /// listing instead of one per file, so parallel workers do not bounce the lock's cache line
-    /// between cores. New hashes go in afterwards, all at once, with [`update`](Self::update).
+    /// A read-only view for one listing's workers to share, numbered after every earlier
+    /// view: one read lock for the whole listing instead of one per file, so parallel workers
+    /// do not bounce the lock's cache line between cores. New hashes go in afterwards, all at
+    /// once, with [`update`](Self::update).
     pub fn view(&self) -> CacheView<'_> {
-        CacheView(self.entries.read().unwrap_or_else(|e| e.into_inner()))
+        CacheView {
+            entries: self.entries.read().unwrap_or_else(|e| e.into_inner()),
+            listing: self.listings.fetch_add(1, Ordering::Relaxed) + 1,
+        }
     }
 
-    /// After a listing: caches each `(meta, sha256)` hashed at `hashed_at_ns` that the racy-git
-    /// rule admits, and forgets every identity not in `live`, under one write lock; or, when
-    /// another listing is still reading the cache, does nothing. Waiting there would queue
-    /// every later listing behind the slowest one in progress (the lock prefers writers), and
-    /// the cache is only a saving: the next listing hashes those files again.
+    /// After listing number `listing` (its view dropped): caches each `(meta, sha256)` hashed
+    /// at `hashed_at_ns` that the racy-git rule admits, and forgets every entry that neither
+    /// this listing nor a later one found valid (a file gone, or changed since its hash was
+    /// taken), under one write lock; or, when another listing is still reading the cache, does
+    /// nothing. Waiting there would queue every later listing behind the slowest one in
+    /// progress (the lock prefers writers), and the cache is only a saving: the next listing
+    /// hashes those files again. The marks [`CacheView::get`] leaves on hits make the pruning
+    /// one pass, with no set of the identities listed to build and look up.
     pub fn update<'a>(
         &self,
         hashed: impl IntoIterator<Item = (&'a FileMeta, &'a str)>,
         hashed_at_ns: i128,
-        live: &std::collections::HashSet<(u64, u64)>,
+        listing: u64,
     ) {
         let mut entries = match self.entries.try_write() {
             Ok(entries) => entries,
@@ -93,10 +126,15 @@ impl HashCache {
         };
         for (meta, sha256) in hashed {
             if admits(meta, hashed_at_ns) {
-                entries.insert((meta.dev, meta.ino), (Key::of(meta), sha256.to_owned()));
+                let cached = Cached {
+                    key: Key::of(meta),
+                    sha256: sha256.to_owned(),
+                    seen: AtomicU64::new(listing),
+                };
+                entries.insert((meta.dev, meta.ino), cached);
             }
         }
-        entries.retain(|id, _| live.contains(id));
+        entries.retain(|_, cached| *cached.seen.get_mut() >= listing);
     }
 
     /// Entries held.
@@ -127,8 +165,8 @@ mod tests {
 
     /// One listing's worth: caches `sha256` for `meta` (if admitted) and keeps that file alive.
     fn put(cache: &HashCache, meta: &FileMeta, sha256: &str, hashed_at_ns: i128) {
-        let live = std::collections::HashSet::from([(meta.dev, meta.ino)]);
-        cache.update([(meta, sha256)], hashed_at_ns, &live);
+        let listing = cache.view().listing();
+        cache.update([(meta, sha256)], hashed_at_ns, listing);
     }
 
     #[test]
@@ -180,8 +218,47 @@ mod tests {
         let cache = HashCache::new();
         put(&cache, &meta(1, 0, 0), "h", 10_000_000_000);
         assert_eq!(cache.len(), 1);
-        cache.update([], 20_000_000_000, &Default::default());
+        let listing = cache.view().listing();
+        cache.update([], 20_000_000_000, listing);
         assert!(cache.is_empty(), "a file no listing saw is forgotten");
+    }
+
+    /// An entry stays while listings find it valid; one a listing found changed (a new ctime
+    /// that is not yet cacheable) is forgotten, not kept under its stale key; and one that
+    /// only a later listing still in progress found is kept for that listing.
+    #[test]
+    fn only_entries_a_listing_found_valid_survive_its_update() {
+        let cache = HashCache::new();
+        let (a, b) = (
+            meta(1, 0, 0),
+            FileMeta {
+                ino: 8,
+                ..meta(2, 0, 0)
+            },
+        );
+        let first = cache.view().listing();
+        cache.update([(&a, "ha"), (&b, "hb")], 10_000_000_000, first);
+        assert_eq!(cache.len(), 2);
+
+        let view = cache.view();
+        assert_eq!(view.get(&a).as_deref(), Some("ha"));
+        let b_rewritten = FileMeta {
+            ctime_ns: 9_999_999_999,
+            ..b
+        };
+        assert_eq!(view.get(&b_rewritten), None, "b changed since its hash");
+        let listing = view.listing();
+        drop(view);
+        cache.update([], 10_000_000_000, listing);
+        assert_eq!(cache.get(&a).as_deref(), Some("ha"), "found valid: kept");
+        assert_eq!(cache.len(), 1, "b, not found valid, is forgotten");
+
+        let earlier = cache.view().listing();
+        let later = cache.view();
+        assert_eq!(later.get(&a).as_deref(), Some("ha"));
+        drop(later);
+        cache.update([], 10_000_000_000, earlier);
+        assert_eq!(cache.len(), 1, "seen by a later listing: kept");
     }
 
     /// A listing still reading the cache (a slow or stuck one) never makes another wait: the
@@ -190,13 +267,13 @@ mod tests {
     fn an_update_never_waits_for_a_listing_in_progress() {
         let cache = HashCache::new();
         let m = meta(10, 1_000, 1_000);
-        let live = std::collections::HashSet::from([(1, 7)]);
         let reading = cache.view();
-        cache.update([(&m, "h")], 10_000_000_000, &live);
+        cache.update([(&m, "h")], 10_000_000_000, reading.listing());
         assert_eq!(reading.get(&m), None, "skipped while a listing reads");
         let another = cache.view();
+        let listing = another.listing();
         drop((reading, another));
-        cache.update([(&m, "h")], 10_000_000_000, &live);
+        cache.update([(&m, "h")], 10_000_000_000, listing);
         assert_eq!(
             cache.get(&m).as_deref(),
             Some("h"),

@@ -278,20 +278,19 @@ pub fn list_files(
     let hashed_at_ns = i128::from(now_ms) * 1_000_000;
     // One read of the cache for the whole listing; new hashes go in once every worker is done.
     let view = cache.view();
+    let listing = view.listing();
     let (send, receive) = std::sync::mpsc::channel::<RelPath>();
     let queue = std::sync::Mutex::new(receive);
     let (walked, results) = std::thread::scope(|threads| {
         let work = || {
-            let mut done = Vec::new();
+            let mut done = Listed::default();
             let (mut storage, start) = page_aligned::zeroed(LISTING_CHUNK);
             let buffer = &mut storage[start..];
             // The lock is held while waiting for and taking one path, never while listing it;
             // `recv` fails once the walk is over and the queue is empty.
             let next = || queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
             while let Ok(path) = next() {
-                if let Some(listed) = list_one(root, &path, &view, buffer) {
-                    done.push(listed);
-                }
+                list_one(root, path, &view, buffer, &mut done);
             }
             done
         };
@@ -317,24 +316,23 @@ pub fn list_files(
     drop(view);
     walked?;
     // A worker that panicked took its entries with it: no listing rather than a short one.
-    let results: Vec<Vec<Listed>> = results
+    let results: Vec<Listed> = results
         .into_iter()
         .collect::<Result<_, _>>()
         .map_err(|_| Refusal::new(Code::IoError, "a listing worker failed"))?;
-    let mut listed: Vec<Listed> = results.into_iter().flatten().collect();
-    listed.sort_unstable_by(|(a, ..), (b, ..)| a.path.as_bytes().cmp(b.path.as_bytes()));
+    let mut entries = Vec::with_capacity(results.iter().map(|r| r.entries.len()).sum());
+    let mut fresh = Vec::new();
+    for result in results {
+        entries.extend(result.entries);
+        fresh.extend(result.fresh);
+    }
+    entries.sort_unstable_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
     cache.update(
-        listed
-            .iter()
-            .filter(|(.., fresh)| *fresh)
-            .map(|(entry, meta, _)| (meta, entry.sha256.as_str())),
+        fresh.iter().map(|(meta, sha256)| (meta, sha256.as_str())),
         hashed_at_ns,
-        &listed
-            .iter()
-            .map(|(_, meta, _)| (meta.dev, meta.ino))
-            .collect(),
+        listing,
     );
-    Ok(listed.into_iter().map(|(entry, ..)| entry).collect())
+    Ok(entries)
 }
 
 /// The bytes a listing worker reads and hashes at a time.
@@ -344,9 +342,13 @@ const LISTING_CHUNK: usize = 256 * 1024;
 /// than they save.
 const LISTING_PARALLEL_FROM: usize = 64;
 
-/// A listed entry with what its descriptor reported, and whether its hash is new and
-/// describes the file as that descriptor saw it (to cache).
-type Listed = (ListingEntry, FileMeta, bool);
+/// What one listing thread found: its entries, and the hashes it took that describe their
+/// files as their descriptors saw them (to cache, with that metadata).
+#[derive(Default)]
+struct Listed {
+    entries: Vec<ListingEntry>,
+    fresh: Vec<(FileMeta, String)>,
+}
 
 /// Threads that join the walking thread on a large listing: twice the cores (hashing is
 /// CPU-bound when warm; the extra threads keep the disk busy when cold), less the walker.
@@ -355,25 +357,28 @@ fn listing_workers() -> usize {
     (cores * 2).saturating_sub(1).max(1)
 }
 
-/// One entry: open, then the cached hash or a streamed one, with the descriptor's metadata and
-/// whether the hash is new and may be cached. `None` when the entry vanished, is not a regular
-/// file under the class rules, or failed mid-read.
+/// One entry into `listed`: open, then the cached hash or a streamed one; a new hash that
+/// describes the file as its descriptor saw it also goes to `listed.fresh`, to cache. Nothing
+/// when the entry vanished, is not a regular file under the class rules, or failed mid-read.
 fn list_one(
     root: &dyn crate::backends::fs::RootDir,
-    path: &RelPath,
+    path: RelPath,
     cache: &CacheView<'_>,
     buffer: &mut [u8],
-) -> Option<(ListingEntry, FileMeta, bool)> {
-    let mut file = root.open_file(path).ok()?;
+    listed: &mut Listed,
+) {
+    let Ok(mut file) = root.open_file(&path) else {
+        return;
+    };
     let meta = file.meta();
     if let Some(sha256) = cache.get(&meta) {
-        let entry = ListingEntry {
-            path: path.as_str().to_owned(),
+        listed.entries.push(ListingEntry {
+            path: path.into_string(),
             size_bytes: meta.size,
             mtime_ms: meta.mtime_ms,
             sha256,
-        };
-        return Some((entry, meta, false));
+        });
+        return;
     }
     // Hash to the end of the file, so the entry describes the file's bytes as they are now
     // even if it grew since the open; `size_bytes` is the bytes hashed (D-3.3). A local
@@ -396,17 +401,19 @@ fn list_one(
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
+            Err(_) => return,
         }
     }
     let sha256 = crate::hex::encode(&hasher.finalize());
-    let entry = ListingEntry {
-        path: path.as_str().to_owned(),
+    if size == meta.size {
+        listed.fresh.push((meta, sha256.clone()));
+    }
+    listed.entries.push(ListingEntry {
+        path: path.into_string(),
         size_bytes: size,
         mtime_ms: meta.mtime_ms,
         sha256,
-    };
-    Some((entry, meta, size == meta.size))
+    });
 }
 
 #[cfg(test)]
