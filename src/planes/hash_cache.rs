@@ -89,7 +89,8 @@ impl HashCache {
         Self::default()
     }
 
-    /// The cached hash for a file whose descriptor reports `meta`, if still valid.
+    /// The cached hash for a file whose descriptor reports `meta`, if still valid. A lookup
+    /// of its own: a hit counts as seen by a new listing number, as through a [`view`](Self::view).
     pub fn get(&self, meta: &FileMeta) -> Option<String> {
         self.view().get(meta)
     }
@@ -163,7 +164,8 @@ mod tests {
         }
     }
 
-    /// One listing's worth: caches `sha256` for `meta` (if admitted) and keeps that file alive.
+    /// One listing's worth: caches `sha256` for `meta` (if admitted) and forgets every other
+    /// entry.
     fn put(cache: &HashCache, meta: &FileMeta, sha256: &str, hashed_at_ns: i128) {
         let listing = cache.view().listing();
         cache.update([(meta, sha256)], hashed_at_ns, listing);
@@ -259,6 +261,24 @@ mod tests {
         drop(later);
         cache.update([], 10_000_000_000, earlier);
         assert_eq!(cache.len(), 1, "seen by a later listing: kept");
+    }
+
+    /// Listings overlap: one that started earlier and hits an entry after a later one did must
+    /// not lower the later one's mark, or the later one's update would forget a file it found
+    /// valid.
+    #[test]
+    fn an_earlier_listings_hit_never_lowers_a_later_ones_mark() {
+        let cache = HashCache::new();
+        let a = meta(1, 0, 0);
+        put(&cache, &a, "h", 10_000_000_000);
+        let earlier = cache.view();
+        let later = cache.view();
+        assert!(later.get(&a).is_some());
+        assert!(earlier.get(&a).is_some(), "after the later hit");
+        let listing = later.listing();
+        drop((earlier, later));
+        cache.update([], 10_000_000_000, listing);
+        assert_eq!(cache.len(), 1, "the later listing found it valid");
     }
 
     /// A listing still reading the cache (a slow or stuck one) never makes another wait: the

@@ -704,6 +704,39 @@ mod tests {
         assert_eq!(cache.len(), 200);
     }
 
+    /// After each listing the cache holds exactly the files it listed with a cacheable hash: a
+    /// file gone is forgotten, and one rewritten inside the racy window is listed with its new
+    /// hash but not cached (its old entry is forgotten too) until a listing out of the window.
+    #[test]
+    fn listing_prunes_gone_and_changed_files_and_keeps_listed_ones() {
+        let fs = MemoryFilesystem::new();
+        for name in ["keep", "gone", "racy"] {
+            fs.add_file(&format!("out/{name}"), name.as_bytes().to_vec(), 0);
+        }
+        let cache = HashCache::new();
+        let scope = scope(1 << 20);
+        assert_eq!(
+            list_files(&fs, &scope, &cache, 10_000)
+                .expect("listable")
+                .len(),
+            3
+        );
+        assert_eq!(cache.len(), 3);
+        fs.remove("out/gone");
+        fs.write_in_place("out/racy", b"r2".to_vec(), 9_000); // within 2 s of the listing
+        let listed = list_files(&fs, &scope, &cache, 10_000).expect("listable");
+        assert_eq!(listed.len(), 2);
+        let racy = listed.iter().find(|e| e.path == "racy").expect("listed");
+        assert_eq!(racy.sha256, crate::hex::encode(&Sha256::digest(b"r2")));
+        assert_eq!(
+            cache.len(),
+            1,
+            "gone vanished; racy changed and is not admitted"
+        );
+        list_files(&fs, &scope, &cache, 20_000).expect("listable");
+        assert_eq!(cache.len(), 2, "racy cached once out of the window");
+    }
+
     /// A review found the last attempt allocating `max_bytes + 1` up front: with a generous
     /// `max_bytes` (1 TiB here) the process aborted. The buffer now starts at what the
     /// descriptor said and grows with the file.
