@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side HTTP load: nginx (keep-alive off, sendfile on) and `resource-plane serve` serving
 # the same files, driven alternately by the same wrk client with `Connection: close`. Prints
-# req/s and server CPU per request for each, and the ratios (issue 5 targets).
+# req/s and server CPU per request for each (also split into user and kernel time), and the
+# ratios (issue 5 targets).
 #
 #   bench/load.sh [seconds-per-round] [rounds]
 #
