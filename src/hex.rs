@@ -2,15 +2,23 @@
 
 use sha2::{Digest, Sha256};
 
+const DIGITS: &[u8; 16] = b"0123456789abcdef";
+
 /// Lowercase hex of `bytes`.
 pub fn encode(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
         out.push(DIGITS[usize::from(b >> 4)] as char);
         out.push(DIGITS[usize::from(b & 0xf)] as char);
     }
     out
+}
+
+/// Appends the lowercase hex of `bytes` to `out`, allocating nothing when it has room.
+pub fn extend(out: &mut Vec<u8>, bytes: &[u8]) {
+    for b in bytes {
+        out.extend_from_slice(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 0xf)]]);
+    }
 }
 
 /// Lowercase hex sha256 of `bytes`.
@@ -30,6 +38,9 @@ mod tests {
     #[test]
     fn known_vectors() {
         assert_eq!(super::encode(&[0x00, 0xff, 0x1a]), "00ff1a");
+        let mut out = b"x".to_vec();
+        super::extend(&mut out, &[0x00, 0xff, 0x1a]);
+        assert_eq!(out, b"x00ff1a");
         assert_eq!(
             super::sha256_hex(b""),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

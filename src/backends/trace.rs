@@ -201,12 +201,13 @@ impl Tracer {
         }
     }
 
-    /// The next event id's 32 hex characters.
-    fn next_event_id(&self) -> String {
+    /// Appends the next event id's 32 hex characters to `line`.
+    fn push_next_event_id(&self, line: &mut Vec<u8>) {
         let n = self
             .id_counter
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        format!("{:016x}{:016x}", self.id_prefix, n)
+        crate::hex::extend(line, &self.id_prefix.to_be_bytes());
+        crate::hex::extend(line, &n.to_be_bytes());
     }
 
     /// The session id stamped on every line.
@@ -223,26 +224,32 @@ impl Tracer {
     /// # Errors
     /// The sink's error; the caller must fail closed (D-6.4).
     pub fn emit<E: TraceEvent>(&self, event: &E) -> io::Result<()> {
-        let fields = serde_json::to_vec(event)?;
-        if fields.first() != Some(&b'{') {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "a trace event must serialise to a JSON object",
-            ));
-        }
-        let mut line = Vec::with_capacity(fields.len() + 160);
+        let mut line = Vec::with_capacity(LINE_CAPACITY);
         line.extend_from_slice(br#"{"event_type":"#);
         serde_json::to_writer(&mut line, E::EVENT_TYPE)?;
         line.extend_from_slice(br#","event_id":"evt_"#);
-        line.extend_from_slice(self.next_event_id().as_bytes());
+        self.push_next_event_id(&mut line);
         line.extend_from_slice(br#"","session_id":"#);
         serde_json::to_writer(&mut line, &self.session_id)?;
         line.extend_from_slice(br#","timestamp":"#);
-        line.extend_from_slice(self.clock.now_ms().to_string().as_bytes());
-        if fields.len() > 2 {
-            line.push(b',');
+        serde_json::to_writer(&mut line, &self.clock.now_ms())?;
+        // The event's fields follow the envelope in the same buffer: its opening brace becomes
+        // the comma that joins them; an event with no fields leaves just the closing brace.
+        let fields = line.len();
+        serde_json::to_writer(&mut line, event)?;
+        match &line[fields..] {
+            b"{}" => line.truncate(fields + 1),
+            [b'{', ..] => line[fields] = b',',
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "a trace event must serialise to a JSON object",
+                ));
+            }
         }
-        line.extend_from_slice(&fields[1..]);
+        if line.len() == fields + 1 {
+            line[fields] = b'}';
+        }
         line.push(b'\n');
         let text = std::str::from_utf8(&line)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
@@ -252,6 +259,9 @@ impl Tracer {
         }
     }
 }
+
+/// Room for a typical line (a read's is about 280 bytes), so building one allocates once.
+const LINE_CAPACITY: usize = 384;
 
 /// The trace line an attempt owes if it never writes its own: a tool call whose future is
 /// dropped mid-way (the console abandons it when the session ends past the drain deadline)
@@ -313,6 +323,75 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with(r#""session_id":"ses_x","timestamp":42,"path":null,"n":3}"#));
+    }
+
+    #[derive(Serialize)]
+    struct Bare {}
+    impl TraceEvent for Bare {
+        const EVENT_TYPE: &'static str = "bare";
+    }
+
+    #[derive(Serialize)]
+    struct NotAnObject(u8);
+    impl TraceEvent for NotAnObject {
+        const EVENT_TYPE: &'static str = "not_an_object";
+    }
+
+    /// The event's fields are written into the line after the envelope: one with none closes
+    /// the envelope, and one that is not a JSON object is refused with nothing written.
+    #[test]
+    fn an_event_without_fields_closes_the_envelope_and_a_non_object_is_refused() {
+        let sink = Arc::new(RecordingTraceSink::new());
+        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(7)), "s".into());
+        tracer.emit(&Bare {}).unwrap();
+        let line = &sink.lines()[0];
+        assert!(
+            line.ends_with(r#""session_id":"s","timestamp":7}"#),
+            "{line}"
+        );
+        let parsed: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(parsed.as_object().map(|o| o.len()), Some(4), "{line}");
+        let event_id = parsed["event_id"].as_str().unwrap();
+        assert_eq!(event_id.len(), 36, "evt_ and 32 hex characters: {event_id}");
+        assert!(
+            event_id[4..]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+
+        let refused = tracer.emit(&NotAnObject(1)).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(
+            sink.lines().len(),
+            1,
+            "nothing written for the refused event"
+        );
+    }
+
+    /// Event ids are the session's random prefix, then a counter: unique within a session.
+    #[test]
+    fn event_ids_count_up_after_one_prefix() {
+        let sink = Arc::new(RecordingTraceSink::new());
+        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(0)), "s".into());
+        for _ in 0..3 {
+            tracer.emit(&Bare {}).unwrap();
+        }
+        let ids: Vec<String> = sink
+            .lines()
+            .iter()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["event_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert!(ids.iter().all(|id| id[..20] == ids[0][..20]), "{ids:?}");
+        let counters: Vec<&str> = ids.iter().map(|id| &id[20..]).collect();
+        assert_eq!(
+            counters,
+            ["0000000000000000", "0000000000000001", "0000000000000002"]
+        );
     }
 
     #[test]
