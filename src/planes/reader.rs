@@ -532,6 +532,93 @@ mod tests {
         }
     }
 
+    /// A filesystem whose reads wait like a cold disk's (each takes `DISK_WAIT`) and which
+    /// counts the reads in progress at once, keeping the most it saw.
+    #[derive(Debug, Default)]
+    struct ColdDisk {
+        files: MemoryFilesystem,
+        reading: Arc<AtomicUsize>,
+        most: Arc<AtomicUsize>,
+    }
+    #[derive(Debug)]
+    struct ColdRoot(Box<dyn RootDir>, Arc<AtomicUsize>, Arc<AtomicUsize>);
+    #[derive(Debug)]
+    struct ColdFile(Box<dyn OpenFile>, Arc<AtomicUsize>, Arc<AtomicUsize>);
+
+    const DISK_WAIT: std::time::Duration = std::time::Duration::from_millis(3);
+
+    impl std::io::Read for ColdFile {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let now = self.1.fetch_add(1, Ordering::SeqCst) + 1;
+            self.2.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(DISK_WAIT);
+            let read = self.0.read(buf);
+            self.1.fetch_sub(1, Ordering::SeqCst);
+            read
+        }
+    }
+    impl OpenFile for ColdFile {
+        fn meta(&self) -> FileMeta {
+            self.0.meta()
+        }
+    }
+    impl RootDir for ColdRoot {
+        fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError> {
+            let inner = self.0.open_file(target)?;
+            Ok(Box::new(ColdFile(inner, self.1.clone(), self.2.clone())))
+        }
+        fn walk(&self) -> Result<Vec<RelPath>, FsError> {
+            self.0.walk()
+        }
+    }
+    impl Filesystem for ColdDisk {
+        fn open_root(
+            &self,
+            root: &RootPath,
+            class: Containment,
+        ) -> Result<Box<dyn RootDir>, FsError> {
+            let inner = self.files.open_root(root, class)?;
+            Ok(Box::new(ColdRoot(
+                inner,
+                self.reading.clone(),
+                self.most.clone(),
+            )))
+        }
+        fn check_root(&self, root: &RootPath) -> Result<(), FsError> {
+            self.files.check_root(root)
+        }
+        fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
+            self.files.land(dir, name, bytes)
+        }
+    }
+
+    /// Issue 5: "a cold cache keeps more files in flight than there are cores". With reads
+    /// that wait on the disk, the listing has more of them waiting at once than the machine
+    /// has cores, and still lists every file, hashed whole.
+    #[test]
+    fn a_cold_listing_keeps_more_reads_in_flight_than_there_are_cores() {
+        let disk = ColdDisk::default();
+        for n in 0..(LISTING_PARALLEL_FROM * 3) {
+            disk.files
+                .add_file(&format!("out/d{}/f{n}", n % 5), vec![n as u8; 100], 0);
+        }
+        let listed = list_files(&disk, &scope(1 << 20), &HashCache::new(), 0).expect("listable");
+        assert_eq!(listed.len(), LISTING_PARALLEL_FROM * 3);
+        let digest = crate::hex::encode(&Sha256::digest([7u8; 100]));
+        let seven = listed.iter().find(|e| e.path == "d2/f7").expect("listed");
+        assert_eq!(
+            (seven.size_bytes, seven.sha256.as_str()),
+            (100, digest.as_str())
+        );
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let most = disk.most.load(Ordering::SeqCst);
+        assert!(
+            most > cores,
+            "{most} reads in flight at most, on {cores} cores"
+        );
+        assert_eq!(disk.reading.load(Ordering::SeqCst), 0, "every read ended");
+    }
+
     fn log_of(len: u32) -> (MemoryFilesystem, Vec<u8>) {
         let fs = MemoryFilesystem::new();
         let content: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
