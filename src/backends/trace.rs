@@ -238,7 +238,10 @@ impl Tracer {
         let fields = line.len();
         serde_json::to_writer(&mut line, event)?;
         match &line[fields..] {
-            b"{}" => line.truncate(fields + 1),
+            b"{}" => {
+                line.truncate(fields);
+                line.push(b'}');
+            }
             [b'{', ..] => line[fields] = b',',
             _ => {
                 return Err(io::Error::new(
@@ -246,9 +249,6 @@ impl Tracer {
                     "a trace event must serialise to a JSON object",
                 ));
             }
-        }
-        if line.len() == fields + 1 {
-            line[fields] = b'}';
         }
         line.push(b'\n');
         let text = std::str::from_utf8(&line)
