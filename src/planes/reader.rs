@@ -597,20 +597,22 @@ mod tests {
     /// has cores, and still lists every file, hashed whole.
     #[test]
     fn a_cold_listing_keeps_more_reads_in_flight_than_there_are_cores() {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        // Enough files for every thread the listing may start, on any machine.
+        let files = (LISTING_PARALLEL_FROM * 3).max(cores * 4);
         let disk = ColdDisk::default();
-        for n in 0..(LISTING_PARALLEL_FROM * 3) {
+        for n in 0..files {
             disk.files
                 .add_file(&format!("out/d{}/f{n}", n % 5), vec![n as u8; 100], 0);
         }
         let listed = list_files(&disk, &scope(1 << 20), &HashCache::new(), 0).expect("listable");
-        assert_eq!(listed.len(), LISTING_PARALLEL_FROM * 3);
+        assert_eq!(listed.len(), files);
         let digest = crate::hex::encode(&Sha256::digest([7u8; 100]));
         let seven = listed.iter().find(|e| e.path == "d2/f7").expect("listed");
         assert_eq!(
             (seven.size_bytes, seven.sha256.as_str()),
             (100, digest.as_str())
         );
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let most = disk.most.load(Ordering::SeqCst);
         assert!(
             most > cores,
