@@ -108,31 +108,63 @@ fn two_core_hash(memory: &[Vec<u8>; 2], bytes: u64) {
     });
 }
 
-/// Two threads taking `names` in turn, each file read in 256 KiB pieces and hashed: opened
-/// plainly, or (`probed`) the way D-2.6 asks, an `O_PATH` probe beneath `root` with
-/// `RESOLVE_BENEATH`, its `fstat`, then a reopen through `/proc/self/fd`. No walk, no sort,
-/// no output: the least a listing of these files can cost.
-fn floor_listing(root: &Path, names: &[std::path::PathBuf], probed: bool) {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
-    use std::os::fd::AsRawFd;
-    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let root_fd = rustix::fs::open(root, dir_flags, Mode::empty()).unwrap();
-    let proc_fds = rustix::fs::open("/proc/self/fd", dir_flags, Mode::empty()).unwrap();
+/// Runs `each` on every name in `names`, taken in turn by two threads; each thread's state
+/// comes from `state` (a read buffer, or nothing).
+fn on_two_threads<S>(
+    names: &[std::path::PathBuf],
+    state: impl Fn() -> S + Sync,
+    each: impl Fn(&mut S, &Path) + Sync,
+) {
     let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut state = state();
+                let order = std::sync::atomic::Ordering::Relaxed;
+                while let Some(name) = names.get(next.fetch_add(1, order)) {
+                    each(&mut state, name);
+                }
+            });
+        }
+    });
+}
+
+/// The export root opened `O_PATH`, for the floors' probes.
+fn root_dir(root: &Path) -> rustix::fd::OwnedFd {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    rustix::fs::open(root, flags, Mode::empty()).unwrap()
+}
+
+/// What every open of a listed file starts with (D-2.4, D-2.6, D-3.6): an `O_PATH` probe of
+/// `name` beneath `root` with `RESOLVE_BENEATH`, and its `fstat`.
+fn probe(root_fd: &rustix::fd::OwnedFd, root: &Path, name: &Path) -> rustix::fd::OwnedFd {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let probe = rustix::fs::openat2(
+        root_fd,
+        name.strip_prefix(root).unwrap(),
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    )
+    .unwrap();
+    std::hint::black_box(rustix::fs::fstat(&probe).unwrap().st_size);
+    probe
+}
+
+/// Two threads taking `names` in turn, each file read in 256 KiB pieces and hashed: opened
+/// plainly, or (`probed`) the way D-2.6 asks, a [`probe`] then a reopen through
+/// `/proc/self/fd`. No walk, no sort, no output: the least a listing of these files can cost.
+fn floor_listing(root: &Path, names: &[std::path::PathBuf], probed: bool) {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::fd::AsRawFd;
+    let root_fd = root_dir(root);
+    let proc_fds = root_dir(Path::new("/proc/self/fd"));
     let open = |name: &Path| -> std::fs::File {
         if !probed {
             return std::fs::File::open(name).unwrap();
         }
-        let relative = name.strip_prefix(root).unwrap();
-        let probe = rustix::fs::openat2(
-            &root_fd,
-            relative,
-            OFlags::PATH | OFlags::CLOEXEC,
-            Mode::empty(),
-            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
-        )
-        .unwrap();
-        std::hint::black_box(rustix::fs::fstat(&probe).unwrap().st_size);
+        let probe = probe(&root_fd, root, name);
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
         let reading = rustix::fs::openat(
             &proc_fds,
@@ -142,26 +174,21 @@ fn floor_listing(root: &Path, names: &[std::path::PathBuf], probed: bool) {
         );
         std::fs::File::from(reading.unwrap())
     };
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
-                let mut buffer = vec![0u8; 256 << 10];
-                while let Some(name) =
-                    names.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-                {
-                    let mut file = open(name);
-                    let mut hasher = Sha256::new();
-                    loop {
-                        match file.read(&mut buffer).unwrap() {
-                            0 => break,
-                            n => hasher.update(&buffer[..n]),
-                        }
-                    }
-                    std::hint::black_box(hasher.finalize());
+    on_two_threads(
+        names,
+        || vec![0u8; 256 << 10],
+        |buffer, name| {
+            let mut file = open(name);
+            let mut hasher = Sha256::new();
+            loop {
+                match file.read(buffer).unwrap() {
+                    0 => break,
+                    n => hasher.update(&buffer[..n]),
                 }
-            });
-        }
-    });
+            }
+            std::hint::black_box(hasher.finalize());
+        },
+    );
 }
 
 /// Runs `git` with `args` in `dir`; `None` when it is missing or fails.
@@ -184,32 +211,12 @@ fn git_repo(dir: &Path) -> Option<()> {
     git(dir, &["status", "--porcelain"]).map(drop)
 }
 
-/// Two threads taking `names` in turn, each probed the way a listing's cache hit must be: an
-/// `O_PATH` open beneath `root` with `RESOLVE_BENEATH`, its `fstat`, its close (D-2.4, D-3.3,
-/// D-3.6). No walk, no cache, no sort: the least a repeat listing of these files can cost.
+/// Two threads taking `names` in turn, each doing only what a listing's cache hit must: a
+/// [`probe`] and its close (D-3.3, D-3.6). No walk, no cache, no sort: the least a repeat
+/// listing of these files can cost.
 fn floor_repeat(root: &Path, names: &[std::path::PathBuf]) {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
-    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let root_fd = rustix::fs::open(root, dir_flags, Mode::empty()).unwrap();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
-                let order = std::sync::atomic::Ordering::Relaxed;
-                while let Some(name) = names.get(next.fetch_add(1, order)) {
-                    let probe = rustix::fs::openat2(
-                        &root_fd,
-                        name.strip_prefix(root).unwrap(),
-                        OFlags::PATH | OFlags::CLOEXEC,
-                        Mode::empty(),
-                        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
-                    )
-                    .unwrap();
-                    std::hint::black_box(rustix::fs::fstat(&probe).unwrap().st_size);
-                }
-            });
-        }
-    });
+    let root_fd = root_dir(root);
+    on_two_threads(names, || (), |_, name| drop(probe(&root_fd, root, name)));
 }
 
 fn main() {

@@ -323,15 +323,23 @@ pub fn list_files(
     let mut entries = Vec::with_capacity(results.iter().map(|r| r.entries.len()).sum());
     let mut fresh = Vec::new();
     for result in results {
+        let offset = entries.len();
         entries.extend(result.entries);
-        fresh.extend(result.fresh);
+        fresh.extend(
+            result
+                .fresh
+                .into_iter()
+                .map(|(meta, at)| (meta, offset + at)),
+        );
     }
-    entries.sort_unstable_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
     cache.update(
-        fresh.iter().map(|(meta, sha256)| (meta, sha256.as_str())),
+        fresh
+            .iter()
+            .map(|(meta, at)| (meta, entries[*at].sha256.as_str())),
         hashed_at_ns,
         listing,
     );
+    entries.sort_unstable_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
     Ok(entries)
 }
 
@@ -342,12 +350,13 @@ const LISTING_CHUNK: usize = 256 * 1024;
 /// than they save.
 const LISTING_PARALLEL_FROM: usize = 64;
 
-/// What one listing thread found: its entries, and the hashes it took that describe their
-/// files as their descriptors saw them (to cache, with that metadata).
+/// What one listing thread found: its entries, and which of them hold a hash it took that
+/// describes the file as its descriptor saw it (to cache, with that metadata: the entry's
+/// index in `entries`).
 #[derive(Default)]
 struct Listed {
     entries: Vec<ListingEntry>,
-    fresh: Vec<(FileMeta, String)>,
+    fresh: Vec<(FileMeta, usize)>,
 }
 
 /// Threads that join the walking thread on a large listing: twice the cores (hashing is
@@ -406,7 +415,7 @@ fn list_one(
     }
     let sha256 = crate::hex::encode(&hasher.finalize());
     if size == meta.size {
-        listed.fresh.push((meta, sha256.clone()));
+        listed.fresh.push((meta, listed.entries.len()));
     }
     listed.entries.push(ListingEntry {
         path: path.into_string(),
