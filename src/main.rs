@@ -44,18 +44,7 @@ fn raise_descriptor_limit() {
 }
 
 fn main() -> ExitCode {
-    // Colour only for a person at a terminal who has not asked for none (`NO_COLOR`): a log
-    // file or a pipe gets plain text.
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(colour)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RESOURCE_PLANE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    cli::log::init();
     let args = match Args::try_parse() {
         Ok(args) => args,
         Err(e) if !e.use_stderr() => {
@@ -70,8 +59,8 @@ fn main() -> ExitCode {
                     | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
             ) =>
         {
-            eprintln!("error[E-CLI-001]: a subcommand is required: serve or demo");
-            eprintln!("  hint: run `resource-plane --help` for the commands and their flags");
+            cli::log::say!("error[E-CLI-001]: a subcommand is required: serve or demo");
+            cli::log::say!("  hint: run `resource-plane --help` for the commands and their flags");
             return ExitCode::from(2);
         }
         Err(e) => {
@@ -83,11 +72,11 @@ fn main() -> ExitCode {
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
                 .collect();
-            eprintln!(
+            cli::log::say!(
                 "error[E-CLI-001]: {}",
                 message.join(" ").trim_start_matches("error: ")
             );
-            eprintln!("  hint: run `resource-plane --help` for the flags");
+            cli::log::say!("  hint: run `resource-plane --help` for the flags");
             return ExitCode::from(2);
         }
     };
@@ -98,7 +87,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            cli::log::say!("error: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };

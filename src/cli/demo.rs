@@ -40,7 +40,7 @@ pub(crate) async fn run() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(failure) => {
-            eprintln!("demo failed: {failure}");
+            super::log::say!("demo failed: {failure}");
             println!("{}", json!({"demo": "failed", "reason": failure}));
             ExitCode::FAILURE
         }

@@ -2,4 +2,5 @@
 
 pub(crate) mod console;
 pub(crate) mod demo;
+pub(crate) mod log;
 pub(crate) mod serve;

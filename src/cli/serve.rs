@@ -70,7 +70,7 @@ fn cli_error(message: impl Into<String>, hint: impl Into<String>) -> LaunchError
 }
 
 fn refuse(e: &LaunchError) -> ExitCode {
-    eprintln!("{e}");
+    super::log::say!("{e}");
     ExitCode::from(2)
 }
 
@@ -101,7 +101,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     // A file that was read but is not text is a malformed manifest, not a bad flag.
     let parsed = Manifest::from_yaml_bytes(&bytes)?;
     for warning in &parsed.warnings {
-        eprintln!("{warning}");
+        super::log::say!("{warning}");
     }
     let manifest = parsed.manifest;
     let workdir = std::fs::canonicalize(&args.workdir)
@@ -248,7 +248,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     // disk): end the session at once, with a word on stderr, instead of panicking as
     // `println!` does.
     if let Err(e) = print_line(&ready.to_string()) {
-        eprintln!("error: cannot write the ready line to stdout: {e}");
+        super::log::say!("error: cannot write the ready line to stdout: {e}");
         capsule.end_session();
         return Ok(ExitCode::FAILURE);
     }
@@ -279,9 +279,20 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         serve_sharded(listeners, router, listener_config, stop_rx)
     })
     .await;
-    if let Ok(Err(e)) = served {
-        tracing::error!("listener failed: {e}");
-    }
+    // A listener that could not go on ends the session with a failure status: a supervisor
+    // must not read it as a clean end.
+    let listener_failed = match served {
+        Ok(Ok(())) => false,
+        Ok(Err(e)) => {
+            tracing::error!("listener failed: {e}");
+            super::log::say!("error: the listener stopped: {e}");
+            true
+        }
+        Err(_) => {
+            super::log::say!("error: the listener stopped unexpectedly");
+            true
+        }
+    };
     // A console call in flight at the signal finishes (answer and trace line) before the key
     // goes. The console bounds the call by the drain deadline; the bound here also covers an
     // answer stuck writing to a stdout nobody reads, and a listener that ended on its own.
@@ -294,7 +305,11 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         tracing::warn!("the console did not finish within the drain deadline; abandoned");
     }
     capsule.end_session();
-    Ok(ExitCode::SUCCESS)
+    Ok(if listener_failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Writes `line` and a line end to stdout and flushes it.

@@ -105,7 +105,10 @@ impl Builders {
 /// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and drains.
 ///
 /// # Errors
-/// None today: accept errors (e.g. `EMFILE`) are logged and retried after a pause.
+/// An accept error that is not [`transient`]: the listener cannot go on, and neither should
+/// the process that relies on it. Transient ones (out of descriptors, a connection reset before
+/// it was accepted) are logged and retried with a backoff of [`ACCEPT_BACKOFF_MIN`] doubling
+/// up to [`ACCEPT_BACKOFF_MAX`], reset by the next accepted connection.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -119,6 +122,8 @@ pub async fn serve(
     let (stopping, stop) = tokio::sync::watch::channel(false);
     let builders = Arc::new(Builders::new(&config));
     let lookahead = config.max_head_bytes.max(8192);
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    let mut failed = None;
     tokio::pin!(shutdown);
     loop {
         let slot = tokio::select! {
@@ -128,11 +133,23 @@ pub async fn serve(
         let (stream, _peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok(accepted) => {
+                    backoff = ACCEPT_BACKOFF_MIN;
+                    accepted
+                }
+                Err(e) if transient(&e) => {
+                    tracing::warn!("accept failed, retrying in {backoff:?}: {e}");
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
                     continue;
+                }
+                Err(e) => {
+                    tracing::error!("accept failed, the listener stops: {e}");
+                    failed = Some(e);
+                    break;
                 }
             },
         };
@@ -184,7 +201,53 @@ pub async fn serve(
     {
         tracing::warn!("drain deadline passed with connections still open");
     }
-    Ok(())
+    failed.map_or(Ok(()), Err)
+}
+
+/// The first pause after a transient accept error.
+pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+
+/// The longest pause between accept attempts while they keep failing.
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Whether an accept error passes: out of descriptors or memory (`EMFILE`, `ENFILE`,
+/// `ENOBUFS`, `ENOMEM`: connections closing free them), or an error of the one connection being
+/// accepted rather than of the listening socket (`ECONNABORTED`, `EINTR`, and the network
+/// errors accept(2) says to treat like `EAGAIN`). Anything else (`EBADF`, `EINVAL`, ...) means
+/// the listening socket itself is gone.
+pub fn transient(error: &std::io::Error) -> bool {
+    use rustix::io::Errno;
+    let Some(code) = error.raw_os_error() else {
+        return matches!(
+            error.kind(),
+            std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::Interrupted
+                | std::io::ErrorKind::WouldBlock
+                | std::io::ErrorKind::TimedOut
+        );
+    };
+    [
+        Errno::MFILE,
+        Errno::NFILE,
+        Errno::NOBUFS,
+        Errno::NOMEM,
+        Errno::CONNABORTED,
+        Errno::CONNRESET,
+        Errno::INTR,
+        Errno::AGAIN,
+        Errno::PROTO,
+        Errno::PERM,
+        Errno::NETDOWN,
+        Errno::NETUNREACH,
+        Errno::HOSTDOWN,
+        Errno::HOSTUNREACH,
+        Errno::NOPROTOOPT,
+        Errno::OPNOTSUPP,
+        Errno::TIMEDOUT,
+    ]
+    .iter()
+    .any(|errno| errno.raw_os_error() == code)
 }
 
 /// Serves `router` on several handles to one listening socket (see
@@ -204,12 +267,15 @@ pub fn serve_sharded(
         max_connections: (config.max_connections / listeners.len().max(1)).max(1),
         ..config
     };
+    // Set by a shard whose listener failed, so that the others stop too.
+    let failed = tokio::sync::watch::Sender::new(false);
     let shards: Vec<_> = listeners
         .into_iter()
         .enumerate()
         .map(|(index, listener)| {
             let router = router.clone();
             let mut shutdown = shutdown.clone();
+            let (one_failed, mut another_failed) = (failed.clone(), failed.subscribe());
             std::thread::Builder::new()
                 .name(format!("shard-{index}"))
                 .spawn(move || -> std::io::Result<()> {
@@ -224,10 +290,17 @@ pub fn serve_sharded(
                     let served = runtime.block_on(async move {
                         let listener = TcpListener::from_std(listener)?;
                         let stop = async move {
-                            let _ = shutdown.wait_for(|stop| *stop).await;
+                            tokio::select! {
+                                _ = shutdown.wait_for(|stop| *stop) => {}
+                                _ = another_failed.wait_for(|failed| *failed) => {}
+                            }
                         };
                         serve(listener, router, per_shard, stop).await
                     });
+                    if served.is_err() {
+                        // The others stop and drain too: the process is going down.
+                        one_failed.send_replace(true);
+                    }
                     // Dropping a runtime waits for its blocking threads without limit; a read
                     // still parked then must not keep a stopped shard, and the process, alive.
                     runtime.shutdown_timeout(per_shard.drain_deadline);
@@ -235,11 +308,43 @@ pub fn serve_sharded(
                 })
         })
         .collect::<Result<_, _>>()?;
+    // Every shard is joined before answering: one that failed must not leave the others
+    // serving unwatched. The first failure is the answer; a panic is a failure too.
+    let mut outcome = Ok(());
     for shard in shards {
-        match shard.join() {
-            Ok(result) => result?,
-            Err(_) => tracing::error!("a listener shard panicked"),
+        let result = shard
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("a listener shard panicked")));
+        if let (Ok(()), Err(e)) = (&outcome, result) {
+            outcome = Err(e);
         }
     }
-    Ok(())
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transient;
+    use rustix::io::Errno;
+
+    fn os(errno: Errno) -> std::io::Error {
+        std::io::Error::from_raw_os_error(errno.raw_os_error())
+    }
+
+    #[test]
+    fn running_out_of_descriptors_passes_and_a_broken_socket_does_not() {
+        for passing in [
+            Errno::MFILE,
+            Errno::NFILE,
+            Errno::CONNABORTED,
+            Errno::NOBUFS,
+        ] {
+            assert!(transient(&os(passing)), "{passing:?}");
+        }
+        for fatal in [Errno::BADF, Errno::INVAL, Errno::NOTSOCK, Errno::FAULT] {
+            assert!(!transient(&os(fatal)), "{fatal:?}");
+        }
+        assert!(transient(&std::io::ErrorKind::ConnectionAborted.into()));
+        assert!(!transient(&std::io::Error::other("the socket is gone")));
+    }
 }

