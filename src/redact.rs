@@ -32,9 +32,10 @@ fn find_prefix(text: &str, from: usize) -> Option<usize> {
     None
 }
 
-/// Whether `text` holds anything redaction would replace.
+/// Whether `text` holds anything redaction would replace, as written or percent-decoded.
 pub fn holds_token(text: &str) -> bool {
     find_prefix(text, 0).is_some()
+        || (text.as_bytes().contains(&b'%') && !encoded_token_spans(text).is_empty())
 }
 
 /// `raw` (a path as a client or an agent wrote it) as a trace line should record it: as
@@ -50,8 +51,34 @@ pub fn revealing_tokens(raw: &str) -> String {
     }
 }
 
-/// `text` with every token replaced by `<handle:<handle_id>>`. Borrows when there is none.
+/// `text` with every token replaced by `<handle:<handle_id>>`, in any spelling (D-6.5): a token
+/// that appears only once `text` is percent-decoded, once or several times (`mh1%2E…`,
+/// `mh1%252E…`, `%6Dh1.…`, hex in either case), is found too, and its whole encoded span is
+/// replaced, the id computed over the decoded token. Borrows when there is none.
 pub fn redact_tokens(text: &str) -> Cow<'_, str> {
+    if !text.as_bytes().contains(&b'%') {
+        return redact_plain(text);
+    }
+    let spans = encoded_token_spans(text);
+    if spans.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for span in spans {
+        // Spans start and end on ASCII bytes (a token byte, or a `%` escape of one).
+        out.push_str(&text[copied..span.start]);
+        out.push_str("<handle:");
+        out.push_str(&crate::hex::handle_id(&span.token));
+        out.push('>');
+        copied = span.end;
+    }
+    out.push_str(&text[copied..]);
+    Cow::Owned(out)
+}
+
+/// [`redact_tokens`] for a text with no `%`: tokens stand in it as written.
+fn redact_plain(text: &str) -> Cow<'_, str> {
     let Some(first) = find_prefix(text, 0) else {
         return Cow::Borrowed(text);
     };
@@ -61,10 +88,7 @@ pub fn redact_tokens(text: &str) -> Cow<'_, str> {
     let mut next = Some(first);
     while let Some(start) = next {
         // The prefix and the run after it are ASCII, so both ends are character boundaries.
-        let mut end = start + PREFIX.len();
-        while end < bytes.len() && is_token_byte(bytes[end]) {
-            end += 1;
-        }
+        let end = token_end(bytes, start);
         out.push_str(&text[copied..start]);
         out.push_str("<handle:");
         out.push_str(&crate::hex::handle_id(&text[start..end]));
@@ -74,6 +98,133 @@ pub fn redact_tokens(text: &str) -> Cow<'_, str> {
     }
     out.push_str(&text[copied..]);
     Cow::Owned(out)
+}
+
+/// Where the token whose prefix starts at `start` ends: the longest run of token bytes after
+/// the prefix.
+fn token_end(bytes: &[u8], start: usize) -> usize {
+    let mut end = start + PREFIX.len();
+    while end < bytes.len() && is_token_byte(bytes[end]) {
+        end += 1;
+    }
+    end
+}
+
+/// How many times a text is percent-decoded in the search for tokens: enough for any encoding
+/// a client or an agent plausibly stacks, and a bound on the work for a hostile one.
+const DECODING_ROUNDS: usize = 8;
+
+/// A token found in some decoding of a text: where its encoding stands in the text, and the
+/// token itself as decoded.
+#[derive(Debug)]
+struct TokenSpan {
+    start: usize,
+    end: usize,
+    token: String,
+}
+
+/// A text decoded some number of times: each byte, with the span of the original text it
+/// decodes from.
+struct Decoded {
+    bytes: Vec<u8>,
+    from: Vec<(usize, usize)>,
+}
+
+impl Decoded {
+    fn of(text: &str) -> Self {
+        Decoded {
+            bytes: text.as_bytes().to_vec(),
+            from: (0..text.len()).map(|at| (at, at + 1)).collect(),
+        }
+    }
+
+    /// One more round of percent-decoding (`%` and two hex digits, either case; anything else
+    /// kept as is), or `None` when it would change nothing.
+    fn decoded_once(&self) -> Option<Self> {
+        let (bytes, from) = (&self.bytes, &self.from);
+        let mut next = Decoded {
+            bytes: Vec::with_capacity(bytes.len()),
+            from: Vec::with_capacity(bytes.len()),
+        };
+        let mut at = 0;
+        let mut changed = false;
+        while at < bytes.len() {
+            let escape = (bytes[at] == b'%')
+                .then(|| {
+                    Some(hex_digit(*bytes.get(at + 1)?)? << 4 | hex_digit(*bytes.get(at + 2)?)?)
+                })
+                .flatten();
+            match escape {
+                Some(byte) => {
+                    next.bytes.push(byte);
+                    next.from.push((from[at].0, from[at + 2].1));
+                    at += 3;
+                    changed = true;
+                }
+                None => {
+                    next.bytes.push(bytes[at]);
+                    next.from.push(from[at]);
+                    at += 1;
+                }
+            }
+        }
+        changed.then_some(next)
+    }
+
+    /// Every token in these bytes, with its span in the original text.
+    fn tokens(&self, found: &mut Vec<TokenSpan>) {
+        let bytes = &self.bytes;
+        let mut at = 0;
+        while at + PREFIX.len() <= bytes.len() {
+            if !bytes[at..at + PREFIX.len()].eq_ignore_ascii_case(PREFIX) {
+                at += 1;
+                continue;
+            }
+            let end = token_end(bytes, at);
+            found.push(TokenSpan {
+                start: self.from[at].0,
+                end: self.from[end - 1].1,
+                // Token bytes are ASCII.
+                token: String::from_utf8_lossy(&bytes[at..end]).into_owned(),
+            });
+            at = end;
+        }
+    }
+}
+
+fn hex_digit(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+/// The spans of `text` that spell a token, as written or once decoded up to
+/// [`DECODING_ROUNDS`] times, in order and without overlap: spans that overlap (a token found
+/// as written up to a `%2E`, and whole after a decoding) become one, named after the longest
+/// token found in them.
+fn encoded_token_spans(text: &str) -> Vec<TokenSpan> {
+    let mut found = Vec::new();
+    let mut decoded = Decoded::of(text);
+    decoded.tokens(&mut found);
+    for _ in 0..DECODING_ROUNDS {
+        match decoded.decoded_once() {
+            Some(next) => decoded = next,
+            None => break,
+        }
+        decoded.tokens(&mut found);
+    }
+    found.sort_by_key(|span| span.start);
+    let mut merged: Vec<TokenSpan> = Vec::with_capacity(found.len());
+    for span in found {
+        match merged.last_mut() {
+            Some(last) if span.start < last.end => {
+                last.end = last.end.max(span.end);
+                if span.token.len() > last.token.len() {
+                    last.token = span.token;
+                }
+            }
+            _ => merged.push(span),
+        }
+    }
+    merged
 }
 
 /// Redacts every string (keys included) of a JSON value in place.
@@ -156,6 +307,39 @@ mod tests {
             );
         }
         assert_eq!(revealing_tokens("a%20b"), "a%20b", "no token: as written");
+    }
+
+    /// Tokens behind any stack of percent-encodings, in either hex case, are replaced whole
+    /// (the encoded span, not only what was written plainly), named after the decoded token.
+    #[test]
+    fn tokens_in_any_percent_encoded_spelling_are_replaced_whole() {
+        let token = "mh1.eyJ2IjoxfQ.AbC-_9";
+        let id = crate::hex::handle_id(token);
+        for (spelled, around) in [
+            ("mh1%2EeyJ2IjoxfQ%2EAbC-_9", ("http://127.0.0.1:9/", "")),
+            ("mh1%252EeyJ2IjoxfQ%252eAbC-_9", ("", "?x=1")),
+            ("mh1%25252EeyJ2IjoxfQ.AbC-_9", ("a ", " b")),
+            ("%6Dh1.eyJ2IjoxfQ.AbC-_9", ("/", "/")),
+            ("mh1.eyJ2IjoxfQ%2EAbC-_9", ("", "")),
+            ("%256d%2568%2531%252e%2565yJ2IjoxfQ.AbC-_9", ("é", "é")),
+        ] {
+            let text = format!("{}{spelled}{}", around.0, around.1);
+            let out = redact_tokens(&text);
+            assert_eq!(
+                out,
+                format!("{}<handle:{id}>{}", around.0, around.1),
+                "{text}"
+            );
+            assert!(holds_token(&text), "{text}");
+            assert_eq!(redact_tokens(&out), out, "idempotent: {text}");
+        }
+        // Nine encodings deep is past the search; a valid escape next to nothing is kept.
+        let deep = format!("mh1%{}2E", "25".repeat(9));
+        assert_eq!(redact_tokens(&deep), deep);
+        assert_eq!(
+            redact_tokens("100%25 sure, %41%zz%"),
+            "100%25 sure, %41%zz%"
+        );
     }
 
     #[test]

@@ -62,3 +62,53 @@ fn running_out_of_descriptors_with_a_closed_stderr_is_survived() {
     let status = served.wait(Duration::from_secs(10)).expect("ended");
     assert_eq!(status.code(), Some(0));
 }
+
+/// A token spelled with percent-encoded dots, once or twice, in a tool's peer URL, a handle
+/// field and a read's path: no trace line and no console answer holds its payload or MAC in any
+/// spelling.
+#[test]
+fn percent_encoded_tokens_never_reach_the_trace() {
+    let world = Workdir::new(
+        "name: fetcher\nexports:\n  files: { root: out, mode: read-only }\n\
+         capabilities:\n  peer_fetch: { allow: [\"127.0.0.1\"] }\n",
+    );
+    let (payload, mac) = (
+        "eyJ2IjoxLCJpc3MiOiJ4In0",
+        "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY",
+    );
+    let mut served = Served::start("", &world.args(&["--console"]), Stderr::Inherit, true);
+    let port = served.port();
+    for peer in [
+        format!("http://127.0.0.1:{port}/mh1%2E{payload}%2E{mac}"),
+        format!("http://127.0.0.1:{port}/MH1%252e{payload}%252E{mac}"),
+    ] {
+        let call = serde_json::json!({"op": "call", "tool": "fetch-peer-file",
+            "input": {"peer": peer, "handle": format!("mh1.{payload}.{mac}")}});
+        served.send(&call.to_string());
+        let answer = served.line(Duration::from_secs(20)).expect("an answer");
+        assert!(
+            !answer.contains(payload) && !answer.contains(mac),
+            "{answer}"
+        );
+    }
+    for path in [
+        format!("/resources/files/mh1%252E{payload}%252E{mac}"),
+        format!("/resources/files/x/mh1%2E{payload}.{mac}"),
+    ] {
+        let (status, _) = get(port, &path);
+        assert_eq!(status, 404, "{path}");
+    }
+    served.close_stdin();
+    assert_eq!(
+        served.wait(Duration::from_secs(10)).and_then(|s| s.code()),
+        Some(0)
+    );
+    let trace = std::fs::read_to_string(world.trace()).expect("the trace");
+    // Two fetches (each redeemed by this same capsule: two lines each) and two reads.
+    assert_eq!(trace.lines().count(), 6, "{trace}");
+    assert!(
+        !trace.contains(payload) && !trace.contains(mac),
+        "a token's payload or MAC reached the trace:\n{trace}"
+    );
+    assert!(trace.contains("<handle:"), "{trace}");
+}
