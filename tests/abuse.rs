@@ -112,3 +112,52 @@ fn percent_encoded_tokens_never_reach_the_trace() {
     );
     assert!(trace.contains("<handle:"), "{trace}");
 }
+
+/// End of stdin while `fetch-peer-file` waits on a peer that accepted and says nothing ends the
+/// session within the drain deadline (5 s), not the fetch's 60 s, with status 0, and the call
+/// is recorded as abandoned.
+#[test]
+fn end_of_input_during_a_call_ends_the_session_within_the_drain_deadline() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a silent peer");
+    let peer_port = silent.local_addr().expect("address").port();
+    let held = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming().take(2).flatten() {
+            held.push(stream);
+        }
+        std::thread::sleep(Duration::from_secs(70));
+        drop(held);
+    });
+    let world = Workdir::new(&format!(
+        "name: fetcher\ncapabilities:\n  peer_fetch: {{ allow: [\"127.0.0.1:{peer_port}\"] }}\n"
+    ));
+    let mut served = Served::start("", &world.args(&["--console"]), Stderr::Inherit, true);
+    let call = serde_json::json!({"op": "call", "tool": "fetch-peer-file", "input": {
+        "peer": format!("http://127.0.0.1:{peer_port}"),
+        "handle": "mh1.eyJ2IjoxfQ.QUJD"}});
+    served.send(&call.to_string());
+    std::thread::sleep(Duration::from_millis(500));
+    let closed = std::time::Instant::now();
+    served.close_stdin();
+    let status = served.wait(Duration::from_secs(15));
+    let took = closed.elapsed();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "ended {took:?} after end of input"
+    );
+    assert!(took < Duration::from_secs(12), "{took:?}");
+    let lines = world.trace_lines();
+    let fetch = lines
+        .iter()
+        .find(|l| l["event_type"] == "peer_file_fetch")
+        .expect("the abandoned call's line");
+    assert!(
+        fetch["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("abandoned"),
+        "{fetch}"
+    );
+    drop(held);
+}

@@ -38,55 +38,114 @@ pub(crate) async fn answer(capsule: &Capsule, line: &str) -> Value {
     }
 }
 
-/// Serves the console until end of stdin, or until `stop` turns true (a signal). A call in
-/// flight when `stop` comes still gets its answer (and leaves its trace line) if it finishes
-/// within `drain`; no further line is read. A call that outlasts `drain` is abandoned without
-/// an answer: the session is ending.
+/// Serves the console until end of stdin, or until `stop` turns true (a signal). Stdin is read
+/// on its own task while calls run, so that the end of input is seen at once, also during a
+/// call that waits on a silent peer (D-15.7).
+///
+/// * `stop` while a call is in flight: the call still gets its answer (and leaves its trace
+///   line) if it finishes within `drain`; no further line is answered.
+/// * End of input: the lines read before it are still answered, all within `drain` of the
+///   moment input ended, as a session ending on a signal drains.
+///
+/// A call that outlasts the deadline is abandoned without an answer (its future is dropped,
+/// which records the attempt as abandoned): the session is ending.
 pub(crate) async fn run(
     capsule: &Capsule,
     mut stop: tokio::sync::watch::Receiver<bool>,
     drain: std::time::Duration,
 ) {
-    let mut lines = ConsoleLines::new(tokio::io::stdin());
+    let (ended_tx, mut ended) = tokio::sync::watch::channel(None);
+    let (lines_tx, mut lines) = tokio::sync::mpsc::channel(QUEUED_LINES);
+    let reader = tokio::spawn(read_lines(
+        ConsoleLines::new(tokio::io::stdin()),
+        lines_tx,
+        ended_tx,
+    ));
     let mut stdout = tokio::io::stdout();
     loop {
         let next = tokio::select! {
             biased;
             () = stopped(&mut stop) => break,
-            next = lines.next_line() => next,
+            next = lines.recv() => next,
         };
-        let line = match next {
-            Ok(Some(Ok(line))) => line,
-            Ok(Some(Err(why))) => {
+        let Some(line) = next else { break };
+        let line = match line {
+            Ok(line) => line,
+            Err(why) => {
                 tracing::warn!("console input refused: {why}");
                 if write_line(&mut stdout, &invalid(why)).await.is_err() {
                     break;
                 }
                 continue;
             }
+        };
+        let answering = answer(capsule, &line);
+        tokio::pin!(answering);
+        let deadline = tokio::select! {
+            answer = &mut answering => Ok(answer),
+            () = stopped(&mut stop) => Err(tokio::time::Instant::now() + drain),
+            at = input_ended(&mut ended) => Err(at + drain),
+        };
+        let answer = match deadline {
+            Ok(answer) => answer,
+            Err(deadline) => match tokio::time::timeout_at(deadline, &mut answering).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    tracing::warn!("a console call outlasted the drain deadline; abandoned");
+                    break;
+                }
+            },
+        };
+        if write_line(&mut stdout, &answer).await.is_err() {
+            break;
+        }
+        // Past the end of input, what is left is answered only within the deadline.
+        if let Some(at) = *ended.borrow()
+            && tokio::time::Instant::now() >= at + drain
+        {
+            tracing::warn!("lines left unanswered past the drain deadline after end of input");
+            break;
+        }
+    }
+    reader.abort();
+}
+
+/// Lines read ahead of the one being answered. Reading on while a call runs is what lets the
+/// end of input be seen; a client that writes faster than calls finish waits on its pipe.
+const QUEUED_LINES: usize = 16;
+
+/// Reads `input` into `lines` until its end (or a read error, or the receiver gone), then
+/// records when it ended in `ended`.
+async fn read_lines<R: tokio::io::AsyncRead + Unpin>(
+    mut input: ConsoleLines<R>,
+    lines: tokio::sync::mpsc::Sender<Result<String, &'static str>>,
+    ended: tokio::sync::watch::Sender<Option<tokio::time::Instant>>,
+) {
+    loop {
+        match input.next_line().await {
+            Ok(Some(line)) => {
+                if lines.send(line).await.is_err() {
+                    break;
+                }
+            }
             Ok(None) => break,
             Err(e) => {
                 tracing::warn!("console input failed: {e}");
                 break;
             }
-        };
-        let answering = answer(capsule, &line);
-        tokio::pin!(answering);
-        let answer = tokio::select! {
-            answer = &mut answering => answer,
-            () = stopped(&mut stop) => {
-                match tokio::time::timeout(drain, &mut answering).await {
-                    Ok(answer) => answer,
-                    Err(_) => {
-                        tracing::warn!("a console call outlasted the drain deadline; abandoned");
-                        break;
-                    }
-                }
-            }
-        };
-        if write_line(&mut stdout, &answer).await.is_err() {
-            break;
         }
+    }
+    ended.send_replace(Some(tokio::time::Instant::now()));
+}
+
+/// Resolves with the moment input ended, once it has.
+async fn input_ended(
+    ended: &mut tokio::sync::watch::Receiver<Option<tokio::time::Instant>>,
+) -> tokio::time::Instant {
+    match ended.wait_for(Option::is_some).await {
+        Ok(at) => at.unwrap_or_else(tokio::time::Instant::now),
+        // The reader is gone without a word: input is over.
+        Err(_) => tokio::time::Instant::now(),
     }
 }
 

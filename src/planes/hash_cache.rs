@@ -8,8 +8,8 @@
 
 use crate::backends::fs::FileMeta;
 use std::collections::HashMap;
+use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard};
 
 /// How close to its last change a file may be hashed and still be cached, in nanoseconds.
 const RACY_WINDOW_NS: i128 = 2_000_000_000;
@@ -49,10 +49,15 @@ struct Cached {
 
 type Entries = HashMap<(u64, u64), Cached>;
 
-/// A listing's shared read of the cache (see [`HashCache::view`]).
+/// Shards of the cache, each under its own lock: a lookup holds one shard's read lock for one
+/// lookup, and an update one shard's write lock at a time, so no listing ever holds the cache
+/// for its whole run, and every listing's hashes reach it whatever overlaps.
+const SHARDS: usize = 64;
+
+/// A listing's handle on the cache (see [`HashCache::view`]): its number, for marking hits.
 #[derive(Debug)]
 pub struct CacheView<'a> {
-    entries: RwLockReadGuard<'a, Entries>,
+    cache: &'a HashCache,
     listing: u64,
 }
 
@@ -60,7 +65,12 @@ impl CacheView<'_> {
     /// The cached hash for a file whose descriptor reports `meta`, if still valid; a hit
     /// marks the entry as seen by this view's listing, so [`HashCache::update`] keeps it.
     pub fn get(&self, meta: &FileMeta) -> Option<String> {
-        match self.entries.get(&(meta.dev, meta.ino)) {
+        let shard = self
+            .cache
+            .shard(meta)
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        match shard.get(&(meta.dev, meta.ino)) {
             Some(cached) if cached.key == Key::of(meta) => {
                 cached.seen.fetch_max(self.listing, Ordering::Relaxed);
                 Some(cached.sha256.clone())
@@ -69,18 +79,27 @@ impl CacheView<'_> {
         }
     }
 
-    /// This view's listing number, for [`HashCache::update`] once the view is dropped.
+    /// This view's listing number, for [`HashCache::update`] once the listing is done.
     pub fn listing(&self) -> u64 {
         self.listing
     }
 }
 
 /// Hashes of files by identity, for repeat listings.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct HashCache {
-    entries: RwLock<Entries>,
+    shards: Box<[RwLock<Entries>]>,
     /// The last listing number handed out; numbers only grow.
     listings: AtomicU64,
+}
+
+impl Default for HashCache {
+    fn default() -> Self {
+        HashCache {
+            shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
+            listings: AtomicU64::new(0),
+        }
+    }
 }
 
 impl HashCache {
@@ -89,44 +108,49 @@ impl HashCache {
         Self::default()
     }
 
+    fn shard(&self, meta: &FileMeta) -> &RwLock<Entries> {
+        // Inode numbers of one filesystem are dense: their low bits spread well.
+        let mixed = meta.ino ^ meta.dev.rotate_left(17);
+        &self.shards[(mixed % SHARDS as u64) as usize]
+    }
+
     /// The cached hash for a file whose descriptor reports `meta`, if still valid. A lookup
     /// of its own: a hit counts as seen by a new listing number, as through a [`view`](Self::view).
     pub fn get(&self, meta: &FileMeta) -> Option<String> {
         self.view().get(meta)
     }
 
-    /// A read-only view for one listing's workers to share, numbered after every earlier
-    /// view: one read lock for the whole listing instead of one per file, so parallel workers
-    /// do not bounce the lock's cache line between cores. New hashes go in afterwards, all at
-    /// once, with [`update`](Self::update).
+    /// A handle for one listing, numbered after every earlier one. New hashes go in afterwards,
+    /// all at once, with [`update`](Self::update).
     pub fn view(&self) -> CacheView<'_> {
         CacheView {
-            entries: self.entries.read().unwrap_or_else(|e| e.into_inner()),
+            cache: self,
             listing: self.listings.fetch_add(1, Ordering::Relaxed) + 1,
         }
     }
 
-    /// After listing number `listing` (its view dropped): caches each `(meta, sha256)` hashed
-    /// at `hashed_at_ns` that the racy-git rule admits, and forgets every entry that neither
-    /// this listing nor a later one found valid (a file gone, or changed since its hash was
-    /// taken), under one write lock; or, when another listing is still reading the cache, does
-    /// nothing. Waiting there would queue every later listing behind the slowest one in
-    /// progress (the lock prefers writers), and the cache is only a saving: the next listing
-    /// hashes those files again. The marks [`CacheView::get`] leaves on hits make the pruning
-    /// one pass, with no set of the identities listed to build and look up.
+    /// After listing number `listing`: caches each `(meta, sha256)` hashed at `hashed_at_ns`
+    /// that the racy-git rule admits, and forgets every entry that neither this listing nor a
+    /// later one found valid (a file gone, or changed since its hash was taken). One shard is
+    /// locked at a time, briefly, so an update lands whatever other listings are doing. The
+    /// marks [`CacheView::get`] leaves on hits make the pruning one pass, with no set of the
+    /// identities listed to build and look up.
     pub fn update<'a>(
         &self,
         hashed: impl IntoIterator<Item = (&'a FileMeta, &'a str)>,
         hashed_at_ns: i128,
         listing: u64,
     ) {
-        let mut entries = match self.entries.try_write() {
-            Ok(entries) => entries,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return,
-        };
+        let mut by_shard: Vec<Vec<(&FileMeta, &str)>> = vec![Vec::new(); SHARDS];
         for (meta, sha256) in hashed {
             if admits(meta, hashed_at_ns) {
+                let mixed = meta.ino ^ meta.dev.rotate_left(17);
+                by_shard[(mixed % SHARDS as u64) as usize].push((meta, sha256));
+            }
+        }
+        for (shard, fresh) in self.shards.iter().zip(by_shard) {
+            let mut entries = shard.write().unwrap_or_else(|e| e.into_inner());
+            for (meta, sha256) in fresh {
                 let cached = Cached {
                     key: Key::of(meta),
                     sha256: sha256.to_owned(),
@@ -134,13 +158,16 @@ impl HashCache {
                 };
                 entries.insert((meta.dev, meta.ino), cached);
             }
+            entries.retain(|_, cached| *cached.seen.get_mut() >= listing);
         }
-        entries.retain(|_, cached| *cached.seen.get_mut() >= listing);
     }
 
     /// Entries held.
     pub fn len(&self) -> usize {
-        self.entries.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.shards
+            .iter()
+            .map(|shard| shard.read().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
     }
 
     /// Whether the cache is empty.
@@ -281,23 +308,28 @@ mod tests {
         assert_eq!(cache.len(), 1, "the later listing found it valid");
     }
 
-    /// A listing still reading the cache (a slow or stuck one) never makes another wait: the
-    /// other's update is skipped instead, and a third listing can still read.
+    /// Listings that overlap each leave their hashes: an update lands while another listing
+    /// is in progress, and both listings hit afterwards (two pollers never starve the cache).
     #[test]
-    fn an_update_never_waits_for_a_listing_in_progress() {
+    fn an_update_lands_while_another_listing_is_in_progress() {
         let cache = HashCache::new();
         let m = meta(10, 1_000, 1_000);
         let reading = cache.view();
-        cache.update([(&m, "h")], 10_000_000_000, reading.listing());
-        assert_eq!(reading.get(&m), None, "skipped while a listing reads");
+        assert_eq!(reading.get(&m), None);
         let another = cache.view();
-        let listing = another.listing();
-        drop((reading, another));
-        cache.update([(&m, "h")], 10_000_000_000, listing);
+        cache.update([(&m, "h")], 10_000_000_000, another.listing());
+        assert_eq!(
+            reading.get(&m).as_deref(),
+            Some("h"),
+            "applied while the other listing still runs"
+        );
+        let listing = reading.listing();
+        drop(another);
+        cache.update([], 10_000_000_000, listing);
         assert_eq!(
             cache.get(&m).as_deref(),
             Some("h"),
-            "applied once nobody reads"
+            "and kept by its update"
         );
     }
 }

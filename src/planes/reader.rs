@@ -802,6 +802,39 @@ mod tests {
         assert_eq!(cache.len(), 200);
     }
 
+    /// Pollers whose listings always overlap (another one is in progress whenever one ends,
+    /// as with two pollers 250 ms apart over a slow tree) still fill the cache: each listing's
+    /// update lands while the others run, and the next listing reads nothing.
+    #[test]
+    fn overlapping_listings_fill_the_cache() {
+        let disk = ColdDisk::default();
+        for n in 0..40 {
+            disk.files
+                .add_file(&format!("out/f{n}"), vec![n as u8; 64], 0);
+        }
+        let cache = HashCache::new();
+        let scope = scope(1 << 20);
+        // A listing in progress throughout: its view is open.
+        let in_progress = cache.view();
+        std::thread::scope(|threads| {
+            let first = threads.spawn(|| list_files(&disk, &scope, &cache, 10_000));
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            let second = list_files(&disk, &scope, &cache, 10_000).expect("listable");
+            assert_eq!(second.len(), 40);
+            assert_eq!(first.join().expect("no panic").expect("listable"), second);
+        });
+        assert_eq!(cache.len(), 40, "every hash reached the cache");
+        disk.most.store(0, Ordering::SeqCst);
+        let third = list_files(&disk, &scope, &cache, 10_000).expect("listable");
+        assert_eq!(third.len(), 40);
+        assert_eq!(
+            disk.most.load(Ordering::SeqCst),
+            0,
+            "all hits: nothing read"
+        );
+        drop(in_progress);
+    }
+
     /// After each listing the cache holds exactly the files it listed with a cacheable hash: a
     /// file gone is forgotten, and one rewritten inside the racy window is listed with its new
     /// hash but not cached (its old entry is forgotten too) until a listing out of the window.
