@@ -277,7 +277,6 @@ mod tests {
         };
         assert_eq!(view.get(&b_rewritten), None, "b changed since its hash");
         let listing = view.listing();
-        drop(view);
         cache.update([], 10_000_000_000, listing);
         assert_eq!(cache.get(&a).as_deref(), Some("ha"), "found valid: kept");
         assert_eq!(cache.len(), 1, "b, not found valid, is forgotten");
@@ -285,7 +284,6 @@ mod tests {
         let earlier = cache.view().listing();
         let later = cache.view();
         assert_eq!(later.get(&a).as_deref(), Some("ha"));
-        drop(later);
         cache.update([], 10_000_000_000, earlier);
         assert_eq!(cache.len(), 1, "seen by a later listing: kept");
     }
@@ -303,7 +301,6 @@ mod tests {
         assert!(later.get(&a).is_some());
         assert!(earlier.get(&a).is_some(), "after the later hit");
         let listing = later.listing();
-        drop((earlier, later));
         cache.update([], 10_000_000_000, listing);
         assert_eq!(cache.len(), 1, "the later listing found it valid");
     }
@@ -324,7 +321,6 @@ mod tests {
             "applied while the other listing still runs"
         );
         let listing = reading.listing();
-        drop(another);
         cache.update([], 10_000_000_000, listing);
         assert_eq!(
             cache.get(&m).as_deref(),

@@ -313,7 +313,6 @@ pub fn list_files(
         results.extend(workers.into_iter().map(|w| w.join()));
         (walked, results)
     });
-    drop(view);
     walked?;
     // A worker that panicked took its entries with it: no listing rather than a short one.
     let results: Vec<Listed> = results
@@ -832,7 +831,7 @@ mod tests {
             0,
             "all hits: nothing read"
         );
-        drop(in_progress);
+        assert!(in_progress.listing() < cache.view().listing());
     }
 
     /// After each listing the cache holds exactly the files it listed with a cacheable hash: a
