@@ -247,15 +247,25 @@ fn listing(c: &mut Criterion) {
         // Let the racy-git window pass so the warm plane may cache.
         std::thread::sleep(Duration::from_millis(2100));
         let warm = operator(dir.path(), "out");
-        warm.list().unwrap();
+        warm.list(&resource_plane::planes::Cancel::default())
+            .unwrap();
         let mut group = c.benchmark_group(format!("list/{files}"));
         group.sample_size(20);
         group.throughput(Throughput::Elements(files as u64));
         group.bench_function(BenchmarkId::new("plane", "cold"), |b| {
-            b.iter(|| operator(dir.path(), "out").list().unwrap().len())
+            b.iter(|| {
+                operator(dir.path(), "out")
+                    .list(&resource_plane::planes::Cancel::default())
+                    .unwrap()
+                    .len()
+            })
         });
         group.bench_function(BenchmarkId::new("plane", "warm"), |b| {
-            b.iter(|| warm.list().unwrap().len())
+            b.iter(|| {
+                warm.list(&resource_plane::planes::Cancel::default())
+                    .unwrap()
+                    .len()
+            })
         });
         group.bench_function("floor", |b| b.iter(|| floor_walk(&dir.path().join("out"))));
         group.finish();

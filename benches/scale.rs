@@ -250,12 +250,22 @@ fn main() {
     //    with it: what two cores achieve hashing bytes already in memory, and two threads
     //    hashing the same files with their names known in advance, opened plainly or as D-2.6
     //    requires (an `O_PATH` probe, `fstat`, a reopen through `/proc/self/fd`).
-    plane(dir.path()).list().unwrap(); // warm the page cache
+    plane(dir.path())
+        .list(&resource_plane::planes::Cancel::default())
+        .unwrap(); // warm the page cache
     let names = file_names(&dir.path().join("out"));
     let memory = [vec![0x5a_u8; 64 << 20], vec![0xa5_u8; 64 << 20]];
     let mut runs = [const { Vec::new() }; 4];
     for _ in 0..3 {
-        runs[0].push(time(|| plane(dir.path()).list().unwrap().len()).0);
+        runs[0].push(
+            time(|| {
+                plane(dir.path())
+                    .list(&resource_plane::planes::Cancel::default())
+                    .unwrap()
+                    .len()
+            })
+            .0,
+        );
         runs[1].push(time(|| two_core_hash(&memory, bytes)).0);
         runs[2].push(time(|| floor_listing(&dir.path().join("out"), &names, false)).0);
         runs[3].push(time(|| floor_listing(&dir.path().join("out"), &names, true)).0);
@@ -277,11 +287,21 @@ fn main() {
     // 2. Repeat listing, warm hash cache, against git status on the same tree and beside its
     //    floor, each measured in turn.
     let warm_plane = plane(dir.path());
-    warm_plane.list().unwrap();
+    warm_plane
+        .list(&resource_plane::planes::Cancel::default())
+        .unwrap();
     let has_git = git_repo(dir.path()).is_some();
     let mut runs = [const { Vec::new() }; 3];
     for _ in 0..7 {
-        runs[0].push(time(|| warm_plane.list().unwrap().len()).0);
+        runs[0].push(
+            time(|| {
+                warm_plane
+                    .list(&resource_plane::planes::Cancel::default())
+                    .unwrap()
+                    .len()
+            })
+            .0,
+        );
         runs[1].push(time(|| floor_repeat(&dir.path().join("out"), &names)).0);
         if has_git {
             runs[2].push(time(|| git(dir.path(), &["status", "--porcelain"])).0);
@@ -327,10 +347,18 @@ fn main() {
         ));
         std::thread::sleep(Duration::from_millis(2100));
         let warm = plane(d.path());
-        warm.list().unwrap();
+        warm.list(&resource_plane::planes::Cancel::default())
+            .unwrap();
         let hit = median(
             (0..5)
-                .map(|_| time(|| warm.list().unwrap().len()).0)
+                .map(|_| {
+                    time(|| {
+                        warm.list(&resource_plane::planes::Cancel::default())
+                            .unwrap()
+                            .len()
+                    })
+                    .0
+                })
                 .collect(),
         );
         csv.push_str(&format!(
@@ -342,10 +370,20 @@ fn main() {
     for kib in [64usize, 256, 1024, 4096] {
         let d = tempfile::tempdir().unwrap();
         let b = make_tree(d.path(), 200, kib * 1024);
-        plane(d.path()).list().unwrap();
+        plane(d.path())
+            .list(&resource_plane::planes::Cancel::default())
+            .unwrap();
         let miss = median(
             (0..3)
-                .map(|_| time(|| plane(d.path()).list().unwrap().len()).0)
+                .map(|_| {
+                    time(|| {
+                        plane(d.path())
+                            .list(&resource_plane::planes::Cancel::default())
+                            .unwrap()
+                            .len()
+                    })
+                    .0
+                })
                 .collect(),
         );
         csv.push_str(&format!(

@@ -67,23 +67,32 @@ impl State {
     }
 }
 
-/// A pool of bytes that reads borrow from for as long as their body is in memory, and the
-/// slots that bound how many blocking reads fill their buffers at once.
+/// A pool of bytes that reads and listings borrow from for as long as their body is in
+/// memory, the slots that bound how many blocking reads fill their buffers at once, the slots
+/// that bound how many threads hash for listings, and the gate listings walk through one at a
+/// time.
 #[derive(Debug, Clone)]
 pub struct ByteBudget {
     inner: Arc<(Mutex<State>, Condvar)>,
     capacity: u64,
-    fills: Arc<FillSlots>,
+    fills: Arc<Slots>,
+    hashing: Arc<Slots>,
+    walking: Arc<Mutex<()>>,
 }
 
-/// Blocking reads opening, copying and hashing at once: one per core. More only take turns on
-/// the same cores, each evicting the others' buffers from cache: with 32 clients of 1 MiB
-/// reads, CPU per read fell from about 1,290 µs unbounded to about 1,230 µs. A read gives its
-/// slot up while it waits for bytes, and a slot is never held while a client reads: a client
-/// that stops reading holds bytes, not slots, so it cannot stall other reads. Listings take
-/// no slot.
+/// A counted set of slots, taken and returned one at a time.
+///
+/// As fill slots: blocking reads opening, copying and hashing at once, one per core. More only
+/// take turns on the same cores, each evicting the others' buffers from cache: with 32 clients
+/// of 1 MiB reads, CPU per read fell from about 1,290 µs unbounded to about 1,230 µs. A read
+/// gives its slot up while it waits for bytes, and a slot is never held while a client reads:
+/// a client that stops reading holds bytes, not slots, so it cannot stall other reads.
+///
+/// As hashing slots: the threads that open and hash files for listings, twice the cores in
+/// all however many listings run (D-4.6; a cold cache keeps more files in flight than there
+/// are cores, so that the disk stays busy).
 #[derive(Debug)]
-struct FillSlots {
+struct Slots {
     state: Mutex<FillState>,
     freed: Condvar,
 }
@@ -94,13 +103,54 @@ struct FillState {
     waiting: usize,
 }
 
-/// One of the fill slots, returned on drop.
-#[derive(Debug)]
-pub struct FillSlot {
-    slots: Arc<FillSlots>,
+impl Slots {
+    fn new(count: usize) -> Arc<Self> {
+        Arc::new(Slots {
+            state: Mutex::new(FillState {
+                free: count.max(1),
+                waiting: 0,
+            }),
+            freed: Condvar::new(),
+        })
+    }
+
+    /// A slot, blocking the calling thread until one is free.
+    fn take(self: &Arc<Self>) -> Slot {
+        let mut state = lock(&self.state);
+        while state.free == 0 {
+            state.waiting += 1;
+            state = self.freed.wait(state).unwrap_or_else(|e| e.into_inner());
+            state.waiting -= 1;
+        }
+        state.free -= 1;
+        Slot {
+            slots: self.clone(),
+        }
+    }
+
+    /// A slot if one is free right now.
+    fn try_take(self: &Arc<Self>) -> Option<Slot> {
+        let mut state = lock(&self.state);
+        if state.free == 0 {
+            return None;
+        }
+        state.free -= 1;
+        Some(Slot {
+            slots: self.clone(),
+        })
+    }
 }
 
-impl Drop for FillSlot {
+/// One slot of a [`ByteBudget`]'s fill or hashing slots, returned on drop.
+#[derive(Debug)]
+pub struct Slot {
+    slots: Arc<Slots>,
+}
+
+/// A fill slot (see [`ByteBudget::fill_slot`]).
+pub type FillSlot = Slot;
+
+impl Drop for Slot {
     fn drop(&mut self) {
         let mut state = lock(&self.slots.state);
         state.free += 1;
@@ -120,13 +170,9 @@ impl ByteBudget {
         let capacity = capacity.max(1);
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         ByteBudget {
-            fills: Arc::new(FillSlots {
-                state: Mutex::new(FillState {
-                    free: cores,
-                    waiting: 0,
-                }),
-                freed: Condvar::new(),
-            }),
+            fills: Slots::new(cores),
+            hashing: Slots::new(cores * 2),
+            walking: Arc::new(Mutex::new(())),
             inner: Arc::new((
                 Mutex::new(State {
                     free: capacity,
@@ -147,23 +193,27 @@ impl ByteBudget {
     }
 
     /// A slot to open, fill and hash a buffer in, blocking the calling thread until one is
-    /// free (see [`FillSlots`]). Drop it before waiting for bytes and as soon as the buffer is
+    /// free (see [`Slots`]). Drop it before waiting for bytes and as soon as the buffer is
     /// hashed. Call from blocking threads only.
     pub fn fill_slot(&self) -> FillSlot {
-        let mut state = lock(&self.fills.state);
-        while state.free == 0 {
-            state.waiting += 1;
-            state = self
-                .fills
-                .freed
-                .wait(state)
-                .unwrap_or_else(|e| e.into_inner());
-            state.waiting -= 1;
-        }
-        state.free -= 1;
-        FillSlot {
-            slots: self.fills.clone(),
-        }
+        self.fills.take()
+    }
+
+    /// Slots for a listing's hashing threads: one, waiting for it if every slot is taken, then
+    /// up to `more` others that are free right now. A listing never waits for a slot while
+    /// holding one, so listings cannot wait on each other for ever. Call from blocking threads
+    /// only.
+    pub fn hashing_slots(&self, more: usize) -> Vec<Slot> {
+        let mut slots = vec![self.hashing.take()];
+        slots.extend((0..more).map_while(|_| self.hashing.try_take()));
+        slots
+    }
+
+    /// The gate a listing's walk passes alone: it holds the walk's paths, not yet charged to
+    /// the budget, and is held until the listing has borrowed its bytes, so that however many
+    /// listings start, at most one holds uncharged memory.
+    pub fn walk_gate(&self) -> MutexGuard<'_, ()> {
+        lock(&self.walking)
     }
 
     /// The configured capacity.

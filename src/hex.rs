@@ -33,8 +33,39 @@ pub fn handle_id(token: &str) -> String {
     id
 }
 
+/// The 32 bytes that 64 lowercase hex digits spell, or `None` for anything else.
+pub fn decode32(text: &str) -> Option<[u8; 32]> {
+    let digit = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    };
+    let bytes = text.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (at, pair) in bytes.chunks_exact(2).enumerate() {
+        out[at] = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn decode32_takes_exactly_64_lowercase_digits() {
+        let hex = super::sha256_hex(b"x");
+        assert_eq!(
+            super::decode32(&hex).map(|b| super::encode(&b)),
+            Some(hex.clone())
+        );
+        assert_eq!(super::decode32(&hex.to_uppercase()), None);
+        assert_eq!(super::decode32(&hex[1..]), None);
+        assert_eq!(super::decode32(&format!("{hex}0")), None);
+        assert_eq!(super::decode32(&format!("g{}", &hex[1..])), None);
+    }
+
     #[test]
     fn known_vectors() {
         assert_eq!(super::encode(&[0x00, 0xff, 0x1a]), "00ff1a");

@@ -161,3 +161,78 @@ fn end_of_input_during_a_call_ends_the_session_within_the_drain_deadline() {
     );
     drop(held);
 }
+
+/// The resident memory of process `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS")
+        * 1024
+}
+
+/// Thirty clients that ask for a 20,000-file listing (a 4 MB body) and never read it: the
+/// listings are charged to an 8 MiB in-flight budget, so the server's memory grows by a few
+/// listings' worth, not thirty; the stalled clients are cut at the send deadline, and then a
+/// client that reads gets the whole listing.
+#[test]
+fn stalled_listing_clients_stay_inside_the_budget_and_are_cut() {
+    let world = Workdir::new(FILES);
+    let name = "n".repeat(150);
+    for n in 0..20_000 {
+        world.file(&format!("out/d{}/{name}-{n}", n % 50), format!("{n}"));
+    }
+    // Out of the racy window: the first listing caches, the rest hit.
+    std::thread::sleep(Duration::from_millis(2100));
+    let args = world.args(&["--inflight-budget", "8388608", "--send-timeout", "3"]);
+    let served = Served::start("", &args, Stderr::Inherit, false);
+    let port = served.port();
+    let (status, whole) = get(port, "/resources/files");
+    assert_eq!(status, 200);
+    let body_len = whole.len();
+    assert!(body_len > 4_000_000, "{body_len}");
+    let before = rss(served.child.id());
+    let stalled: Vec<std::net::TcpStream> = (0..30)
+        .map(|_| {
+            let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            stream
+                .write_all(b"GET /resources/files HTTP/1.1\r\nhost: x\r\n\r\n")
+                .expect("request");
+            stream
+        })
+        .collect();
+    let mut most = before;
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(100));
+        most = most.max(rss(served.child.id()));
+    }
+    let grown = most.saturating_sub(before);
+    assert!(
+        grown < 40 << 20,
+        "30 stalled listings grew the server by {} MiB",
+        grown >> 20
+    );
+    // Past the send deadline (3 s) the first stalled ones are cut: their stream ends short.
+    std::thread::sleep(Duration::from_secs(4));
+    let cut = stalled
+        .iter()
+        .filter(|stream| {
+            let mut stream = *stream;
+            stream
+                .set_read_timeout(Some(Duration::from_millis(200)))
+                .expect("timeout");
+            let mut got = Vec::new();
+            match std::io::Read::read_to_end(&mut stream, &mut got) {
+                Ok(_) => got.len() < body_len,
+                Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            }
+        })
+        .count();
+    assert!(cut >= 1, "no stalled client was cut");
+    // The clients leave; a reader is then served the whole listing.
+    drop(stalled);
+    let (status, again) = get(port, "/resources/files");
+    assert_eq!((status, again.len()), (200, body_len));
+}

@@ -116,7 +116,9 @@ fn repeat_listing_reuses_hashes_and_rehashes_rewrites() {
     std::thread::sleep(Duration::from_millis(2100));
     let (plane, reads) = counting_plane(dir.path(), Containment::Advisory);
 
-    let first = plane.list().unwrap();
+    let first = plane
+        .list(&resource_plane::planes::Cancel::default())
+        .unwrap();
     assert_eq!(first.len(), 100);
     assert!(
         reads.load(Ordering::SeqCst) >= 100,
@@ -124,7 +126,9 @@ fn repeat_listing_reuses_hashes_and_rehashes_rewrites() {
     );
 
     reads.store(0, Ordering::SeqCst);
-    let second = plane.list().unwrap();
+    let second = plane
+        .list(&resource_plane::planes::Cancel::default())
+        .unwrap();
     assert_eq!(second, first, "an unchanged tree lists identically");
     assert_eq!(
         reads.load(Ordering::SeqCst),
@@ -137,7 +141,9 @@ fn repeat_listing_reuses_hashes_and_rehashes_rewrites() {
     std::fs::write(&victim, "CONTENT 042").unwrap();
     set_mtime(&victim, old);
     reads.store(0, Ordering::SeqCst);
-    let third = plane.list().unwrap();
+    let third = plane
+        .list(&resource_plane::planes::Cancel::default())
+        .unwrap();
     let entry = third.iter().find(|e| e.path == "f042").unwrap();
     assert_eq!(
         entry.sha256,
@@ -160,7 +166,9 @@ fn repeat_listing_reuses_hashes_and_rehashes_rewrites() {
     // Rewritten again right away (inside the racy window): still re-hashed, never stale.
     std::fs::write(&victim, "cOnTeNt 042").unwrap();
     set_mtime(&victim, old);
-    let fourth = plane.list().unwrap();
+    let fourth = plane
+        .list(&resource_plane::planes::Cancel::default())
+        .unwrap();
     let entry = fourth.iter().find(|e| e.path == "f042").unwrap();
     assert_eq!(
         entry.sha256,
@@ -174,9 +182,13 @@ fn fresh_files_are_hashed_every_time() {
     std::fs::create_dir_all(dir.path().join("out")).unwrap();
     std::fs::write(dir.path().join("out/new"), "fresh").unwrap();
     let (plane, reads) = counting_plane(dir.path(), Containment::Scoped);
-    plane.list().unwrap();
+    plane
+        .list(&resource_plane::planes::Cancel::default())
+        .unwrap();
     reads.store(0, Ordering::SeqCst);
-    plane.list().unwrap();
+    plane
+        .list(&resource_plane::planes::Cancel::default())
+        .unwrap();
     assert!(
         reads.load(Ordering::SeqCst) >= 1,
         "a file changed within 2 s is never served from the cache"

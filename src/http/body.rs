@@ -1,17 +1,30 @@
-//! The response body: one buffer, sent whole. A file's buffer carries its own share of the
-//! in-flight budget (D-4.6), released when hyper drops the last reference after writing it.
+//! The response body: one buffer sent whole, or a listing streamed chunk by chunk. A file's
+//! buffer and a listing's entries carry their share of the in-flight budget (D-4.6), released
+//! when hyper drops the body after writing it (or when the connection is cut).
 
+use crate::planes::ListingBody;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// A complete body of known length.
+/// A body of known length.
 #[derive(Debug, Default)]
 pub struct PlaneBody {
-    data: Option<Bytes>,
-    len: u64,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Whole { data: Option<Bytes>, len: u64 },
+    Listing(Box<ListingBody>),
+}
+
+impl Default for Kind {
+    fn default() -> Self {
+        Kind::Whole { data: None, len: 0 }
+    }
 }
 
 impl PlaneBody {
@@ -19,14 +32,27 @@ impl PlaneBody {
     pub fn new(data: Bytes) -> Self {
         let len = data.len() as u64;
         PlaneBody {
-            data: (!data.is_empty()).then_some(data),
-            len,
+            kind: Kind::Whole {
+                data: (!data.is_empty()).then_some(data),
+                len,
+            },
         }
     }
 
-    /// The body's bytes without consuming it (tests and in-process callers).
+    /// A listing's body, streamed.
+    pub fn listing(body: ListingBody) -> Self {
+        PlaneBody {
+            kind: Kind::Listing(Box::new(body)),
+        }
+    }
+
+    /// The body's bytes without consuming it (tests and in-process callers): a listing is
+    /// rendered whole.
     pub fn bytes(&self) -> Bytes {
-        self.data.clone().unwrap_or_default()
+        match &self.kind {
+            Kind::Whole { data, .. } => data.clone().unwrap_or_default(),
+            Kind::Listing(listing) => Bytes::from(listing.render()),
+        }
     }
 }
 
@@ -44,14 +70,24 @@ impl Body for PlaneBody {
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(self.data.take().map(|d| Ok(Frame::data(d))))
+        Poll::Ready(match &mut self.kind {
+            Kind::Whole { data, .. } => data.take().map(|d| Ok(Frame::data(d))),
+            Kind::Listing(listing) => listing.next_chunk().map(|d| Ok(Frame::data(d))),
+        })
     }
 
     fn is_end_stream(&self) -> bool {
-        self.data.is_none()
+        match &self.kind {
+            Kind::Whole { data, .. } => data.is_none(),
+            Kind::Listing(listing) => listing.is_end(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.data.as_ref().map_or(0, |_| self.len))
+        match &self.kind {
+            Kind::Whole { data, len } => SizeHint::with_exact(data.as_ref().map_or(0, |_| *len)),
+            Kind::Listing(listing) if listing.is_end() => SizeHint::with_exact(0),
+            Kind::Listing(listing) => SizeHint::with_exact(listing.len()),
+        }
     }
 }

@@ -86,6 +86,11 @@ pub fn json(body: Vec<u8>) -> Response<PlaneBody> {
     base(200, JSON, body.into())
 }
 
+/// A listing (`200`), streamed from its entries.
+pub fn listing(body: crate::planes::ListingBody) -> Response<PlaneBody> {
+    base(200, JSON, PlaneBody::listing(body))
+}
+
 /// A file's bytes (`200`) with the validator headers of the spec.
 pub fn file(body: PlaneBody, sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
     let mut response = base(200, OCTETS, body);

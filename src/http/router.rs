@@ -9,11 +9,10 @@ use crate::backends::trace::{TraceEvent, Tracer};
 use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead};
 use crate::generation::Generation;
 use crate::path::{percent_decode_strict, strip_query};
-use crate::planes::{ListingEntry, PeerPlane, ReadMode, ResourcePlane};
+use crate::planes::{Cancel, ListingBody, ListingHead, PeerPlane, ReadMode, ResourcePlane};
 use crate::refusal::{Code, Refusal};
 use http::header::HeaderValue;
 use http::{Method, Request, Response};
-use serde::Serialize;
 use std::sync::Arc;
 
 /// The largest file a read or redeem serves on the async worker that received it; larger files,
@@ -84,16 +83,6 @@ pub struct Router {
     mounted: Arc<Mounted>,
 }
 
-#[derive(Serialize)]
-struct ListingBody<'a> {
-    root: &'a str,
-    mode: &'static str,
-    max_bytes: u64,
-    generation: u64,
-    containment_achieved: &'static str,
-    entries: &'a [ListingEntry],
-}
-
 impl Router {
     pub(crate) fn new(mounted: Mounted) -> Self {
         Router {
@@ -124,17 +113,25 @@ impl Router {
             let inline = ReadMode::Inline {
                 limit: INLINE_READ_LIMIT,
             };
-            if let Some(response) = self.respond_in(&method, &path, &audience, inline) {
+            let never = Cancel::default();
+            if let Some(response) = self.respond_in(&method, &path, &audience, inline, &never) {
                 return response;
             }
         }
         let router = self.clone();
-        tokio::task::spawn_blocking(move || {
+        // Dropping this future (the connection is gone) tells the blocking work to stop.
+        let cancel = Cancel::default();
+        let cancel_on_drop = cancel.on_drop();
+        let response = tokio::task::spawn_blocking(move || {
             let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
-            router.respond(&method, &path, &audience)
+            router
+                .respond_in(&method, &path, &audience, ReadMode::Blocking, &cancel)
+                .expect("a blocking answer is always given")
         })
         .await
-        .unwrap_or_else(|_| response::refusal(Code::IoError, None, None))
+        .unwrap_or_else(|_| response::refusal(Code::IoError, None, None));
+        cancel_on_drop.disarm();
+        response
     }
 
     /// Answers one request synchronously (blocking). `audience` holds every
@@ -145,18 +142,26 @@ impl Router {
         raw_path: &str,
         audience: &[&[u8]],
     ) -> Response<PlaneBody> {
-        self.respond_in(method, raw_path, audience, ReadMode::Blocking)
-            .expect("a blocking answer is always given")
+        self.respond_in(
+            method,
+            raw_path,
+            audience,
+            ReadMode::Blocking,
+            &Cancel::default(),
+        )
+        .expect("a blocking answer is always given")
     }
 
     /// Answers one request in `mode`; `None` (nothing traced, nothing read) when an inline
-    /// answer would have to read a large file or list the root.
+    /// answer would have to read a large file or list the root. A listing stops when `cancel`
+    /// is raised.
     fn respond_in(
         &self,
         method: &Method,
         raw_path: &str,
         audience: &[&[u8]],
         mode: ReadMode,
+        cancel: &Cancel,
     ) -> Option<Response<PlaneBody>> {
         let generation = self.mounted.generation.current();
         Some(match Route::of(raw_path) {
@@ -169,7 +174,7 @@ impl Router {
                 }
             }
             Route::Listing if mode != ReadMode::Blocking && method == Method::GET => return None,
-            Route::Listing => self.listing(method, generation),
+            Route::Listing => self.listing(method, generation, cancel),
             Route::Read(raw) => self.read(method, raw, generation, mode)?,
             Route::OtherResource => {
                 let path = Some(recorded_path(strip_query(raw_path), false));
@@ -209,7 +214,7 @@ impl Router {
         self.mounted.containment.as_str()
     }
 
-    fn listing(&self, method: &Method, generation: u64) -> Response<PlaneBody> {
+    fn listing(&self, method: &Method, generation: u64, cancel: &Cancel) -> Response<PlaneBody> {
         let root = self
             .mounted
             .files
@@ -226,26 +231,25 @@ impl Router {
                     Code::NoResourcePlane,
                     "exports.files is not declared",
                 )),
-                Some(plane) => plane.list().map(|entries| (plane.clone(), entries)),
+                Some(plane) => plane.list(cancel).map(|entries| (plane.clone(), entries)),
             }
         };
         match result {
-            Ok((plane, entries)) => {
+            Ok((plane, listing)) => {
                 let scope = plane.scope();
-                let body = ListingBody {
+                let (entry_count, total_bytes) = (listing.len() as u64, listing.total_bytes());
+                let head = ListingHead {
                     root: scope.root.declared(),
-                    mode: "read-only",
                     max_bytes: scope.max_bytes,
                     generation,
                     containment_achieved: self.containment(),
-                    entries: &entries,
                 };
-                let mut ok = response::json(serde_json::to_vec(&body).unwrap_or_default());
+                let mut ok = response::listing(ListingBody::new(listing, &head));
                 self.plane_headers(&mut ok, generation, Some(scope.root.declared()));
                 let event = ResourceList {
                     root,
-                    entry_count: Some(entries.len() as u64),
-                    total_bytes: Some(entries.iter().map(|e| e.size_bytes).sum()),
+                    entry_count: Some(entry_count),
+                    total_bytes: Some(total_bytes),
                     generation,
                     containment_achieved: self.containment(),
                     outcome: "ok",

@@ -43,7 +43,7 @@ fn admits(meta: &FileMeta, hashed_at_ns: i128) -> bool {
 #[derive(Debug)]
 struct Cached {
     key: Key,
-    sha256: String,
+    sha256: [u8; 32],
     seen: AtomicU64,
 }
 
@@ -64,7 +64,7 @@ pub struct CacheView<'a> {
 impl CacheView<'_> {
     /// The cached hash for a file whose descriptor reports `meta`, if still valid; a hit
     /// marks the entry as seen by this view's listing, so [`HashCache::update`] keeps it.
-    pub fn get(&self, meta: &FileMeta) -> Option<String> {
+    pub fn get(&self, meta: &FileMeta) -> Option<[u8; 32]> {
         let shard = self
             .cache
             .shard(meta)
@@ -73,7 +73,7 @@ impl CacheView<'_> {
         match shard.get(&(meta.dev, meta.ino)) {
             Some(cached) if cached.key == Key::of(meta) => {
                 cached.seen.fetch_max(self.listing, Ordering::Relaxed);
-                Some(cached.sha256.clone())
+                Some(cached.sha256)
             }
             _ => None,
         }
@@ -116,7 +116,7 @@ impl HashCache {
 
     /// The cached hash for a file whose descriptor reports `meta`, if still valid. A lookup
     /// of its own: a hit counts as seen by a new listing number, as through a [`view`](Self::view).
-    pub fn get(&self, meta: &FileMeta) -> Option<String> {
+    pub fn get(&self, meta: &FileMeta) -> Option<[u8; 32]> {
         self.view().get(meta)
     }
 
@@ -137,11 +137,11 @@ impl HashCache {
     /// identities listed to build and look up.
     pub fn update<'a>(
         &self,
-        hashed: impl IntoIterator<Item = (&'a FileMeta, &'a str)>,
+        hashed: impl IntoIterator<Item = (&'a FileMeta, &'a [u8; 32])>,
         hashed_at_ns: i128,
         listing: u64,
     ) {
-        let mut by_shard: Vec<Vec<(&FileMeta, &str)>> = vec![Vec::new(); SHARDS];
+        let mut by_shard: Vec<Vec<(&FileMeta, &[u8; 32])>> = vec![Vec::new(); SHARDS];
         for (meta, sha256) in hashed {
             if admits(meta, hashed_at_ns) {
                 let mixed = meta.ino ^ meta.dev.rotate_left(17);
@@ -153,7 +153,7 @@ impl HashCache {
             for (meta, sha256) in fresh {
                 let cached = Cached {
                     key: Key::of(meta),
-                    sha256: sha256.to_owned(),
+                    sha256: *sha256,
                     seen: AtomicU64::new(listing),
                 };
                 entries.insert((meta.dev, meta.ino), cached);
@@ -180,6 +180,10 @@ impl HashCache {
 mod tests {
     use super::*;
 
+    const H: [u8; 32] = [1; 32];
+    const H_A: [u8; 32] = [2; 32];
+    const H_B: [u8; 32] = [3; 32];
+
     fn meta(size: u64, mtime_ns: i128, ctime_ns: i128) -> FileMeta {
         FileMeta {
             size,
@@ -193,7 +197,7 @@ mod tests {
 
     /// One listing's worth: caches `sha256` for `meta` (if admitted) and forgets every other
     /// entry.
-    fn put(cache: &HashCache, meta: &FileMeta, sha256: &str, hashed_at_ns: i128) {
+    fn put(cache: &HashCache, meta: &FileMeta, sha256: &[u8; 32], hashed_at_ns: i128) {
         let listing = cache.view().listing();
         cache.update([(meta, sha256)], hashed_at_ns, listing);
     }
@@ -202,8 +206,8 @@ mod tests {
     fn reuses_only_the_same_identity_and_times() {
         let cache = HashCache::new();
         let m = meta(10, 1_000, 1_000);
-        put(&cache, &m, "h", 10_000_000_000);
-        assert_eq!(cache.get(&m).as_deref(), Some("h"));
+        put(&cache, &m, &H, 10_000_000_000);
+        assert_eq!(cache.get(&m), Some(H));
         assert_eq!(cache.get(&meta(11, 1_000, 1_000)), None, "size changed");
         assert_eq!(cache.get(&meta(10, 1_001, 1_000)), None, "mtime changed");
         assert_eq!(
@@ -220,23 +224,23 @@ mod tests {
         put(
             &cache,
             &meta(1, now - 1_999_999_999, now - 5_000_000_000),
-            "h",
+            &H,
             now,
         );
         assert!(cache.is_empty(), "mtime within 2 s");
-        put(&cache, &meta(1, now - 5_000_000_000, now - 10), "h", now);
+        put(&cache, &meta(1, now - 5_000_000_000, now - 10), &H, now);
         assert!(cache.is_empty(), "ctime within 2 s");
         put(
             &cache,
             &meta(1, now + 5_000_000_000, now + 5_000_000_000),
-            "h",
+            &H,
             now,
         );
         assert!(cache.is_empty(), "a change time in the future");
         put(
             &cache,
             &meta(1, now - 2_000_000_000, now - 2_000_000_000),
-            "h",
+            &H,
             now,
         );
         assert_eq!(cache.len(), 1);
@@ -245,7 +249,7 @@ mod tests {
     #[test]
     fn retain_prunes() {
         let cache = HashCache::new();
-        put(&cache, &meta(1, 0, 0), "h", 10_000_000_000);
+        put(&cache, &meta(1, 0, 0), &H, 10_000_000_000);
         assert_eq!(cache.len(), 1);
         let listing = cache.view().listing();
         cache.update([], 20_000_000_000, listing);
@@ -266,11 +270,11 @@ mod tests {
             },
         );
         let first = cache.view().listing();
-        cache.update([(&a, "ha"), (&b, "hb")], 10_000_000_000, first);
+        cache.update([(&a, &H_A), (&b, &H_B)], 10_000_000_000, first);
         assert_eq!(cache.len(), 2);
 
         let view = cache.view();
-        assert_eq!(view.get(&a).as_deref(), Some("ha"));
+        assert_eq!(view.get(&a), Some(H_A));
         let b_rewritten = FileMeta {
             ctime_ns: 9_999_999_999,
             ..b
@@ -278,12 +282,12 @@ mod tests {
         assert_eq!(view.get(&b_rewritten), None, "b changed since its hash");
         let listing = view.listing();
         cache.update([], 10_000_000_000, listing);
-        assert_eq!(cache.get(&a).as_deref(), Some("ha"), "found valid: kept");
+        assert_eq!(cache.get(&a), Some(H_A), "found valid: kept");
         assert_eq!(cache.len(), 1, "b, not found valid, is forgotten");
 
         let earlier = cache.view().listing();
         let later = cache.view();
-        assert_eq!(later.get(&a).as_deref(), Some("ha"));
+        assert_eq!(later.get(&a), Some(H_A));
         cache.update([], 10_000_000_000, earlier);
         assert_eq!(cache.len(), 1, "seen by a later listing: kept");
     }
@@ -295,7 +299,7 @@ mod tests {
     fn an_earlier_listings_hit_never_lowers_a_later_ones_mark() {
         let cache = HashCache::new();
         let a = meta(1, 0, 0);
-        put(&cache, &a, "h", 10_000_000_000);
+        put(&cache, &a, &H, 10_000_000_000);
         let earlier = cache.view();
         let later = cache.view();
         assert!(later.get(&a).is_some());
@@ -314,18 +318,14 @@ mod tests {
         let reading = cache.view();
         assert_eq!(reading.get(&m), None);
         let another = cache.view();
-        cache.update([(&m, "h")], 10_000_000_000, another.listing());
+        cache.update([(&m, &H)], 10_000_000_000, another.listing());
         assert_eq!(
-            reading.get(&m).as_deref(),
-            Some("h"),
+            reading.get(&m),
+            Some(H),
             "applied while the other listing still runs"
         );
         let listing = reading.listing();
         cache.update([], 10_000_000_000, listing);
-        assert_eq!(
-            cache.get(&m).as_deref(),
-            Some("h"),
-            "and kept by its update"
-        );
+        assert_eq!(cache.get(&m), Some(H), "and kept by its update");
     }
 }

@@ -4,15 +4,20 @@
 //! The planes answer in domain terms ([`ServedFile`], [`Refusal`]); the HTTP router turns those
 //! into responses and trace lines, so every plane implementation gets the same wire behaviour.
 
+mod cancel;
 pub mod handle;
 pub mod hash_cache;
+mod listing;
 mod peer;
 pub mod reader;
 mod resource;
 
+pub use cancel::{Cancel, CancelOnDrop};
+pub(crate) use listing::ListingHead;
+pub use listing::{Listing, ListingBody, ListingEntry};
 pub use peer::HmacPeerPlane;
 pub(crate) use peer::normalise_audience;
-pub use reader::{ExportScope, ListingEntry, ReadMode, ServedFile};
+pub use reader::{ExportScope, ReadMode, ServedFile};
 pub use resource::OperatorPlane;
 
 use crate::path::RelPath;
@@ -24,11 +29,13 @@ pub trait ResourcePlane: Debug + Send + Sync {
     /// The root, limit and containment class this plane serves.
     fn scope(&self) -> &ExportScope;
 
-    /// `GET /resources/files` (D-3). Blocking.
+    /// `GET /resources/files` (D-3). Blocking. The work stops soon after `cancel` is raised
+    /// (the client left).
     ///
     /// # Errors
-    /// `outside_root` when the root escapes the workdir, `io_error` when it cannot be read.
-    fn list(&self) -> Result<Vec<ListingEntry>, Refusal>;
+    /// `outside_root` when the root escapes the workdir, `io_error` when it cannot be read or
+    /// the listing was cancelled.
+    fn list(&self, cancel: &Cancel) -> Result<Listing, Refusal>;
 
     /// `GET /resources/files/<raw_path>`, with `raw_path` still percent-encoded and its query
     /// already cut (D-2). Blocking.

@@ -1,7 +1,9 @@
 //! The one reader both planes call (spec: "a peer redeem calls the same reader"): resolve,
 //! type-check, size-check and read one file from one descriptor, and walk a root for a listing.
 
+use super::cancel::Cancel;
 use super::hash_cache::{CacheView, HashCache};
+use super::listing::{ENTRY_BYTES, Listing, ListingBuilder};
 use crate::backends::fs::{Containment, FileMeta, Filesystem, OpenFile, RootPath};
 use crate::budget::{BudgetPermit, ByteBudget, FillSlot};
 use crate::page_aligned;
@@ -83,19 +85,6 @@ fn borrow(
             permit
         })),
     }
-}
-
-/// One listing entry (D-3.3, D-3.5).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ListingEntry {
-    /// Path relative to the export root, `/`-separated.
-    pub path: String,
-    /// The bytes hashed.
-    pub size_bytes: u64,
-    /// Modification time from the same descriptor.
-    pub mtime_ms: i64,
-    /// Lowercase hex sha256 of the bytes hashed.
-    pub sha256: String,
 }
 
 /// Where one plane's files live and how they are contained.
@@ -254,171 +243,258 @@ pub fn read_file(
 
 /// Lists every regular file under the scope (D-3): sorted byte-lexicographically, each entry
 /// from one open with its hash streamed (memory stays bounded), symlinks decided by the class,
-/// vanished or failing entries omitted. A missing root, or one that is not a directory, lists
-/// as empty. Hashes come from `cache` when D-3.6 allows. Files are opened and hashed while the
-/// walk goes on: once it has found [`LISTING_PARALLEL_FROM`] candidates, workers start taking
-/// them (twice the cores: a cold cache keeps more files in flight than there are cores), and
-/// the walking thread joins them when the walk ends; a smaller tree is listed by the walking
-/// thread alone.
+/// vanished, failing or growing entries omitted. A missing root, or one that is not a
+/// directory, lists as empty. Hashes come from `cache` when D-3.6 allows; a cached file is
+/// recognised from a stat relative to the walk's directory and not opened at all.
+///
+/// With a `budget` (D-4.6): the walk passes the budget's walk gate alone, then the listing
+/// borrows the bytes its entries and its body's chunks will take, in one piece (capped at the
+/// whole budget: a listing larger than the budget waits to run alone) before hashing, and the
+/// [`Listing`] holds them until it is dropped. Files are hashed by the listing's own thread
+/// and, once there are [`LISTING_PARALLEL_FROM`] of them, by as many more threads as the
+/// budget's hashing slots have free (twice the cores in all, however many listings run).
+///
+/// `cancel` stops the work between files and between a file's chunks: the listing then ends
+/// `io_error` within moments.
 ///
 /// # Errors
-/// `outside_root` when the root escapes the workdir, `io_error` when it cannot be read.
+/// `outside_root` when the root escapes the workdir, `io_error` when it cannot be read or the
+/// listing was cancelled.
 pub fn list_files(
     fs: &dyn Filesystem,
     scope: &ExportScope,
     cache: &HashCache,
     now_ms: i64,
-) -> Result<Vec<ListingEntry>, Refusal> {
+    budget: Option<&ByteBudget>,
+    cancel: &Cancel,
+) -> Result<Listing, Refusal> {
     let root = match fs.open_root(&scope.root, scope.containment) {
         Ok(root) => root,
-        Err(e) if e.kind == crate::backends::fs::FsErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind == crate::backends::fs::FsErrorKind::NotFound => {
+            return Ok(Listing::default());
+        }
         Err(e) => return Err(e.into()),
     };
     let root = root.as_ref();
     let hashed_at_ns = i128::from(now_ms) * 1_000_000;
-    // One read of the cache for the whole listing; new hashes go in once every worker is done.
     let view = cache.view();
-    let listing = view.listing();
-    let (send, receive) = std::sync::mpsc::channel::<RelPath>();
-    let queue = std::sync::Mutex::new(receive);
-    let (walked, results) = std::thread::scope(|threads| {
-        let work = || {
-            let mut done = Listed::default();
-            let (mut storage, start) = page_aligned::zeroed(LISTING_CHUNK);
-            let buffer = &mut storage[start..];
-            // The lock is held while waiting for and taking one path, never while listing it;
-            // `recv` fails once the walk is over and the queue is empty.
-            let next = || queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
-            while let Ok(path) = next() {
-                list_one(root, path, &view, buffer, &mut done);
-            }
-            done
-        };
-        let mut workers = Vec::new();
-        let mut found = 0usize;
-        let walked =
-            root.walk_each(&mut |path| {
-                // The receiver lives until every worker is joined below: a send cannot fail.
-                let _ = send.send(path);
-                found += 1;
-                if found == LISTING_PARALLEL_FROM {
-                    // A thread the system will not start (a process limit) is work the others do.
-                    workers.extend((0..listing_workers()).filter_map(|_| {
-                        std::thread::Builder::new().spawn_scoped(threads, work).ok()
-                    }));
-                }
-            });
-        drop(send);
-        let mut results = vec![Ok(work())];
-        results.extend(workers.into_iter().map(|w| w.join()));
-        (walked, results)
+    let gate = budget.map(ByteBudget::walk_gate);
+    let mut listed = ListingBuilder::default();
+    let mut misses: Vec<RelPath> = Vec::new();
+    let mut miss_bytes = 0u64;
+    let with_meta = !cache.is_empty();
+    root.walk_with_meta(with_meta, &mut |path, meta| {
+        if let Some(meta) = meta
+            && let Some(sha256) = view.get(&meta)
+        {
+            listed.push(path.as_str(), meta.size, meta.mtime_ms, sha256);
+        } else {
+            miss_bytes += path.as_str().len() as u64;
+            misses.push(path);
+        }
+    })?;
+    if cancel.is_cancelled() {
+        return Err(cancelled());
+    }
+    let permit = budget.map(|budget| {
+        let entries = (listed.len() + misses.len()) as u64;
+        // The entries with their paths, each miss's path a second time while it waits to be
+        // hashed with its fresh metadata, and a body chunk in flight.
+        let wanted = entries * ENTRY_BYTES
+            + listed.path_bytes()
+            + 2 * miss_bytes
+            + misses.len() as u64 * (std::mem::size_of::<RelPath>() + FRESH_BYTES) as u64
+            + BODY_CHUNK_BYTES;
+        budget.acquire_blocking(wanted)
     });
-    walked?;
-    // A worker that panicked took its entries with it: no listing rather than a short one.
-    let results: Vec<Listed> = results
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .map_err(|_| Refusal::new(Code::IoError, "a listing worker failed"))?;
-    let mut entries = Vec::with_capacity(results.iter().map(|r| r.entries.len()).sum());
+    drop(gate);
+    let fresh = hash_misses(root, misses, &view, budget, cancel, &mut listed);
+    if cancel.is_cancelled() {
+        return Err(cancelled());
+    }
+    let fresh = fresh?;
+    cache.update(
+        fresh.iter().map(|(meta, sha256)| (meta, sha256)),
+        hashed_at_ns,
+        view.listing(),
+    );
+    Ok(listed.finish(permit))
+}
+
+/// The refusal of a listing whose caller went away.
+fn cancelled() -> Refusal {
+    Refusal::new(Code::IoError, "cancelled: the client disconnected")
+}
+
+/// The bytes a fresh hash's cache record takes while the listing runs.
+const FRESH_BYTES: usize = std::mem::size_of::<(FileMeta, [u8; 32])>();
+
+/// The bytes of a listing body chunk in flight (see [`Listing`]'s body).
+const BODY_CHUNK_BYTES: u64 = 80 * 1024;
+
+/// Hashes each of `misses` into `listed` (see [`list_one`]), on this thread alone for a few,
+/// with more threads from the budget's hashing slots for many; returns each fresh hash that
+/// describes its file as its descriptor saw it, to cache.
+///
+/// # Errors
+/// `io_error` when a hashing thread failed: no listing rather than a short one.
+fn hash_misses(
+    root: &dyn crate::backends::fs::RootDir,
+    misses: Vec<RelPath>,
+    cache: &CacheView<'_>,
+    budget: Option<&ByteBudget>,
+    cancel: &Cancel,
+    listed: &mut ListingBuilder,
+) -> Result<Vec<(FileMeta, [u8; 32])>, Refusal> {
+    let more = if misses.len() >= LISTING_PARALLEL_FROM {
+        listing_workers()
+    } else {
+        0
+    };
+    let local;
+    let slots_from = match budget {
+        Some(budget) => budget,
+        None => {
+            local = ByteBudget::new(1);
+            &local
+        }
+    };
+    let slots = slots_from.hashing_slots(more);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let misses = &misses;
+    let work = || {
+        let mut done = Listed::default();
+        let (mut storage, start) = page_aligned::zeroed(LISTING_CHUNK);
+        let buffer = &mut storage[start..];
+        loop {
+            let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(path) = misses.get(at) else { break };
+            if cancel.is_cancelled() {
+                break;
+            }
+            list_one(root, (at, path), cache, buffer, cancel, &mut done);
+        }
+        done
+    };
+    let results: Vec<std::thread::Result<Listed>> = std::thread::scope(|threads| {
+        // A thread the system will not start (a process limit) is work the others do.
+        let helpers: Vec<_> = slots[1..]
+            .iter()
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(threads, work).ok())
+            .collect();
+        let mut results = vec![Ok(work())];
+        results.extend(helpers.into_iter().map(|h| h.join()));
+        results
+    });
+    drop(slots);
     let mut fresh = Vec::new();
     for result in results {
-        let offset = entries.len();
-        entries.extend(result.entries);
-        fresh.extend(
-            result
-                .fresh
-                .into_iter()
-                .map(|(meta, at)| (meta, offset + at)),
-        );
+        let done = result.map_err(|_| Refusal::new(Code::IoError, "a listing worker failed"))?;
+        for entry in done.entries {
+            let path = misses[entry.at].as_str();
+            listed.push(path, entry.size, entry.mtime_ms, entry.sha256);
+        }
+        fresh.extend(done.fresh);
     }
-    cache.update(
-        fresh
-            .iter()
-            .map(|(meta, at)| (meta, entries[*at].sha256.as_str())),
-        hashed_at_ns,
-        listing,
-    );
-    entries.sort_unstable_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    Ok(entries)
+    Ok(fresh)
 }
 
 /// The bytes a listing worker reads and hashes at a time.
 const LISTING_CHUNK: usize = 256 * 1024;
 
-/// How many candidates the walk finds before workers start: below it, threads would cost more
-/// than they save.
+/// How many files to hash before a listing takes more threads: below it, threads would cost
+/// more than they save.
 const LISTING_PARALLEL_FROM: usize = 64;
 
-/// What one listing thread found: its entries, and which of them hold a hash it took that
-/// describes the file as its descriptor saw it (to cache, with that metadata: the entry's
-/// index in `entries`).
-#[derive(Default)]
-struct Listed {
-    entries: Vec<ListingEntry>,
-    fresh: Vec<(FileMeta, usize)>,
+/// One hashed file, as a worker found it: `at` is its index among the misses.
+struct Hashed {
+    at: usize,
+    size: u64,
+    mtime_ms: i64,
+    sha256: [u8; 32],
 }
 
-/// Threads that join the walking thread on a large listing: twice the cores (hashing is
-/// CPU-bound when warm; the extra threads keep the disk busy when cold), less the walker.
+/// What one listing thread hashed, and the fresh hashes among them that describe their file as
+/// its descriptor saw it (to cache).
+#[derive(Default)]
+struct Listed {
+    entries: Vec<Hashed>,
+    fresh: Vec<(FileMeta, [u8; 32])>,
+}
+
+/// Threads that may join a listing's own thread on a large listing: twice the cores (hashing
+/// is CPU-bound when warm; the extra threads keep the disk busy when cold), less its own.
 fn listing_workers() -> usize {
     let cores = std::thread::available_parallelism().map_or(2, usize::from);
     (cores * 2).saturating_sub(1).max(1)
 }
 
-/// One entry into `listed`: open, then the cached hash or a streamed one; a new hash that
-/// describes the file as its descriptor saw it also goes to `listed.fresh`, to cache. Nothing
-/// when the entry vanished, is not a regular file under the class rules, or failed mid-read.
+/// One file into `listed`: opened (D-2.6), then its cached hash if the descriptor's metadata
+/// finds one, else hashed from its descriptor, reading at most
+/// one byte more than the size its `fstat` gave (D-3.3): a file that grew past that size is
+/// being written and is omitted, whatever it grows to. A file that came back shorter is
+/// listed as the bytes hashed (its end was reached), not cached. Nothing when the entry
+/// vanished, is not a regular file under the class rules, failed mid-read, or `cancel` was
+/// raised.
 fn list_one(
     root: &dyn crate::backends::fs::RootDir,
-    path: RelPath,
+    (at, path): (usize, &RelPath),
     cache: &CacheView<'_>,
     buffer: &mut [u8],
+    cancel: &Cancel,
     listed: &mut Listed,
 ) {
-    let Ok(mut file) = root.open_file(&path) else {
+    let Ok(mut file) = root.open_file(path) else {
         return;
     };
     let meta = file.meta();
+    // A symlinked entry, or a walk that could not stat: the descriptor's metadata may still
+    // find the hash cached.
     if let Some(sha256) = cache.get(&meta) {
-        listed.entries.push(ListingEntry {
-            path: path.into_string(),
-            size_bytes: meta.size,
+        listed.entries.push(Hashed {
+            at,
+            size: meta.size,
             mtime_ms: meta.mtime_ms,
             sha256,
         });
         return;
     }
-    // Hash to the end of the file, so the entry describes the file's bytes as they are now
-    // even if it grew since the open; `size_bytes` is the bytes hashed (D-3.3). A local
-    // regular file's read comes back short only at its end, so a short read that brings the
-    // bytes read to exactly the size the descriptor gave ends the loop without a further
-    // read(2) that would return 0 (one system call in seven per file). Any other short read (a
-    // network or FUSE filesystem may give one, a file may have grown) just reads on; at worst,
-    // on such a filesystem, the entry describes the file's first `meta.size` bytes: the size
-    // its descriptor reported, with that descriptor's mtime.
+    let limit = meta.size.saturating_add(1);
     let mut hasher = Sha256::new();
     let mut size = 0u64;
-    loop {
-        match file.read(buffer) {
+    while size < limit {
+        let want = usize::try_from(limit - size)
+            .unwrap_or(usize::MAX)
+            .min(buffer.len());
+        match file.read(&mut buffer[..want]) {
             Ok(0) => break,
             Ok(n) => {
                 hasher.update(&buffer[..n]);
                 size += n as u64;
-                if n < buffer.len() && size == meta.size {
+                // A short read that reaches the size the descriptor gave is a local file's
+                // end: stop without the read(2) that would return 0 (one call in seven per
+                // file). Any other short read (a network filesystem, a growing file) reads on.
+                if n < want && size == meta.size {
                     break;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
+        if cancel.is_cancelled() {
+            return;
+        }
     }
-    let sha256 = crate::hex::encode(&hasher.finalize());
+    if size > meta.size {
+        return;
+    }
+    let sha256: [u8; 32] = hasher.finalize().into();
     if size == meta.size {
-        listed.fresh.push((meta, listed.entries.len()));
+        listed.fresh.push((meta, sha256));
     }
-    listed.entries.push(ListingEntry {
-        path: path.into_string(),
-        size_bytes: size,
+    listed.entries.push(Hashed {
+        at,
+        size,
         mtime_ms: meta.mtime_ms,
         sha256,
     });
@@ -428,6 +504,7 @@ fn list_one(
 mod tests {
     use super::*;
     use crate::backends::fs::MemoryFilesystem;
+    use crate::planes::ListingEntry;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn scope(max_bytes: u64) -> ExportScope {
@@ -613,7 +690,17 @@ mod tests {
             disk.files
                 .add_file(&format!("out/d{}/f{n}", n % 5), vec![n as u8; 100], 0);
         }
-        let listed = list_files(&disk, &scope(1 << 20), &HashCache::new(), 0).expect("listable");
+        let listed = list_files(
+            &disk,
+            &scope(1 << 20),
+            &HashCache::new(),
+            0,
+            None,
+            &Cancel::default(),
+        )
+        .expect("listable")
+        .iter()
+        .collect::<Vec<_>>();
         assert_eq!(listed.len(), files);
         let digest = crate::hex::encode(&Sha256::digest([7u8; 100]));
         let seven = listed.iter().find(|e| e.path == "d2/f7").expect("listed");
@@ -736,7 +823,17 @@ mod tests {
         let inner = MemoryFilesystem::new();
         inner.add_file("out/f", content.to_vec(), 0);
         let fs = StaleSizes::always(inner, stale_size, piece);
-        list_files(&fs, &scope(1 << 30), &HashCache::new(), 0).expect("listable")
+        list_files(
+            &fs,
+            &scope(1 << 30),
+            &HashCache::new(),
+            0,
+            None,
+            &Cancel::default(),
+        )
+        .expect("listable")
+        .iter()
+        .collect::<Vec<_>>()
     }
 
     #[test]
@@ -751,15 +848,19 @@ mod tests {
             (size, usize::MAX), // the plain case
             (size, 1000),       // short reads long before the end must not end the hash
             (size, 4096),       // short reads of exactly a page
-            (100, usize::MAX),  // the file grew after the fstat: hashed to its end
-            (100, 1000),        // grew, and short reads
-            (size - 1, 65_536), // grew by one byte
         ] {
             let listed = list_through(&content, stale_size, piece);
             assert_eq!(listed.len(), 1);
             assert_eq!(
                 (listed[0].size_bytes, listed[0].sha256.as_str()),
                 (size, whole.as_str()),
+                "stale size {stale_size}, reads of at most {piece} bytes"
+            );
+        }
+        // A file that grew past the size its descriptor gave is being written: omitted.
+        for (stale_size, piece) in [(100, usize::MAX), (100, 1000), (size - 1, 65_536)] {
+            assert!(
+                list_through(&content, stale_size, piece).is_empty(),
                 "stale size {stale_size}, reads of at most {piece} bytes"
             );
         }
@@ -773,6 +874,170 @@ mod tests {
         );
     }
 
+    /// A file whose every read returns more (a sparse file grown by `ftruncate` faster than it
+    /// can be read): its descriptor said 1,000 bytes, so at most 1,001 are read, and it is
+    /// omitted; the rest of the listing is unaffected.
+    #[test]
+    fn an_endlessly_growing_file_is_read_to_its_size_plus_one_and_omitted() {
+        #[derive(Debug)]
+        struct Endless(Arc<AtomicUsize>);
+        impl std::io::Read for Endless {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.0.fetch_add(buf.len(), Ordering::SeqCst);
+                buf.fill(7);
+                Ok(buf.len())
+            }
+        }
+        impl OpenFile for Endless {
+            fn meta(&self) -> FileMeta {
+                FileMeta {
+                    size: 1_000,
+                    mtime_ms: 0,
+                    dev: 1,
+                    ino: 99,
+                    mtime_ns: 0,
+                    ctime_ns: 0,
+                }
+            }
+        }
+        #[derive(Debug)]
+        struct Root(Box<dyn RootDir>, Arc<AtomicUsize>);
+        impl RootDir for Root {
+            fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError> {
+                if target.as_str() == "growing" {
+                    return Ok(Box::new(Endless(self.1.clone())));
+                }
+                self.0.open_file(target)
+            }
+            fn walk(&self) -> Result<Vec<RelPath>, FsError> {
+                self.0.walk()
+            }
+        }
+        #[derive(Debug)]
+        struct Growing(MemoryFilesystem, Arc<AtomicUsize>);
+        impl Filesystem for Growing {
+            fn open_root(
+                &self,
+                root: &RootPath,
+                class: Containment,
+            ) -> Result<Box<dyn RootDir>, FsError> {
+                Ok(Box::new(Root(
+                    self.0.open_root(root, class)?,
+                    self.1.clone(),
+                )))
+            }
+            fn check_root(&self, root: &RootPath) -> Result<(), FsError> {
+                self.0.check_root(root)
+            }
+            fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
+                self.0.land(dir, name, bytes)
+            }
+        }
+        let fs = Growing(MemoryFilesystem::new(), Arc::new(AtomicUsize::new(0)));
+        fs.0.add_file("out/growing", vec![0u8; 10], 0);
+        fs.0.add_file("out/still", b"still".to_vec(), 0);
+        let listed: Vec<ListingEntry> = list_files(
+            &fs,
+            &scope(1 << 40),
+            &HashCache::new(),
+            0,
+            None,
+            &Cancel::default(),
+        )
+        .expect("listable")
+        .iter()
+        .collect();
+        assert_eq!(
+            listed.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+            ["still"]
+        );
+        assert_eq!(
+            fs.1.load(Ordering::SeqCst),
+            1_001,
+            "bytes asked of the growing file"
+        );
+    }
+
+    /// A listing whose caller went away stops between files: raised mid-way through a slow
+    /// tree, the listing ends `io_error` long before it could have read every file, and no
+    /// read is left running.
+    #[test]
+    fn a_cancelled_listing_stops_soon() {
+        let disk = ColdDisk::default();
+        for n in 0..2_000 {
+            disk.files.add_file(&format!("out/f{n}"), vec![1u8; 10], 0);
+        }
+        let cancel = Cancel::default();
+        let started = std::time::Instant::now();
+        let listing = std::thread::scope(|threads| {
+            let listing = threads
+                .spawn(|| list_files(&disk, &scope(1 << 20), &HashCache::new(), 0, None, &cancel));
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            cancel.cancel();
+            listing.join().expect("no panic")
+        });
+        // 2,000 reads of 3 ms on 2 x cores threads would take over a second on any machine
+        // this runs on with fewer than 500 cores.
+        let took = started.elapsed();
+        assert_eq!(listing.expect_err("cancelled").code, Code::IoError);
+        assert!(took < std::time::Duration::from_millis(500), "{took:?}");
+        assert_eq!(
+            disk.reading.load(Ordering::SeqCst),
+            0,
+            "no read left running"
+        );
+    }
+
+    /// A listing's entries and body are charged to the in-flight budget until the listing is
+    /// dropped (D-4.6); one larger than the whole budget waits until it can run alone, and is
+    /// then served, not refused.
+    #[test]
+    fn a_listing_is_charged_to_the_budget_and_one_larger_than_it_waits_to_run_alone() {
+        let fs = MemoryFilesystem::new();
+        for n in 0..300 {
+            fs.add_file(&format!("out/d{}/file-{n}", n % 3), vec![n as u8; 20], 0);
+        }
+        let cache = HashCache::new();
+        let budget = ByteBudget::new(64 << 20);
+        let listing = list_files(
+            &fs,
+            &scope(1 << 20),
+            &cache,
+            0,
+            Some(&budget),
+            &Cancel::default(),
+        )
+        .expect("listable");
+        let charged = (64 << 20) - budget.available();
+        assert!(
+            charged >= 300 * super::ENTRY_BYTES,
+            "{charged} bytes charged for 300 entries"
+        );
+        drop(listing);
+        assert_eq!(budget.available(), 64 << 20, "all of it comes back");
+
+        let small = ByteBudget::new(4096);
+        let held = small.acquire_blocking(1);
+        std::thread::scope(|threads| {
+            let listing = threads.spawn(|| {
+                list_files(
+                    &fs,
+                    &scope(1 << 20),
+                    &cache,
+                    0,
+                    Some(&small),
+                    &Cancel::default(),
+                )
+                .map(|listing| listing.len())
+            });
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(!listing.is_finished(), "waits for the whole budget");
+            drop(held);
+            assert_eq!(listing.join().expect("no panic").expect("listable"), 300);
+        });
+        assert_eq!(small.available(), 4096);
+    }
+
     /// Listings share one cache: each holds one read of it while its workers run and writes
     /// its new hashes after. Concurrent listings neither deadlock nor disagree.
     #[test]
@@ -783,7 +1048,10 @@ mod tests {
         }
         let cache = HashCache::new();
         let scope = scope(1 << 20);
-        let first = list_files(&fs, &scope, &cache, 10_000).expect("listable");
+        let first = list_files(&fs, &scope, &cache, 10_000, None, &Cancel::default())
+            .expect("listable")
+            .iter()
+            .collect::<Vec<_>>();
         assert_eq!(first.len(), 200);
         assert_eq!(
             cache.len(),
@@ -792,10 +1060,21 @@ mod tests {
         );
         std::thread::scope(|threads| {
             let listings: Vec<_> = (0..4)
-                .map(|_| threads.spawn(|| list_files(&fs, &scope, &cache, 10_000)))
+                .map(|_| {
+                    threads
+                        .spawn(|| list_files(&fs, &scope, &cache, 10_000, None, &Cancel::default()))
+                })
                 .collect();
             for listing in listings {
-                assert_eq!(listing.join().expect("no panic").expect("listable"), first);
+                assert_eq!(
+                    listing
+                        .join()
+                        .expect("no panic")
+                        .expect("listable")
+                        .iter()
+                        .collect::<Vec<_>>(),
+                    first
+                );
             }
         });
         assert_eq!(cache.len(), 200);
@@ -816,15 +1095,30 @@ mod tests {
         // A listing in progress throughout: its view is open.
         let in_progress = cache.view();
         std::thread::scope(|threads| {
-            let first = threads.spawn(|| list_files(&disk, &scope, &cache, 10_000));
+            let first = threads
+                .spawn(|| list_files(&disk, &scope, &cache, 10_000, None, &Cancel::default()));
             std::thread::sleep(std::time::Duration::from_millis(5));
-            let second = list_files(&disk, &scope, &cache, 10_000).expect("listable");
+            let second = list_files(&disk, &scope, &cache, 10_000, None, &Cancel::default())
+                .expect("listable")
+                .iter()
+                .collect::<Vec<_>>();
             assert_eq!(second.len(), 40);
-            assert_eq!(first.join().expect("no panic").expect("listable"), second);
+            assert_eq!(
+                first
+                    .join()
+                    .expect("no panic")
+                    .expect("listable")
+                    .iter()
+                    .collect::<Vec<_>>(),
+                second
+            );
         });
         assert_eq!(cache.len(), 40, "every hash reached the cache");
         disk.most.store(0, Ordering::SeqCst);
-        let third = list_files(&disk, &scope, &cache, 10_000).expect("listable");
+        let third = list_files(&disk, &scope, &cache, 10_000, None, &Cancel::default())
+            .expect("listable")
+            .iter()
+            .collect::<Vec<_>>();
         assert_eq!(third.len(), 40);
         assert_eq!(
             disk.most.load(Ordering::SeqCst),
@@ -846,15 +1140,20 @@ mod tests {
         let cache = HashCache::new();
         let scope = scope(1 << 20);
         assert_eq!(
-            list_files(&fs, &scope, &cache, 10_000)
+            list_files(&fs, &scope, &cache, 10_000, None, &Cancel::default())
                 .expect("listable")
+                .iter()
+                .collect::<Vec<_>>()
                 .len(),
             3
         );
         assert_eq!(cache.len(), 3);
         fs.remove("out/gone");
         fs.write_in_place("out/racy", b"r2".to_vec(), 9_000); // within 2 s of the listing
-        let listed = list_files(&fs, &scope, &cache, 10_000).expect("listable");
+        let listed = list_files(&fs, &scope, &cache, 10_000, None, &Cancel::default())
+            .expect("listable")
+            .iter()
+            .collect::<Vec<_>>();
         assert_eq!(listed.len(), 2);
         let racy = listed.iter().find(|e| e.path == "racy").expect("listed");
         assert_eq!(racy.sha256, crate::hex::encode(&Sha256::digest(b"r2")));
@@ -863,7 +1162,7 @@ mod tests {
             1,
             "gone vanished; racy changed and is not admitted"
         );
-        list_files(&fs, &scope, &cache, 20_000).expect("listable");
+        list_files(&fs, &scope, &cache, 20_000, None, &Cancel::default()).expect("listable");
         assert_eq!(cache.len(), 2, "racy cached once out of the window");
     }
 

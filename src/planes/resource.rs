@@ -2,7 +2,8 @@
 
 use super::ResourcePlane;
 use super::hash_cache::HashCache;
-use super::reader::{self, ExportScope, ListingEntry, ReadMode, ServedFile};
+use super::reader::{self, ExportScope, ReadMode, ServedFile};
+use super::{Cancel, Listing};
 use crate::backends::Clock;
 use crate::backends::fs::Filesystem;
 use crate::budget::ByteBudget;
@@ -61,12 +62,14 @@ impl ResourcePlane for OperatorPlane {
         &self.scope
     }
 
-    fn list(&self) -> Result<Vec<ListingEntry>, Refusal> {
+    fn list(&self, cancel: &Cancel) -> Result<Listing, Refusal> {
         reader::list_files(
             self.fs.as_ref(),
             &self.scope,
             &self.hashes,
             self.clock.now_ms(),
+            Some(&self.budget),
+            cancel,
         )
     }
 

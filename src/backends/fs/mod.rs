@@ -301,6 +301,24 @@ pub trait RootDir: Send + Sync + Debug {
         self.walk()?.into_iter().for_each(found);
         Ok(())
     }
+
+    /// [`walk_each`](Self::walk_each), and, when `with_meta` asks for it, the metadata of each
+    /// candidate that is a regular file as the walk found it, taken without opening it (a
+    /// stat of the name relative to the walk's own directory descriptor, following no
+    /// symlink): enough to recognise a file whose hash a listing has cached (D-3.6), so that
+    /// a repeat listing opens nothing. `None` for a symlink, and for every candidate from the
+    /// default, which walks with `walk_each`.
+    ///
+    /// # Errors
+    /// As [`walk`](Self::walk).
+    fn walk_with_meta(
+        &self,
+        with_meta: bool,
+        found: &mut dyn FnMut(RelPath, Option<FileMeta>),
+    ) -> Result<(), FsError> {
+        let _ = with_meta;
+        self.walk_each(&mut |path| found(path, None))
+    }
 }
 
 /// The filesystem a capsule's workdir lives on.

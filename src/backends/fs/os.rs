@@ -565,6 +565,14 @@ impl RootDir for OsRootDir {
     }
 
     fn walk_each(&self, found: &mut dyn FnMut(RelPath)) -> Result<(), FsError> {
+        self.walk_with_meta(false, &mut |path, _| found(path))
+    }
+
+    fn walk_with_meta(
+        &self,
+        with_meta: bool,
+        found: &mut dyn FnMut(RelPath, Option<FileMeta>),
+    ) -> Result<(), FsError> {
         let root = rustix::fs::openat(
             self.fd.as_fd(),
             ".",
@@ -573,7 +581,7 @@ impl RootDir for OsRootDir {
         )
         .map_err(|e| fs_error(e, self.class, "open export root for listing"))?;
         let mut pending = Vec::new();
-        list_dir(&root, None, found, &mut pending)
+        list_dir(&root, None, with_meta, found, &mut pending)
             .map_err(|e| fs_error(e, self.class, "read export root"))?;
         // Depth-first with an explicit stack of paths, not of descriptors, and no recursion,
         // however deep the tree an agent built. Only the directory listed last stays open: its
@@ -592,7 +600,7 @@ impl RootDir for OsRootDir {
             };
             // An unreadable or vanished subdirectory is omitted, not fatal (D-3.3).
             if let Ok(dir) = opened {
-                let _ = list_dir(&dir, Some(&path), found, &mut pending);
+                let _ = list_dir(&dir, Some(&path), with_meta, found, &mut pending);
                 listed = (Some(path), dir);
             }
         }
@@ -634,10 +642,14 @@ impl OsRootDir {
 /// Reads one directory's entries: regular files and symlinks go to `found`, real directories
 /// to `pending` for the walk to open later. Paths a read could not reach (over `PATH_MAX`, or
 /// not UTF-8) are left out.
+/// Hands each regular file and symlink in `dir` to `found` (with its metadata from a stat
+/// relative to `dir` that follows no symlink, for a regular file when `with_meta` asks) and
+/// queues each subdirectory on `pending`.
 fn list_dir(
     dir: &OwnedFd,
     prefix: Option<&RelPath>,
-    found: &mut dyn FnMut(RelPath),
+    with_meta: bool,
+    found: &mut dyn FnMut(RelPath, Option<FileMeta>),
     pending: &mut Vec<RelPath>,
 ) -> Result<(), Errno> {
     let mut entries = rustix::fs::Dir::read_from(dir)?;
@@ -663,7 +675,16 @@ fn list_dir(
             None => RelPath::from_name(name),
         };
         match file_type {
-            FileType::RegularFile | FileType::Symlink if path.fits_path_max() => found(path),
+            FileType::RegularFile if path.fits_path_max() => {
+                // Still a regular file when stat'ed, or no metadata: the caller opens it.
+                let meta = with_meta
+                    .then(|| rustix::fs::statat(dir, raw, AtFlags::SYMLINK_NOFOLLOW).ok())
+                    .flatten()
+                    .filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+                    .map(|st| meta_of(&st));
+                found(path, meta);
+            }
+            FileType::Symlink if path.fits_path_max() => found(path, None),
             FileType::Directory if path.has_room_for_children() => pending.push(path),
             _ => {}
         }

@@ -1,0 +1,57 @@
+//! Telling blocking work that nobody waits for its answer any more.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A flag a caller raises when it no longer wants an answer (its client disconnected): a
+/// listing checks it between files and between a file's chunks, and stops. Clones share the
+/// flag.
+///
+/// ```
+/// use resource_plane::planes::Cancel;
+///
+/// let cancel = Cancel::default();
+/// let guard = cancel.on_drop();
+/// assert!(!cancel.is_cancelled());
+/// drop(guard); // the request's future went away
+/// assert!(cancel.is_cancelled());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// Raises the flag.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the flag is raised.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// A guard that raises the flag when it is dropped, unless [`disarm`](CancelOnDrop::disarm)ed:
+    /// held by the future that awaits the work, so dropping the future cancels the work.
+    pub fn on_drop(&self) -> CancelOnDrop {
+        CancelOnDrop(Some(self.clone()))
+    }
+}
+
+/// Raises its [`Cancel`] when dropped (see [`Cancel::on_drop`]).
+#[derive(Debug)]
+pub struct CancelOnDrop(Option<Cancel>);
+
+impl CancelOnDrop {
+    /// The work was answered: dropping the guard now raises nothing.
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.0.take() {
+            cancel.cancel();
+        }
+    }
+}

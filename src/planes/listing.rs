@@ -1,0 +1,524 @@
+//! A listing as it is held and sent (D-3.5): its entries, sorted, in a compact form (every path
+//! in one string, each hash as 32 bytes), and the JSON body streamed from them chunk by chunk
+//! with its exact length known in advance, so a listing is never held twice (entries and body)
+//! and its memory is charged to the in-flight budget until the last chunk is sent (D-4.6).
+
+use crate::budget::BudgetPermit;
+use bytes::Bytes;
+use std::fmt;
+
+/// One listing entry (D-3.3, D-3.5).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ListingEntry {
+    /// Path relative to the export root, `/`-separated.
+    pub path: String,
+    /// The bytes hashed.
+    pub size_bytes: u64,
+    /// Modification time from the same descriptor.
+    pub mtime_ms: i64,
+    /// Lowercase hex sha256 of the bytes hashed.
+    pub sha256: String,
+}
+
+/// One entry, compact: its path is `paths[path_at..path_at + path_len]` of its listing.
+#[derive(Debug, Clone, Copy)]
+struct Compact {
+    path_at: u64,
+    path_len: u32,
+    size: u64,
+    mtime_ms: i64,
+    sha256: [u8; 32],
+}
+
+/// The memory one entry takes beside its path bytes, for charging a listing to the budget.
+pub(crate) const ENTRY_BYTES: u64 = std::mem::size_of::<Compact>() as u64;
+
+/// A listing: the regular files under an export root, sorted byte-lexicographically by path.
+///
+/// ```
+/// use resource_plane::planes::{Listing, ListingEntry};
+///
+/// let listing = Listing::from_entries(vec![ListingEntry {
+///     path: "b.md".into(),
+///     size_bytes: 5,
+///     mtime_ms: 1_700_000_000_000,
+///     sha256: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824".into(),
+/// }]);
+/// assert_eq!(listing.len(), 1);
+/// assert_eq!(listing.total_bytes(), 5);
+/// assert_eq!(listing.iter().next().unwrap().path, "b.md");
+/// ```
+#[derive(Default)]
+pub struct Listing {
+    paths: String,
+    entries: Vec<Compact>,
+    /// The in-flight budget bytes this listing holds until it is dropped (after its body is
+    /// sent, or its client cut).
+    permit: Option<BudgetPermit>,
+}
+
+impl fmt::Debug for Listing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listing")
+            .field("entries", &self.entries.len())
+            .field("path_bytes", &self.paths.len())
+            .field("charged", &self.permit.is_some())
+            .finish()
+    }
+}
+
+impl PartialEq for Listing {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Listing {
+    /// A listing of `entries` (sorted here), for a plane that builds its own. An entry whose
+    /// `sha256` is not 64 lowercase hex digits is left out: a listing only names files it
+    /// hashed.
+    pub fn from_entries(entries: Vec<ListingEntry>) -> Self {
+        let mut builder = ListingBuilder::with_capacity(entries.len());
+        for entry in entries {
+            if let Some(sha256) = crate::hex::decode32(&entry.sha256) {
+                builder.push(&entry.path, entry.size_bytes, entry.mtime_ms, sha256);
+            }
+        }
+        builder.finish(None)
+    }
+
+    /// Entries listed.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is listed.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The sum of the entries' sizes.
+    pub fn total_bytes(&self) -> u64 {
+        self.entries.iter().map(|e| e.size).sum()
+    }
+
+    /// The entries, in order.
+    pub fn iter(&self) -> impl Iterator<Item = ListingEntry> + '_ {
+        self.entries.iter().map(|e| ListingEntry {
+            path: self.path(e).to_owned(),
+            size_bytes: e.size,
+            mtime_ms: e.mtime_ms,
+            sha256: crate::hex::encode(&e.sha256),
+        })
+    }
+
+    fn path(&self, entry: &Compact) -> &str {
+        let at = entry.path_at as usize;
+        &self.paths[at..at + entry.path_len as usize]
+    }
+}
+
+/// Collects entries into a [`Listing`].
+#[derive(Debug, Default)]
+pub(crate) struct ListingBuilder {
+    paths: String,
+    entries: Vec<Compact>,
+}
+
+impl ListingBuilder {
+    pub(crate) fn with_capacity(entries: usize) -> Self {
+        ListingBuilder {
+            paths: String::new(),
+            entries: Vec::with_capacity(entries),
+        }
+    }
+
+    /// Entries so far.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The bytes of the paths so far.
+    pub(crate) fn path_bytes(&self) -> u64 {
+        self.paths.len() as u64
+    }
+
+    pub(crate) fn push(&mut self, path: &str, size: u64, mtime_ms: i64, sha256: [u8; 32]) {
+        let path_at = self.paths.len() as u64;
+        self.paths.push_str(path);
+        self.entries.push(Compact {
+            path_at,
+            path_len: u32::try_from(path.len()).unwrap_or(u32::MAX),
+            size,
+            mtime_ms,
+            sha256,
+        });
+    }
+
+    /// The listing, sorted byte-lexicographically by path (D-3.5), holding `permit`.
+    pub(crate) fn finish(self, permit: Option<BudgetPermit>) -> Listing {
+        let ListingBuilder { paths, mut entries } = self;
+        let path = |e: &Compact| &paths.as_bytes()[e.path_at as usize..][..e.path_len as usize];
+        entries.sort_unstable_by(|a, b| path(a).cmp(path(b)));
+        entries.shrink_to_fit();
+        Listing {
+            paths,
+            entries,
+            permit,
+        }
+    }
+}
+
+/// What the listing body says besides its entries (D-3.5's key order).
+#[derive(Debug, Clone)]
+pub(crate) struct ListingHead<'a> {
+    pub(crate) root: &'a str,
+    pub(crate) max_bytes: u64,
+    pub(crate) generation: u64,
+    pub(crate) containment_achieved: &'static str,
+}
+
+/// The bytes a body chunk holds at most (one entry may take it past).
+const CHUNK: usize = 64 * 1024;
+
+/// A listing's JSON body, produced chunk by chunk from the entries: compact JSON exactly as
+/// `serde_json` writes it, with its length known before the first byte.
+#[derive(Debug)]
+pub struct ListingBody {
+    listing: Listing,
+    opening: Vec<u8>,
+    cursor: Cursor,
+    len: u64,
+}
+
+/// Where a body's production stands: `0` before the opening, `n + 1` before entry `n`, and
+/// `entries + 1` before the closing; `done` once that is written too.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cursor {
+    next: usize,
+    done: bool,
+}
+
+impl ListingBody {
+    pub(crate) fn new(listing: Listing, head: &ListingHead<'_>) -> Self {
+        let mut opening = Vec::with_capacity(160 + head.root.len());
+        opening.extend_from_slice(b"{\"root\":");
+        json::write_str(&mut opening, head.root);
+        opening.extend_from_slice(b",\"mode\":\"read-only\",\"max_bytes\":");
+        json::write_u64(&mut opening, head.max_bytes);
+        opening.extend_from_slice(b",\"generation\":");
+        json::write_u64(&mut opening, head.generation);
+        opening.extend_from_slice(b",\"containment_achieved\":");
+        json::write_str(&mut opening, head.containment_achieved);
+        opening.extend_from_slice(b",\"entries\":[");
+        let entries: u64 = listing
+            .entries
+            .iter()
+            .map(|e| json::entry_len(listing.path(e), e.size, e.mtime_ms) as u64)
+            .sum();
+        let commas = listing.len().saturating_sub(1) as u64;
+        let len = opening.len() as u64 + entries + commas + CLOSING.len() as u64;
+        ListingBody {
+            listing,
+            opening,
+            cursor: Cursor::default(),
+            len,
+        }
+    }
+
+    /// The body's exact length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the body is empty (never: it is a JSON object).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether every chunk has been produced.
+    pub fn is_end(&self) -> bool {
+        self.cursor.done
+    }
+
+    /// The next chunk, or `None` once all is sent.
+    pub(crate) fn next_chunk(&mut self) -> Option<Bytes> {
+        let mut cursor = self.cursor;
+        let chunk = self.chunk_at(&mut cursor);
+        self.cursor = cursor;
+        chunk.map(Bytes::from)
+    }
+
+    /// The chunk at `cursor`, moving it on.
+    fn chunk_at(&self, cursor: &mut Cursor) -> Option<Vec<u8>> {
+        if cursor.done {
+            return None;
+        }
+        let mut chunk = Vec::with_capacity(CHUNK + 512);
+        if cursor.next == 0 {
+            chunk.extend_from_slice(&self.opening);
+            cursor.next = 1;
+        }
+        let entries = &self.listing.entries;
+        while cursor.next <= entries.len() && chunk.len() < CHUNK {
+            let at = cursor.next - 1;
+            if at > 0 {
+                chunk.push(b',');
+            }
+            let e = &entries[at];
+            json::write_entry(
+                &mut chunk,
+                self.listing.path(e),
+                e.size,
+                e.mtime_ms,
+                &e.sha256,
+            );
+            cursor.next += 1;
+        }
+        if cursor.next > entries.len() && chunk.len() < CHUNK {
+            chunk.extend_from_slice(CLOSING);
+            cursor.done = true;
+        }
+        Some(chunk)
+    }
+
+    /// The whole body, from its start, whatever has been sent (tests and in-process callers).
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(usize::try_from(self.len).unwrap_or(0));
+        let mut cursor = Cursor::default();
+        while let Some(chunk) = self.chunk_at(&mut cursor) {
+            out.extend_from_slice(&chunk);
+        }
+        out
+    }
+}
+
+const CLOSING: &[u8] = b"]}";
+
+/// Compact JSON for the listing, byte for byte as `serde_json` writes it, with the length of
+/// each piece computable without writing it.
+mod json {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+
+    /// The escape `serde_json` writes for `byte`, if any: two-character escapes for the usual
+    /// controls, `\u00XX` for the rest below 0x20, and `\"` and `\\`.
+    fn escape(byte: u8) -> Option<&'static [u8]> {
+        Some(match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x00..=0x1f => b"\\u00",
+            _ => return None,
+        })
+    }
+
+    pub(super) fn str_len(text: &str) -> usize {
+        2 + text
+            .bytes()
+            .map(|b| match escape(b) {
+                Some(b"\\u00") => 6,
+                Some(_) => 2,
+                None => 1,
+            })
+            .sum::<usize>()
+    }
+
+    pub(super) fn write_str(out: &mut Vec<u8>, text: &str) {
+        out.push(b'"');
+        let bytes = text.as_bytes();
+        let mut plain = 0;
+        for (at, &byte) in bytes.iter().enumerate() {
+            if let Some(escaped) = escape(byte) {
+                out.extend_from_slice(&bytes[plain..at]);
+                out.extend_from_slice(escaped);
+                if escaped == b"\\u00" {
+                    out.push(HEX[usize::from(byte >> 4)]);
+                    out.push(HEX[usize::from(byte & 0xf)]);
+                }
+                plain = at + 1;
+            }
+        }
+        out.extend_from_slice(&bytes[plain..]);
+        out.push(b'"');
+    }
+
+    fn u64_len(mut n: u64) -> usize {
+        let mut len = 1;
+        while n >= 10 {
+            n /= 10;
+            len += 1;
+        }
+        len
+    }
+
+    fn i64_len(n: i64) -> usize {
+        usize::from(n < 0) + u64_len(n.unsigned_abs())
+    }
+
+    pub(super) fn write_u64(out: &mut Vec<u8>, n: u64) {
+        let start = out.len();
+        let mut n = n;
+        loop {
+            out.push(b'0' + (n % 10) as u8);
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        out[start..].reverse();
+    }
+
+    fn write_i64(out: &mut Vec<u8>, n: i64) {
+        if n < 0 {
+            out.push(b'-');
+        }
+        write_u64(out, n.unsigned_abs());
+    }
+
+    const PATH: &[u8] = b"{\"path\":";
+    const SIZE: &[u8] = b",\"size_bytes\":";
+    const MTIME: &[u8] = b",\"mtime_ms\":";
+    const SHA: &[u8] = b",\"sha256\":\"";
+    const END: &[u8] = b"\"}";
+
+    pub(super) fn entry_len(path: &str, size: u64, mtime_ms: i64) -> usize {
+        PATH.len()
+            + str_len(path)
+            + SIZE.len()
+            + u64_len(size)
+            + MTIME.len()
+            + i64_len(mtime_ms)
+            + SHA.len()
+            + 64
+            + END.len()
+    }
+
+    pub(super) fn write_entry(
+        out: &mut Vec<u8>,
+        path: &str,
+        size: u64,
+        mtime_ms: i64,
+        sha256: &[u8; 32],
+    ) {
+        out.extend_from_slice(PATH);
+        write_str(out, path);
+        out.extend_from_slice(SIZE);
+        write_u64(out, size);
+        out.extend_from_slice(MTIME);
+        write_i64(out, mtime_ms);
+        out.extend_from_slice(SHA);
+        for byte in sha256 {
+            out.push(HEX[usize::from(byte >> 4)]);
+            out.push(HEX[usize::from(byte & 0xf)]);
+        }
+        out.extend_from_slice(END);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What `serde_json` writes for the same listing: the body must be byte-identical.
+    #[derive(serde::Serialize)]
+    struct Reference<'a> {
+        root: &'a str,
+        mode: &'static str,
+        max_bytes: u64,
+        generation: u64,
+        containment_achieved: &'static str,
+        entries: &'a [ListingEntry],
+    }
+
+    fn entry() -> impl Strategy<Value = ListingEntry> {
+        (
+            "(\\PC|[\"\\\\\\x00-\\x1f\\x7f])*",
+            any::<u64>(),
+            any::<i64>(),
+            any::<[u8; 32]>(),
+        )
+            .prop_map(|(path, size_bytes, mtime_ms, sha)| ListingEntry {
+                path,
+                size_bytes,
+                mtime_ms,
+                sha256: crate::hex::encode(&sha),
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn the_streamed_body_is_what_serde_json_writes(
+            entries in prop::collection::vec(entry(), 0..40),
+            root in "(\\PC|[\"\\\\\\x00-\\x1f])*",
+            max_bytes in any::<u64>(),
+            generation in any::<u64>(),
+        ) {
+            let listing = Listing::from_entries(entries);
+            let sorted: Vec<ListingEntry> = listing.iter().collect();
+            let expected = serde_json::to_vec(&Reference {
+                root: &root,
+                mode: "read-only",
+                max_bytes,
+                generation,
+                containment_achieved: "scoped",
+                entries: &sorted,
+            }).expect("serialisable");
+            let head = ListingHead { root: &root, max_bytes, generation, containment_achieved: "scoped" };
+            let body = ListingBody::new(listing, &head);
+            prop_assert_eq!(body.len(), expected.len() as u64);
+            let got = body.render();
+            prop_assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&expected));
+        }
+    }
+
+    #[test]
+    fn a_large_listing_streams_in_bounded_chunks_and_sorts_by_bytes() {
+        let entries: Vec<ListingEntry> = (0..5_000)
+            .rev()
+            .map(|n| ListingEntry {
+                path: format!("d{}/f{n}", n % 7),
+                size_bytes: n,
+                mtime_ms: -1,
+                sha256: "ab".repeat(32),
+            })
+            .collect();
+        let listing = Listing::from_entries(entries);
+        let paths: Vec<String> = listing.iter().map(|e| e.path).collect();
+        let mut sorted = paths.clone();
+        sorted.sort();
+        assert_eq!(paths, sorted);
+        let head = ListingHead {
+            root: "out",
+            max_bytes: 1,
+            generation: 0,
+            containment_achieved: "advisory",
+        };
+        let mut body = ListingBody::new(listing, &head);
+        let len = body.len();
+        let mut total = 0u64;
+        let mut chunks = 0;
+        while let Some(chunk) = body.next_chunk() {
+            assert!(chunk.len() < CHUNK + 512, "{}", chunk.len());
+            total += chunk.len() as u64;
+            chunks += 1;
+        }
+        assert_eq!(total, len);
+        assert!(chunks > 5, "{chunks} chunks");
+    }
+
+    #[test]
+    fn entries_with_a_hash_that_is_not_64_hex_digits_are_not_listed() {
+        let listing = Listing::from_entries(vec![ListingEntry {
+            path: "a".into(),
+            size_bytes: 1,
+            mtime_ms: 0,
+            sha256: "not a hash".into(),
+        }]);
+        assert!(listing.is_empty());
+    }
+}
