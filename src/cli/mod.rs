@@ -2,4 +2,5 @@
 
 pub(crate) mod console;
 pub(crate) mod demo;
+pub(crate) mod pull;
 pub(crate) mod serve;
