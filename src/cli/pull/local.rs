@@ -77,14 +77,17 @@ pub(crate) struct MirrorDir {
     root: OwnedFd,
 }
 
-/// Whether `path` can be a mirror directory before anything is fetched: an existing directory,
-/// or a name that does not exist yet in an existing directory. Creates nothing.
+/// Whether `path` can be a mirror directory before anything is fetched: an existing directory
+/// this user can write in, or a name that does not exist yet in one. Creates nothing. (The
+/// check is `access(2)`'s: root passes it on any directory of a writable filesystem.)
 ///
 /// # Errors
 /// A message naming what is wrong.
 pub(crate) fn check_usable(path: &Path) -> Result<(), String> {
+    use rustix::fs::Access;
     match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(meta) if meta.is_dir() => rustix::fs::access(path, Access::WRITE_OK | Access::EXEC_OK)
+            .map_err(|e| format!("not a directory this user can write in: {e}")),
         Ok(_) => Err("exists and is not a directory".into()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let parent = match path.parent() {
@@ -92,7 +95,10 @@ pub(crate) fn check_usable(path: &Path) -> Result<(), String> {
                 _ => Path::new("."),
             };
             match std::fs::metadata(parent) {
-                Ok(meta) if meta.is_dir() => Ok(()),
+                Ok(meta) if meta.is_dir() => {
+                    rustix::fs::access(parent, Access::WRITE_OK | Access::EXEC_OK)
+                        .map_err(|e| format!("cannot be created: its parent is not writable: {e}"))
+                }
                 _ => Err("does not exist, nor does its parent directory".into()),
             }
         }

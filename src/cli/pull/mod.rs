@@ -189,7 +189,7 @@ async fn pull(args: PullArgs) -> Result<Summary, LaunchError> {
     };
     local::check_usable(&args.dir).map_err(dir_error)?;
     let remote = Remote::new(origin, tls, Duration::from_secs(args.timeout));
-    let listing = fetch_listing(&remote).await.map_err(|e| {
+    let mut listing = fetch_listing(&remote).await.map_err(|e| {
         cli_error(
             format!("the listing of {}: {e}", remote.origin().display()),
             "check that URL is the capsule's url and that its manifest declares exports.files",
@@ -210,7 +210,13 @@ async fn pull(args: PullArgs) -> Result<Summary, LaunchError> {
     }
     let dir = Arc::new(dir);
     if args.delete {
-        delete_stale(&dir, &listing, &mut summary);
+        let (names, deleting) = (std::mem::take(&mut listing.names), dir.clone());
+        let (deleted, failed) =
+            tokio::task::spawn_blocking(move || delete_stale(&deleting, &names))
+                .await
+                .unwrap_or_else(|e| (0, vec![("".into(), format!("delete_failed: {e}"))]));
+        summary.deleted = deleted;
+        summary.failed.extend(failed);
     }
     let context = Arc::new(Context {
         remote,
@@ -241,24 +247,25 @@ async fn pull(args: PullArgs) -> Result<Summary, LaunchError> {
     Ok(summary)
 }
 
-/// `--delete`: removes every local regular file the listing does not name, then the
-/// directories that left empty. Runs before the downloads, so a file the listing has where a
-/// stale directory stood can land.
-fn delete_stale(dir: &MirrorDir, listing: &Listing, summary: &mut Summary) {
-    let mut removed = Vec::new();
-    for stale in dir.stale_files(&listing.names) {
+/// `--delete`: removes every local regular file the listing does not name (`names`), then the
+/// directories that left empty; the count removed and the failures. Runs before the downloads,
+/// so a file the listing has where a stale directory stood can land.
+fn delete_stale(
+    dir: &MirrorDir,
+    names: &std::collections::HashSet<String>,
+) -> (u64, Vec<(String, String)>) {
+    let (mut removed, mut failed) = (Vec::new(), Vec::new());
+    for stale in dir.stale_files(names) {
         match dir.remove(&stale) {
-            Ok(()) => {
-                summary.deleted += 1;
-                removed.push(stale);
-            }
-            Err(e) => summary.failed.push((
+            Ok(()) => removed.push(stale),
+            Err(e) => failed.push((
                 local::display(&stale),
                 format!("delete_failed: {}", Why::from(e).render()),
             )),
         }
     }
     dir.prune(&removed);
+    (removed.len() as u64, failed)
 }
 
 /// What every download needs.
@@ -627,6 +634,10 @@ impl Progress {
     fn draw(&self, end: &str) {
         use std::io::Write;
         let _guard = self.drawn.lock();
+        // The ticker's last tick may come after the final line: it draws nothing then.
+        if end.is_empty() && self.finished.load(Ordering::Relaxed) {
+            return;
+        }
         let line = format!(
             "\r\x1b[Kpull: {}/{} files, {} downloaded, {} unchanged, {} failed, {} bytes{end}",
             self.done.load(Ordering::Relaxed),
@@ -652,7 +663,10 @@ impl Progress {
 
     /// Draws the final count and ends the line.
     fn finish(&self) {
-        self.finished.store(true, Ordering::Relaxed);
+        {
+            let _guard = self.drawn.lock();
+            self.finished.store(true, Ordering::Relaxed);
+        }
         if self.terminal {
             self.draw("\n");
         }
