@@ -21,6 +21,8 @@ enum Command {
     Serve(cli::serve::ServeArgs),
     /// Run two capsules on loopback and exercise every step of the product.
     Demo,
+    /// Mirror a capsule's operator plane into a local directory.
+    Pull(cli::pull::PullArgs),
 }
 
 /// Raises the soft descriptor limit to the hard one, as Go's runtime does: the listener holds a
@@ -59,7 +61,7 @@ fn main() -> ExitCode {
                     | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
             ) =>
         {
-            cli::log::say!("error[E-CLI-001]: a subcommand is required: serve or demo");
+            cli::log::say!("error[E-CLI-001]: a subcommand is required: serve, demo or pull");
             cli::log::say!("  hint: run `resource-plane --help` for the commands and their flags");
             return ExitCode::from(2);
         }
@@ -94,6 +96,7 @@ fn main() -> ExitCode {
     let code = match args.command {
         Command::Serve(serve) => runtime.block_on(cli::serve::run(serve)),
         Command::Demo => runtime.block_on(cli::demo::run()),
+        Command::Pull(pull) => runtime.block_on(cli::pull::run(pull)),
     };
     // The console's stdin read cannot be cancelled; do not wait for it once the session is over.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));

@@ -3,4 +3,5 @@
 pub(crate) mod console;
 pub(crate) mod demo;
 pub(crate) mod log;
+pub(crate) mod pull;
 pub(crate) mod serve;

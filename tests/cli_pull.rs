@@ -1,0 +1,1110 @@
+#![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
+//! Black-box tests of `resource-plane pull` (D-16, `contract.md`): the real binary mirrors a
+//! real `resource-plane serve`, and a small hostile HTTP(S) server written here that serves
+//! whatever listing and bodies a case needs and logs every request target it receives.
+//!
+//! Each case asserts the exact summary line, the exit status, what the mirror directory holds
+//! afterwards, and that nothing outside it changed.
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_resource-plane");
+/// How long a pull or a launch may take.
+const RUN_TIMEOUT: Duration = Duration::from_secs(30);
+
+const FILES_MANIFEST: &str = "\
+name: reporter
+exports:
+  files: { root: out/, mode: read-only, max_bytes: 10Mi }
+";
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+// ---------------------------------------------------------------------------------------------
+
+/// Kills and reaps the child when dropped.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A finished pull.
+struct Exited {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Exited {
+    fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    /// The summary: the only stdout line, which must be one JSON object.
+    fn summary(&self) -> Value {
+        let lines: Vec<&str> = self.stdout.lines().collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "stdout must be exactly the summary line: {:?}\nstderr: {}",
+            self.stdout,
+            self.stderr
+        );
+        serde_json::from_str(lines[0])
+            .unwrap_or_else(|e| panic!("the summary is not JSON ({e}): {:?}", lines[0]))
+    }
+
+    /// A refused run: status 2, nothing on stdout, `error[E-CLI-001]: …` and a hint on stderr.
+    fn assert_refused(&self, message_part: &str) {
+        assert_eq!(self.code(), Some(2), "stderr: {}", self.stderr);
+        assert_eq!(self.stdout, "", "a refused pull prints no summary");
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert!(
+            lines.len() == 2
+                && lines[0].starts_with("error[E-CLI-001]: ")
+                && lines[1].starts_with("  hint: "),
+            "stderr: {:?}",
+            self.stderr
+        );
+        assert!(
+            lines[0].contains(message_part),
+            "{message_part:?} not in {:?}",
+            lines[0]
+        );
+    }
+}
+
+fn pull(args: &[&str]) -> Exited {
+    pull_with_env(args, &[])
+}
+
+fn pull_with_env(args: &[&str], env: &[(&str, &str)]) -> Exited {
+    let mut command = Command::new(BIN);
+    command
+        .arg("pull")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = ChildGuard(command.spawn().expect("spawn resource-plane pull"));
+    let mut stdout = child.0.stdout.take().expect("stdout");
+    let mut stderr = child.0.stderr.take().expect("stderr");
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pull {args:?} still running after {RUN_TIMEOUT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Exited {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
+/// A `resource-plane serve` over `wd/` with `manifest`, killed on drop.
+struct Serve {
+    _child: ChildGuard,
+    url: String,
+}
+
+impl Serve {
+    fn start(root: &Path, manifest: &str) -> Serve {
+        std::fs::create_dir_all(root.join("wd")).expect("workdir");
+        std::fs::write(root.join("manifest.yaml"), manifest).expect("manifest");
+        let mut child = ChildGuard(
+            Command::new(BIN)
+                .arg("serve")
+                .arg("--workdir")
+                .arg(root.join("wd"))
+                .arg("--manifest")
+                .arg(root.join("manifest.yaml"))
+                .arg("--trace")
+                .arg(root.join("trace.jsonl"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn resource-plane serve"),
+        );
+        let mut line = String::new();
+        BufReader::new(child.0.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the ready line");
+        let ready: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the ready line is not JSON ({e}): {line:?}"));
+        let url = ready["url"]
+            .as_str()
+            .expect("url in the ready line")
+            .to_owned();
+        Serve { _child: child, url }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Directories
+// ---------------------------------------------------------------------------------------------
+
+/// A scratch directory, canonical.
+fn scratch() -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("canonical tempdir");
+    (dir, root)
+}
+
+fn write(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("parents");
+    std::fs::write(path, bytes).expect("write file");
+}
+
+/// Every path under `dir` with its type and contents (or link target).
+fn snapshot(dir: &Path) -> BTreeMap<String, String> {
+    fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let path = entry.expect("dir entry").path();
+            let rel = path
+                .strip_prefix(base)
+                .expect("under base")
+                .display()
+                .to_string();
+            let meta = std::fs::symlink_metadata(&path).expect("lstat");
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).expect("readlink");
+                out.insert(rel, format!("link -> {}", target.display()));
+            } else if meta.is_dir() {
+                out.insert(rel, "dir".into());
+                walk(&path, base, out);
+            } else {
+                let bytes = std::fs::read(&path).expect("read");
+                out.insert(rel, format!("file {}", String::from_utf8_lossy(&bytes)));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn mtime_ms(path: &Path) -> u128 {
+    std::fs::metadata(path)
+        .expect("metadata")
+        .modified()
+        .expect("mtime")
+        .duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis()
+}
+
+// ---------------------------------------------------------------------------------------------
+// A hostile server: canned answers per request target, every target logged.
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct Canned {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    /// Add `content-length` for the body (else the body ends when the connection closes).
+    length: bool,
+}
+
+impl Canned {
+    fn new(status: u16, body: &[u8]) -> Canned {
+        Canned {
+            status,
+            headers: Vec::new(),
+            body: body.to_vec(),
+            length: true,
+        }
+    }
+
+    fn header(mut self, name: &str, value: &str) -> Canned {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// A file read as `serve` answers it.
+    fn file(body: &[u8]) -> Canned {
+        Canned::new(200, body).header("etag", &format!("\"sha256:{}\"", sha256_hex(body)))
+    }
+
+    fn json(status: u16, value: &Value) -> Canned {
+        Canned::new(status, value.to_string().as_bytes()).header("content-type", "application/json")
+    }
+
+    fn without_length(mut self) -> Canned {
+        self.length = false;
+        self
+    }
+}
+
+/// A listing entry for `body` at `path`.
+fn listed(path: &str, body: &[u8]) -> Value {
+    json!({"path": path, "size_bytes": body.len(), "mtime_ms": 1_700_000_000_000_i64,
+           "sha256": sha256_hex(body)})
+}
+
+fn listing(entries: Vec<Value>, max_bytes: u64) -> Value {
+    json!({"root": "out/", "mode": "read-only", "max_bytes": max_bytes, "generation": 0,
+           "containment_achieved": "sealed", "entries": entries})
+}
+
+/// Answers by request target, each target's answers in turn (the last one repeating); an
+/// unknown target gets 404. Optionally over TLS.
+struct Hostile {
+    port: u16,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Hostile {
+    fn start(routes: Vec<(&str, Vec<Canned>)>) -> Hostile {
+        Self::start_with(routes, None)
+    }
+
+    fn start_with(
+        routes: Vec<(&str, Vec<Canned>)>,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Hostile {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("local addr").port();
+        let routes: Arc<HashMap<String, Vec<Canned>>> = Arc::new(
+            routes
+                .into_iter()
+                .map(|(target, answers)| (target.to_owned(), answers))
+                .collect(),
+        );
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let served: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+        let thread_log = log.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (routes, log, served, tls) = (
+                    routes.clone(),
+                    thread_log.clone(),
+                    served.clone(),
+                    tls.clone(),
+                );
+                std::thread::spawn(move || {
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                    match tls {
+                        None => answer(stream, &routes, &log, &served),
+                        Some(config) => {
+                            let Ok(connection) = rustls::ServerConnection::new(config) else {
+                                return;
+                            };
+                            answer(
+                                rustls::StreamOwned::new(connection, stream),
+                                &routes,
+                                &log,
+                                &served,
+                            );
+                        }
+                    }
+                });
+            }
+        });
+        Hostile { port, log }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Every request target received so far, sorted.
+    fn requests(&self) -> Vec<String> {
+        let mut log = self.log.lock().expect("log").clone();
+        log.sort();
+        log
+    }
+}
+
+fn answer(
+    mut stream: impl Read + Write,
+    routes: &HashMap<String, Vec<Canned>>,
+    log: &Mutex<Vec<String>>,
+    served: &Mutex<HashMap<String, usize>>,
+) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return,
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let target = head.split(' ').nth(1).unwrap_or_default().to_owned();
+    log.lock().expect("log").push(target.clone());
+    let canned = match routes.get(&target) {
+        Some(answers) => {
+            let mut served = served.lock().expect("served");
+            let turn = served.entry(target).or_default();
+            let canned = answers[(*turn).min(answers.len() - 1)].clone();
+            *turn += 1;
+            canned
+        }
+        None => Canned::json(
+            404,
+            &json!({"error": "not_found", "message": "no such file"}),
+        ),
+    };
+    let mut response = format!("HTTP/1.1 {} Canned\r\nconnection: close\r\n", canned.status);
+    for (name, value) in &canned.headers {
+        response.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if canned.length {
+        response.push_str(&format!("content-length: {}\r\n", canned.body.len()));
+    }
+    response.push_str("\r\n");
+    let _ = stream.write_all(response.as_bytes());
+    let _ = stream.write_all(&canned.body);
+    let _ = stream.flush();
+}
+
+// =============================================================================================
+// Against a real capsule
+// =============================================================================================
+
+#[test]
+fn mirrors_a_real_capsule_and_a_second_run_downloads_nothing() {
+    let (_dir, root) = scratch();
+    let big: Vec<u8> = (0..3 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("a.txt", b"hello\n".to_vec()),
+        (".hidden", b"h".to_vec()),
+        ("sub/b.txt", b"bee".to_vec()),
+        ("sp ace/q?#%+.txt", b"odd name".to_vec()),
+        ("\u{e9}t\u{e9}.txt", b"summer".to_vec()),
+        ("empty", Vec::new()),
+        ("big.bin", big),
+    ];
+    for (path, bytes) in &files {
+        write(&root.join("wd/out").join(path), bytes);
+    }
+    let serve = Serve::start(&root, FILES_MANIFEST);
+    let mirror = root.join("mirror");
+    let mirror_arg = mirror.to_str().expect("utf-8 path");
+    let total: usize = files.iter().map(|(_, b)| b.len()).sum();
+
+    let first = pull(&[&serve.url, mirror_arg, "--jobs", "1"]);
+    assert_eq!(first.code(), Some(0), "stderr: {}", first.stderr);
+    assert_eq!(
+        first.summary(),
+        json!({"pull": "ok", "listed": 7, "downloaded": 7, "unchanged": 0, "deleted": 0,
+               "failed": [], "bytes": total})
+    );
+    assert_eq!(
+        first.stderr, "",
+        "no progress when stderr is not a terminal"
+    );
+    assert_eq!(snapshot(&mirror), snapshot(&root.join("wd/out")));
+    for (path, _) in &files {
+        assert_eq!(
+            mtime_ms(&mirror.join(path)),
+            mtime_ms(&root.join("wd/out").join(path)),
+            "{path} keeps the export's modification time"
+        );
+    }
+
+    let second = pull(&[&serve.url, mirror_arg]);
+    assert_eq!(second.code(), Some(0), "stderr: {}", second.stderr);
+    assert_eq!(
+        second.summary(),
+        json!({"pull": "ok", "listed": 7, "downloaded": 0, "unchanged": 7, "deleted": 0,
+               "failed": [], "bytes": 0})
+    );
+}
+
+#[test]
+fn changed_files_are_fetched_again_and_delete_removes_only_unlisted_regular_files() {
+    let (_dir, root) = scratch();
+    let out = root.join("wd/out");
+    write(&out.join("a.txt"), b"one");
+    write(&out.join("keep/b.txt"), b"bee");
+    write(&out.join("gone.txt"), b"soon gone");
+    let serve = Serve::start(&root, FILES_MANIFEST);
+    let mirror = root.join("mirror");
+    let mirror_arg = mirror.to_str().expect("utf-8 path");
+    assert_eq!(pull(&[&serve.url, mirror_arg]).code(), Some(0));
+
+    // The export changes; the mirror gains strays, a symlink out, and a copy edited locally.
+    write(&out.join("a.txt"), b"two!");
+    std::fs::remove_file(out.join("gone.txt")).expect("remove");
+    write(&mirror.join("keep/b.txt"), b"BEE");
+    write(&mirror.join("stray.txt"), b"stray");
+    write(&mirror.join("old/deeper/x"), b"x");
+    let outside = root.join("outside");
+    write(&outside.join("precious"), b"precious");
+    std::os::unix::fs::symlink(&outside, mirror.join("link")).expect("symlink");
+    std::os::unix::fs::symlink(outside.join("precious"), mirror.join("filelink")).expect("symlink");
+
+    let without = pull(&[&serve.url, mirror_arg, "--jobs", "16"]);
+    assert_eq!(without.code(), Some(0), "stderr: {}", without.stderr);
+    assert_eq!(
+        without.summary(),
+        json!({"pull": "ok", "listed": 2, "downloaded": 2, "unchanged": 0, "deleted": 0,
+               "failed": [], "bytes": 7})
+    );
+    assert!(mirror.join("gone.txt").exists() && mirror.join("stray.txt").exists());
+
+    let with = pull(&[&serve.url, mirror_arg, "--delete"]);
+    assert_eq!(with.code(), Some(0), "stderr: {}", with.stderr);
+    assert_eq!(
+        with.summary(),
+        json!({"pull": "ok", "listed": 2, "downloaded": 0, "unchanged": 2, "deleted": 3,
+               "failed": [], "bytes": 0})
+    );
+    let expected: BTreeMap<String, String> = [
+        ("a.txt", "file two!".to_owned()),
+        ("keep", "dir".to_owned()),
+        ("keep/b.txt", "file bee".to_owned()),
+        ("link", format!("link -> {}", outside.display())),
+        (
+            "filelink",
+            format!("link -> {}", outside.join("precious").display()),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(snapshot(&mirror), expected, "old/ went with its last file");
+    assert_eq!(
+        std::fs::read(outside.join("precious")).expect("read"),
+        b"precious"
+    );
+}
+
+#[test]
+fn a_file_over_max_bytes_is_reported_without_a_request_and_the_rest_lands() {
+    let (_dir, root) = scratch();
+    write(&root.join("wd/out/small.txt"), b"12345678");
+    write(&root.join("wd/out/large.txt"), b"123456789");
+    let serve = Serve::start(
+        &root,
+        "name: reporter\nexports:\n  files: { root: out/, mode: read-only, max_bytes: 8 }\n",
+    );
+    let mirror = root.join("mirror");
+    let run = pull(&[&serve.url, mirror.to_str().expect("utf-8")]);
+    assert_eq!(
+        run.code(),
+        Some(1),
+        "partial exits 1; stderr: {}",
+        run.stderr
+    );
+    assert_eq!(
+        run.summary(),
+        json!({"pull": "partial", "listed": 2, "downloaded": 1, "unchanged": 0, "deleted": 0,
+               "failed": [{"path": "large.txt",
+                           "why": "too_large: listed at 9 bytes, over the export's max_bytes of 8"}],
+               "bytes": 8})
+    );
+    assert_eq!(
+        std::fs::read(mirror.join("small.txt")).expect("read"),
+        b"12345678"
+    );
+    assert!(!mirror.join("large.txt").exists());
+}
+
+#[test]
+fn a_capsule_without_an_operator_plane_refuses_the_pull_and_creates_nothing() {
+    let (_dir, root) = scratch();
+    let serve = Serve::start(&root, "name: quiet\n");
+    let mirror = root.join("mirror");
+    let run = pull(&[&serve.url, mirror.to_str().expect("utf-8")]);
+    run.assert_refused(&format!(
+        "the listing of {}: HTTP 404 no_resource_plane",
+        serve.url
+    ));
+    assert!(
+        !mirror.exists(),
+        "nothing is created when the listing cannot be had"
+    );
+}
+
+// =============================================================================================
+// Refused runs
+// =============================================================================================
+
+#[test]
+fn unusable_arguments_and_directories_exit_2() {
+    let (_dir, root) = scratch();
+    let file = root.join("file");
+    write(&file, b"x");
+    let hostile = Hostile::start(vec![(
+        "/resources/files",
+        vec![Canned::json(200, &listing(vec![], 10))],
+    )]);
+    let url = hostile.url();
+    let url = url.as_str();
+    let mirror = root.join("mirror");
+    let mirror_arg = mirror.to_str().expect("utf-8");
+    for (args, part) in [
+        (
+            vec!["ftp://127.0.0.1:1", mirror_arg],
+            "URL \"ftp://127.0.0.1:1\"",
+        ),
+        (vec!["http://127.0.0.1:1/?x", mirror_arg], "URL "),
+        (vec!["http://user@127.0.0.1:1", mirror_arg], "URL "),
+        (
+            vec![url, file.to_str().expect("utf-8")],
+            "exists and is not a directory",
+        ),
+        (
+            vec![&url, root.join("no/such/dir").to_str().expect("utf-8")],
+            "does not exist, nor does its parent directory",
+        ),
+        (vec![url, mirror_arg, "--jobs", "0"], "--jobs"),
+        (vec![url, mirror_arg, "--jobs", "65"], "--jobs"),
+        (vec![url, mirror_arg, "--jobs", "x"], "--jobs"),
+        (vec![url, mirror_arg, "--timeout", "0"], "--timeout"),
+        (vec![url], "DIR"),
+        (
+            vec![url, mirror_arg, "--ca", file.to_str().expect("utf-8")],
+            "--ca",
+        ),
+    ] {
+        let run = pull(&args);
+        run.assert_refused(part);
+        assert!(!mirror.exists(), "{args:?} created the mirror");
+    }
+    assert!(
+        hostile.requests().is_empty(),
+        "no request before the arguments are good"
+    );
+    let bare = Command::new(BIN).output().expect("run with no subcommand");
+    assert_eq!(bare.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bare.stderr)
+            .contains("a subcommand is required: serve, demo or pull")
+    );
+}
+
+#[test]
+fn listings_that_cannot_be_had_exit_2_and_create_nothing() {
+    let (_dir, root) = scratch();
+    let mirror = root.join("mirror");
+    let mirror_arg = mirror.to_str().expect("utf-8");
+
+    // Nobody listening.
+    let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    pull(&[&format!("http://127.0.0.1:{port}"), mirror_arg]).assert_refused("connect");
+
+    for (canned, part) in [
+        (Canned::new(200, b"<html>hello</html>"), "not JSON"),
+        (
+            Canned::json(200, &json!({"entries": "all of them"})),
+            "not the listing's shape",
+        ),
+        (
+            Canned::json(200, &json!({"entries": [{"path": ["a"]}]})),
+            "not the listing's shape",
+        ),
+        (Canned::json(200, &json!([])), "not the listing's shape"),
+        (
+            Canned::json(200, &json!({"entries": [], "max_bytes": "lots"})),
+            "not the listing's shape",
+        ),
+        (
+            Canned::json(403, &json!({"error": "outside_root", "message": "m"})),
+            "HTTP 403 outside_root",
+        ),
+        (
+            Canned::json(500, &json!({"error": "io\nerror", "message": "m"})),
+            "HTTP 500",
+        ),
+        (
+            Canned::new(200, b"")
+                .header("content-length", "314572800")
+                .without_length(),
+            "longer than the 268435456 bytes a listing may have",
+        ),
+    ] {
+        let hostile = Hostile::start(vec![("/resources/files", vec![canned.clone()])]);
+        let run = pull(&[&hostile.url(), mirror_arg]);
+        run.assert_refused(part);
+        assert!(
+            !run.stderr.contains("io\nerror"),
+            "a server's text is not echoed"
+        );
+        assert!(!mirror.exists(), "{canned:?} created the mirror");
+    }
+
+    // A redirect is not followed.
+    let hostile = Hostile::start(vec![
+        (
+            "/resources/files",
+            vec![Canned::new(302, b"").header("location", "/elsewhere")],
+        ),
+        ("/elsewhere", vec![Canned::json(200, &listing(vec![], 10))]),
+    ]);
+    pull(&[&hostile.url(), mirror_arg])
+        .assert_refused("HTTP 302 (a redirect, which pull does not follow)");
+    assert_eq!(hostile.requests(), ["/resources/files"]);
+    assert!(!mirror.exists());
+}
+
+#[test]
+fn a_server_that_never_answers_is_abandoned_after_the_timeout() {
+    let (_dir, root) = scratch();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let held: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+    let holder = held.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            holder.lock().expect("held").push(stream);
+        }
+    });
+    let started = Instant::now();
+    let run = pull(&[
+        &format!("http://127.0.0.1:{port}"),
+        root.join("mirror").to_str().expect("utf-8"),
+        "--timeout",
+        "1",
+    ]);
+    run.assert_refused("waiting for the answer timed out");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+// =============================================================================================
+// A hostile server
+// =============================================================================================
+
+#[test]
+fn a_hostile_listing_writes_nothing_outside_dir_and_is_reported_exactly() {
+    let (_dir, root) = scratch();
+    let outside = root.join("outside");
+    write(&outside.join("target.txt"), b"untouched");
+    let mirror = root.join("mirror");
+    std::fs::create_dir(&mirror).expect("mirror");
+    std::os::unix::fs::symlink(&outside, mirror.join("link")).expect("symlink");
+    std::os::unix::fs::symlink(outside.join("target.txt"), mirror.join("planted.txt"))
+        .expect("symlink");
+
+    let good = b"good".as_slice();
+    let expected_body = b"expected".as_slice();
+    let entries = vec![
+        listed("good.txt", good),
+        listed("../x", good),
+        listed("/etc/passwd", good),
+        listed("a//b", good),
+        listed("a\\b", good),
+        listed("a\0b", good),
+        listed("", good),
+        listed("sub/./x", good),
+        listed("mismatch.txt", expected_body),
+        listed("etag.txt", good),
+        listed("long.txt", good),
+        listed("grows.txt", b"grow"),
+        listed("link/escape.txt", good),
+        listed("planted.txt", b"planted"),
+        listed("dup.txt", good),
+        listed("dup.txt", good),
+        listed("c", good),
+        listed("c/d", good),
+        listed("redirect.txt", good),
+        listed("denied.txt", good),
+        listed("nested/deep/ok.txt", b"deep"),
+        listed("big.txt", &[b'b'; 20]),
+    ];
+    let hostile = Hostile::start(vec![
+        (
+            "/resources/files",
+            vec![Canned::json(200, &listing(entries, 10))],
+        ),
+        ("/resources/files/good.txt", vec![Canned::file(good)]),
+        (
+            "/resources/files/mismatch.txt",
+            // Same length and the listed etag, other bytes.
+            vec![
+                Canned::new(200, b"tampered")
+                    .header("etag", &format!("\"sha256:{}\"", sha256_hex(expected_body))),
+            ],
+        ),
+        ("/resources/files/etag.txt", vec![Canned::file(b"GOOD")]),
+        (
+            "/resources/files/long.txt",
+            vec![
+                Canned::new(200, b"good, and more")
+                    .header("etag", &format!("\"sha256:{}\"", sha256_hex(good))),
+            ],
+        ),
+        (
+            "/resources/files/grows.txt",
+            vec![
+                Canned::new(200, b"growing!")
+                    .header("etag", &format!("\"sha256:{}\"", sha256_hex(b"grow")))
+                    .without_length(),
+            ],
+        ),
+        (
+            "/resources/files/planted.txt",
+            vec![Canned::file(b"planted")],
+        ),
+        // Served, so a pull that walked through `link` would land it outside.
+        ("/resources/files/link/escape.txt", vec![Canned::file(good)]),
+        (
+            "/resources/files/redirect.txt",
+            vec![Canned::new(302, b"").header("location", "/resources/files/good.txt")],
+        ),
+        (
+            "/resources/files/denied.txt",
+            vec![Canned::json(
+                403,
+                &json!({"error": "outside_root", "message": "no"}),
+            )],
+        ),
+        (
+            "/resources/files/nested/deep/ok.txt",
+            vec![Canned::file(b"deep")],
+        ),
+    ]);
+    let before_outside = snapshot(&outside);
+
+    let run = pull(&[&hostile.url(), mirror.to_str().expect("utf-8")]);
+    assert_eq!(run.code(), Some(1), "stderr: {}", run.stderr);
+    let retried = |why: &str| format!("{why} (after one retry)");
+    let mut failed: Vec<(String, String)> = [
+        ("../x", "path_refused: `..` path component".to_owned()),
+        ("/etc/passwd", "path_refused: absolute path".to_owned()),
+        ("a//b", "path_refused: empty path component".to_owned()),
+        ("a\\b", "path_refused: backslash in path".to_owned()),
+        ("a\0b", "path_refused: NUL byte in path".to_owned()),
+        ("", "path_refused: empty path".to_owned()),
+        ("sub/./x", "path_refused: `.` path component".to_owned()),
+        (
+            "mismatch.txt",
+            retried("sha256_mismatch: the body's sha256 is not the listed one (nor the etag's)"),
+        ),
+        (
+            "etag.txt",
+            retried(
+                "etag_mismatch: the etag is not the listed sha256 (the file changed after the listing)",
+            ),
+        ),
+        ("long.txt", retried("size_mismatch: 14 bytes served, 4 listed")),
+        (
+            "grows.txt",
+            retried("size_mismatch: more than the 4 bytes listed were served"),
+        ),
+        (
+            "link/escape.txt",
+            "local_path_refused: link is a symlink or not a directory; nothing is written through it"
+                .to_owned(),
+        ),
+        ("dup.txt", "duplicate_path: listed more than once".to_owned()),
+        ("dup.txt", "duplicate_path: listed more than once".to_owned()),
+        (
+            "c",
+            "path_collision: another entry lies beneath it, so it would be a directory".to_owned(),
+        ),
+        ("c/d", "path_collision: one of its parents is listed as a file".to_owned()),
+        (
+            "redirect.txt",
+            "http_302: a redirect, which pull does not follow".to_owned(),
+        ),
+        ("denied.txt", "http_403: refused outside_root".to_owned()),
+        (
+            "big.txt",
+            "too_large: listed at 20 bytes, over the export's max_bytes of 10".to_owned(),
+        ),
+    ]
+    .into_iter()
+    .map(|(p, w)| (p.to_owned(), w))
+    .collect();
+    failed.sort();
+    let failed: Vec<Value> = failed
+        .into_iter()
+        .map(|(path, why)| json!({"path": path, "why": why}))
+        .collect();
+    assert_eq!(
+        run.summary(),
+        json!({"pull": "partial", "listed": 22, "downloaded": 3, "unchanged": 0, "deleted": 0,
+               "failed": failed, "bytes": 4 + 7 + 4})
+    );
+
+    // Nothing outside DIR changed; DIR holds exactly the three good files and the old link.
+    assert_eq!(snapshot(&outside), before_outside);
+    let inside: BTreeMap<String, String> = [
+        ("good.txt", "file good".to_owned()),
+        ("planted.txt", "file planted".to_owned()),
+        ("nested", "dir".to_owned()),
+        ("nested/deep", "dir".to_owned()),
+        ("nested/deep/ok.txt", "file deep".to_owned()),
+        ("link", format!("link -> {}", outside.display())),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(snapshot(&mirror), inside);
+    let mut everything = snapshot(&root);
+    everything.retain(|path, _| !path.starts_with("mirror") && !path.starts_with("outside"));
+    assert!(
+        everything.is_empty(),
+        "written beside the mirror: {everything:?}"
+    );
+
+    // Refused and local-refused paths were never asked for; the retryable ones twice, after
+    // a second listing; nothing else was retried.
+    let mut expected_requests: Vec<String> = [
+        "/resources/files",
+        "/resources/files",
+        "/resources/files/good.txt",
+        "/resources/files/planted.txt",
+        "/resources/files/nested/deep/ok.txt",
+        "/resources/files/redirect.txt",
+        "/resources/files/denied.txt",
+        "/resources/files/mismatch.txt",
+        "/resources/files/mismatch.txt",
+        "/resources/files/etag.txt",
+        "/resources/files/etag.txt",
+        "/resources/files/long.txt",
+        "/resources/files/long.txt",
+        "/resources/files/grows.txt",
+        "/resources/files/grows.txt",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    expected_requests.sort();
+    assert_eq!(hostile.requests(), expected_requests);
+    for path in ["mismatch.txt", "etag.txt", "long.txt", "grows.txt"] {
+        assert!(
+            run.stderr.contains(&format!("pull: {path}: "))
+                && run.stderr.contains("retrying once against a fresh listing"),
+            "{path} reported: {}",
+            run.stderr
+        );
+    }
+
+    // The good files are unchanged on a second run; nothing more is downloaded.
+    let again = pull(&[&hostile.url(), mirror.to_str().expect("utf-8")]);
+    let summary = again.summary();
+    assert_eq!(
+        (
+            &summary["downloaded"],
+            &summary["unchanged"],
+            &summary["bytes"]
+        ),
+        (&json!(0), &json!(3), &json!(0))
+    );
+}
+
+#[test]
+fn a_file_that_changed_is_retried_once_against_a_fresh_listing() {
+    let (_dir, root) = scratch();
+    let mirror = root.join("mirror");
+    let old = b"old bytes".as_slice();
+    let new = b"new bytes, longer".as_slice();
+    let hostile = Hostile::start(vec![
+        (
+            "/resources/files",
+            vec![
+                Canned::json(
+                    200,
+                    &listing(vec![listed("f.txt", old), listed("gone.txt", old)], 100),
+                ),
+                Canned::json(200, &listing(vec![listed("f.txt", new)], 100)),
+            ],
+        ),
+        // The first read already has the new bytes: the etag no longer matches the listing.
+        ("/resources/files/f.txt", vec![Canned::file(new)]),
+        (
+            "/resources/files/gone.txt",
+            vec![Canned::json(404, &json!({"error": "not_found"}))],
+        ),
+    ]);
+    let run = pull(&[&hostile.url(), mirror.to_str().expect("utf-8")]);
+    assert_eq!(run.code(), Some(1), "stderr: {}", run.stderr);
+    assert_eq!(
+        run.summary(),
+        json!({"pull": "partial", "listed": 2, "downloaded": 1, "unchanged": 0, "deleted": 0,
+               "failed": [{"path": "gone.txt", "why": "vanished: no longer listed after not_found: the file vanished after the listing (404 not_found)"}],
+               "bytes": new.len()})
+    );
+    assert_eq!(std::fs::read(mirror.join("f.txt")).expect("read"), new);
+    assert_eq!(
+        hostile.requests(),
+        [
+            "/resources/files",
+            "/resources/files",
+            "/resources/files/f.txt",
+            "/resources/files/f.txt",
+            "/resources/files/gone.txt",
+        ]
+    );
+    assert!(
+        run.stderr.contains("pull: f.txt: etag_mismatch: "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("pull: gone.txt: not_found: "),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_failed_relisting_fails_the_retries_and_keeps_the_rest() {
+    let (_dir, root) = scratch();
+    let mirror = root.join("mirror");
+    let hostile = Hostile::start(vec![
+        (
+            "/resources/files",
+            vec![
+                Canned::json(
+                    200,
+                    &listing(vec![listed("a", b"a"), listed("b", b"b")], 100),
+                ),
+                Canned::new(200, b"not json"),
+            ],
+        ),
+        ("/resources/files/a", vec![Canned::file(b"a")]),
+        (
+            "/resources/files/b",
+            vec![Canned::json(503, &json!({"error": "busy"}))],
+        ),
+    ]);
+    let run = pull(&[&hostile.url(), mirror.to_str().expect("utf-8")]);
+    assert_eq!(run.code(), Some(1), "stderr: {}", run.stderr);
+    let summary = run.summary();
+    assert_eq!(summary["downloaded"], 1);
+    let why = summary["failed"][0]["why"].as_str().expect("why");
+    assert!(
+        why.starts_with("http_503: the server failed busy; the fresh listing failed: not JSON: "),
+        "{why}"
+    );
+    assert_eq!(summary["failed"][0]["path"], "b");
+}
+
+// =============================================================================================
+// https
+// =============================================================================================
+
+/// A self-signed CA and a server configuration for `127.0.0.1` signed by it.
+fn test_ca(dir: &Path) -> (PathBuf, Arc<rustls::ServerConfig>) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "pull test CA");
+    ca_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let ca_cert = ca_params.self_signed(&ca_key).expect("CA certificate");
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let mut params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("server params");
+    params.use_authority_key_identifier_extension = true;
+    params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let key = rcgen::KeyPair::generate().expect("server key");
+    let cert = params.signed_by(&key, &issuer).expect("server certificate");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls_pki_types::PrivateKeyDer::Pkcs8(rustls_pki_types::PrivatePkcs8KeyDer::from(
+                key.serialize_der(),
+            )),
+        )
+        .expect("server TLS config");
+    let pem = dir.join("ca.pem");
+    std::fs::write(&pem, ca_cert.pem()).expect("write CA");
+    (pem, Arc::new(config))
+}
+
+#[test]
+fn https_is_verified_against_the_given_ca() {
+    let (_dir, root) = scratch();
+    let (ca, config) = test_ca(&root);
+    let body = b"over tls".as_slice();
+    let hostile = Hostile::start_with(
+        vec![
+            (
+                "/resources/files",
+                vec![Canned::json(
+                    200,
+                    &listing(vec![listed("t.txt", body)], 100),
+                )],
+            ),
+            ("/resources/files/t.txt", vec![Canned::file(body)]),
+        ],
+        Some(config),
+    );
+    let url = format!("https://127.0.0.1:{}", hostile.port);
+    let mirror = root.join("mirror");
+    let mirror_arg = mirror.to_str().expect("utf-8");
+
+    // An empty certificate directory: the system's roots cannot vouch for the test CA.
+    let no_roots = root.join("no-roots");
+    std::fs::create_dir(&no_roots).expect("dir");
+    let env = [("SSL_CERT_DIR", no_roots.to_str().expect("utf-8"))];
+    pull_with_env(&[&url, mirror_arg], &env).assert_refused("TLS");
+    assert!(!mirror.exists());
+
+    let run = pull_with_env(
+        &[&url, mirror_arg, "--ca", ca.to_str().expect("utf-8")],
+        &env,
+    );
+    assert_eq!(run.code(), Some(0), "stderr: {}", run.stderr);
+    assert_eq!(
+        run.summary(),
+        json!({"pull": "ok", "listed": 1, "downloaded": 1, "unchanged": 0, "deleted": 0,
+               "failed": [], "bytes": body.len()})
+    );
+    assert_eq!(std::fs::read(mirror.join("t.txt")).expect("read"), body);
+}
