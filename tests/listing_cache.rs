@@ -14,28 +14,36 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// Counts the read calls that reach files: a cache hit makes none.
+/// Counts the read calls that reach files and the files opened (a cache hit makes neither),
+/// each read taking `delay`. Every method of the traits is forwarded, so the OS backend's own
+/// walk (with its stats) is what runs.
 #[derive(Debug)]
 struct CountingFs {
     inner: OsFilesystem,
     reads: Arc<AtomicUsize>,
+    opens: Arc<AtomicUsize>,
+    delay: Duration,
 }
 
 #[derive(Debug)]
 struct CountingRoot {
     inner: Box<dyn RootDir>,
     reads: Arc<AtomicUsize>,
+    opens: Arc<AtomicUsize>,
+    delay: Duration,
 }
 
 #[derive(Debug)]
 struct CountingFile {
     inner: Box<dyn OpenFile>,
     reads: Arc<AtomicUsize>,
+    delay: Duration,
 }
 
 impl Read for CountingFile {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         self.reads.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(self.delay);
         self.inner.read(buf)
     }
 }
@@ -48,13 +56,28 @@ impl OpenFile for CountingFile {
 
 impl RootDir for CountingRoot {
     fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError> {
+        self.opens.fetch_add(1, Ordering::SeqCst);
         Ok(Box::new(CountingFile {
             inner: self.inner.open_file(target)?,
             reads: self.reads.clone(),
+            delay: self.delay,
         }))
+    }
+    fn canonical_path(&self, target: &RelPath) -> Result<RelPath, FsError> {
+        self.inner.canonical_path(target)
     }
     fn walk(&self) -> Result<Vec<RelPath>, FsError> {
         self.inner.walk()
+    }
+    fn walk_each(&self, found: &mut dyn FnMut(RelPath)) -> Result<(), FsError> {
+        self.inner.walk_each(found)
+    }
+    fn walk_with_meta(
+        &self,
+        with_meta: bool,
+        found: &mut dyn FnMut(RelPath, Option<FileMeta>),
+    ) -> Result<(), FsError> {
+        self.inner.walk_with_meta(with_meta, found)
     }
 }
 
@@ -63,6 +86,8 @@ impl Filesystem for CountingFs {
         Ok(Box::new(CountingRoot {
             inner: self.inner.open_root(root, class)?,
             reads: self.reads.clone(),
+            opens: self.opens.clone(),
+            delay: self.delay,
         }))
     }
     fn check_root(&self, root: &RootPath) -> Result<(), FsError> {
@@ -71,6 +96,29 @@ impl Filesystem for CountingFs {
     fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
         self.inner.land(dir, name, bytes)
     }
+    fn unland(&self, dir: &str, name: &str) -> Result<(), FsError> {
+        self.inner.unland(dir, name)
+    }
+}
+
+/// Counters of a [`CountingFs`].
+struct Counts {
+    reads: Arc<AtomicUsize>,
+    opens: Arc<AtomicUsize>,
+}
+
+fn counting_fs(workdir: &std::path::Path, delay: Duration) -> (CountingFs, Counts) {
+    let counts = Counts {
+        reads: Arc::new(AtomicUsize::new(0)),
+        opens: Arc::new(AtomicUsize::new(0)),
+    };
+    let fs = CountingFs {
+        inner: OsFilesystem::open(workdir).unwrap(),
+        reads: counts.reads.clone(),
+        opens: counts.opens.clone(),
+        delay,
+    };
+    (fs, counts)
 }
 
 /// An operator plane over `workdir/out` whose file reads are counted.
@@ -78,11 +126,13 @@ fn counting_plane(
     workdir: &std::path::Path,
     class: Containment,
 ) -> (OperatorPlane, Arc<AtomicUsize>) {
-    let reads = Arc::new(AtomicUsize::new(0));
-    let fs = CountingFs {
-        inner: OsFilesystem::open(workdir).unwrap(),
-        reads: reads.clone(),
-    };
+    let (plane, counts) = counting_plane_opens(workdir, class);
+    (plane, counts.reads)
+}
+
+/// An operator plane over `workdir/out` whose file reads and opens are counted.
+fn counting_plane_opens(workdir: &std::path::Path, class: Containment) -> (OperatorPlane, Counts) {
+    let (fs, counts) = counting_fs(workdir, Duration::ZERO);
     let plane = OperatorPlane::new(
         Arc::new(fs),
         Arc::new(SystemClock),
@@ -93,7 +143,7 @@ fn counting_plane(
         },
         ByteBudget::new(1 << 20),
     );
-    (plane, reads)
+    (plane, counts)
 }
 
 fn set_mtime(path: &std::path::Path, mtime: std::time::SystemTime) {
@@ -193,4 +243,77 @@ fn fresh_files_are_hashed_every_time() {
         reads.load(Ordering::SeqCst) >= 1,
         "a file changed within 2 s is never served from the cache"
     );
+}
+
+/// A repeat listing recognises cached files from a stat relative to the walk's directory: it
+/// opens no file at all, let alone reads one (D-3.6).
+#[test]
+fn a_warm_listing_opens_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out/sub");
+    std::fs::create_dir_all(&out).unwrap();
+    for i in 0..50 {
+        std::fs::write(out.join(format!("f{i}")), format!("{i}")).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(2100));
+    let (plane, counts) = counting_plane_opens(dir.path(), Containment::Scoped);
+    let cancel = resource_plane::planes::Cancel::default();
+    let first = plane.list(&cancel).unwrap();
+    assert_eq!(counts.opens.load(Ordering::SeqCst), 50);
+    counts.opens.store(0, Ordering::SeqCst);
+    let second = plane.list(&cancel).unwrap();
+    assert_eq!(second, first);
+    assert_eq!(counts.opens.load(Ordering::SeqCst), 0, "nothing opened");
+    assert_eq!(
+        counts.reads.load(Ordering::SeqCst),
+        50,
+        "only the first listing read"
+    );
+}
+
+/// A listing whose request future is dropped (its client's connection is gone) stops its work
+/// within a second: over files whose reads take 20 ms each, the reads stop soon after.
+#[test]
+fn a_listing_stops_when_its_request_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("out")).unwrap();
+    for i in 0..400 {
+        std::fs::write(dir.path().join(format!("out/f{i}")), "x").unwrap();
+    }
+    let (fs, counts) = counting_fs(dir.path(), Duration::from_millis(20));
+    let manifest = resource_plane::Manifest::from_yaml(
+        "name: lister\nexports: { files: { root: out, mode: read-only } }",
+    )
+    .unwrap()
+    .manifest;
+    let capsule = resource_plane::Capsule::launch(
+        &manifest,
+        resource_plane::CapsuleConfig::new("http://127.0.0.1:9").unwrap(),
+        resource_plane::Backends {
+            fs: Arc::new(fs),
+            clock: Arc::new(SystemClock),
+            keys: None,
+            trace: Arc::new(resource_plane::backends::RecordingTraceSink::new()),
+        },
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let router = capsule.router();
+    let request = http::Request::get("/resources/files").body(()).unwrap();
+    let listing = runtime.spawn(async move { router.handle(request).await });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!listing.is_finished(), "400 reads of 20 ms take longer");
+    listing.abort();
+    std::thread::sleep(Duration::from_millis(1000));
+    let after_a_second = counts.reads.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        counts.reads.load(Ordering::SeqCst),
+        after_a_second,
+        "reads went on after the request was dropped"
+    );
+    assert!(after_a_second < 400, "{after_a_second} files read");
 }
