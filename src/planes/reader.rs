@@ -305,7 +305,15 @@ pub fn list_files(
             + 2 * miss_bytes
             + misses.len() as u64 * (std::mem::size_of::<RelPath>() + FRESH_BYTES) as u64
             + BODY_CHUNK_BYTES;
-        budget.acquire_blocking(wanted)
+        // A small listing takes free bytes at once, as a small read does, so it never queues
+        // behind large reads waiting for bytes that clients who stopped reading hold; a large
+        // one waits its turn.
+        let at_once = if wanted <= LISTING_AT_ONCE {
+            budget.try_acquire(wanted)
+        } else {
+            budget.try_acquire_in_turn(wanted)
+        };
+        at_once.unwrap_or_else(|| budget.acquire_blocking(wanted))
     });
     drop(gate);
     let fresh = hash_misses(root, misses, &view, budget, cancel, &mut listed);
@@ -320,6 +328,10 @@ pub fn list_files(
     );
     Ok(listed.finish(permit))
 }
+
+/// The largest charge a listing takes from the budget's free bytes ahead of borrowers queued
+/// for theirs: about 10,000 entries.
+const LISTING_AT_ONCE: u64 = 1 << 20;
 
 /// The refusal of a listing whose caller went away.
 fn cancelled() -> Refusal {
