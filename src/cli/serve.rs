@@ -373,7 +373,7 @@ fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     if let Ok(address) = text.parse::<SocketAddr>() {
         return Ok(address);
     }
-    let expected = || format!("{text:?}: expected IP:PORT or HOST:PORT");
+    let expected = || "expected IP:PORT or HOST:PORT".to_owned();
     if !text.contains(':') {
         return Err(expected());
     }
@@ -392,6 +392,6 @@ fn parse_listen(text: &str) -> Result<SocketAddr, String> {
 fn parse_shards(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(n) if (1..=256).contains(&n) => Ok(n),
-        _ => Err(format!("{text:?}: expected a whole number from 1 to 256")),
+        _ => Err("expected a whole number from 1 to 256".to_owned()),
     }
 }
