@@ -79,10 +79,12 @@ fn log_filter() -> (tracing_subscriber::EnvFilter, Option<String>) {
             .iter()
             .any(|level| word.trim().eq_ignore_ascii_case(level))
     };
-    let usable = text.split(',').all(|directive| match directive.rsplit_once('=') {
-        Some((target, level)) => !target.trim().is_empty() && is_level(level),
-        None => is_level(directive),
-    });
+    let usable = text
+        .split(',')
+        .all(|directive| match directive.rsplit_once('=') {
+            Some((target, level)) => !target.trim().is_empty() && is_level(level),
+            None => is_level(directive),
+        });
     match EnvFilter::try_new(text) {
         Ok(filter) if usable => (filter, None),
         _ => (default(), Some(text.to_owned())),

@@ -159,8 +159,20 @@ fn run(world: &World, args: &[String], log: Option<&str>) -> Exited {
     };
     let mut stdout = String::new();
     let mut stderr = String::new();
-    child.0.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
-    child.0.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     Exited {
         code: status.code(),
         stdout,
@@ -224,9 +236,10 @@ impl Server {
             ready: Value::Null,
             logs,
         };
-        server.ready_line = server.stdout.recv_timeout(TIMEOUT).unwrap_or_else(|_| {
-            panic!("no ready line; stderr:\n{}", server.stderr())
-        });
+        server.ready_line = server
+            .stdout
+            .recv_timeout(TIMEOUT)
+            .unwrap_or_else(|_| panic!("no ready line; stderr:\n{}", server.stderr()));
         server.ready = serde_json::from_str(&server.ready_line).expect("the ready line is JSON");
         server
     }
@@ -278,7 +291,10 @@ fn get(port: u16, path: &str) -> u16 {
     let mut reply = Vec::new();
     let _ = stream.read_to_end(&mut reply);
     let head = String::from_utf8_lossy(&reply);
-    head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("a status line")
+    head.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status line")
 }
 
 /// The one stderr line holding `needle`.
@@ -333,7 +349,12 @@ fn check_prints_the_effective_configuration_as_one_line_and_creates_nothing() {
         assert_eq!(out.stderr, "", "{extra:?}: check logs nothing on success");
         assert_eq!(out.stdout.lines().count(), 1, "one line: {:?}", out.stdout);
         let report: Value = serde_json::from_str(&out.stdout).expect("JSON");
-        let keys: Vec<&str> = report.as_object().unwrap().keys().map(String::as_str).collect();
+        let keys: Vec<&str> = report
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         assert_eq!(keys, ["check", "manifest", "tools", "warnings"]);
         assert_eq!(report["check"], "ok");
         assert_eq!(
@@ -351,9 +372,16 @@ fn check_prints_the_effective_configuration_as_one_line_and_creates_nothing() {
                 "lifecycle": {"after_task": "exit"},
             })
         );
-        assert_eq!(report["tools"], serde_json::json!(["fetch-peer-file", "share-file"]));
+        assert_eq!(
+            report["tools"],
+            serde_json::json!(["fetch-peer-file", "share-file"])
+        );
         assert_eq!(report["warnings"], serde_json::json!([]));
-        assert_eq!(world.snapshot(), before, "{extra:?}: check created something");
+        assert_eq!(
+            world.snapshot(),
+            before,
+            "{extra:?}: check created something"
+        );
     }
 
     // Defaults filled in, absent blocks null, warnings listed (not logged).
@@ -387,7 +415,10 @@ fn check_prints_the_effective_configuration_as_one_line_and_creates_nothing() {
     let warnings = report["warnings"].as_array().unwrap();
     assert_eq!(warnings.len(), 1);
     assert!(
-        warnings[0].as_str().unwrap().contains("no plane and no capability"),
+        warnings[0]
+            .as_str()
+            .unwrap()
+            .contains("no plane and no capability"),
         "{warnings:?}"
     );
 }
@@ -485,15 +516,9 @@ fn check_refuses_with_the_lines_of_a_refused_launch() {
 
 #[test]
 fn strict_serve_refuses_an_unknown_key_with_the_exact_message_and_creates_nothing() {
-    let world = World::new(
-        "name: r\nexports:\n  files: { root: out/, mode: read-only, max_byte: 10Mi }\n",
-    );
-    let stderr = assert_refused(
-        &world,
-        &world.serve_args(&["--strict"]),
-        "E-MAN-003",
-        "",
-    );
+    let world =
+        World::new("name: r\nexports:\n  files: { root: out/, mode: read-only, max_byte: 10Mi }\n");
+    let stderr = assert_refused(&world, &world.serve_args(&["--strict"]), "E-MAN-003", "");
     let error = line_with(&stderr, "error[");
     assert_eq!(
         error,
@@ -505,7 +530,8 @@ fn strict_serve_refuses_an_unknown_key_with_the_exact_message_and_creates_nothin
     );
 
     // Without a near key, no suggestion; at the top level too.
-    let world = World::new("name: r\ncolour: blue\nexports: { files: { root: out/, mode: read-only } }\n");
+    let world =
+        World::new("name: r\ncolour: blue\nexports: { files: { root: out/, mode: read-only } }\n");
     let stderr = assert_refused(&world, &world.serve_args(&["--strict"]), "E-MAN-003", "");
     assert_eq!(
         line_with(&stderr, "error["),
@@ -586,7 +612,11 @@ fn a_manifest_that_declares_nothing_is_a_warning_and_still_serves() {
 fn the_ready_line_ends_with_the_declared_planes_and_the_registered_tools_sorted() {
     let cases: [(&str, &[&str], &[&str]); 4] = [
         (FILES_MANIFEST, &["files"], &[]),
-        (FULL_MANIFEST, &["files", "peer_files"], &["fetch-peer-file", "share-file"]),
+        (
+            FULL_MANIFEST,
+            &["files", "peer_files"],
+            &["fetch-peer-file", "share-file"],
+        ),
         (
             "name: m\nexports: { peer_files: { root: out/ } }\n",
             &["peer_files"],
@@ -610,12 +640,28 @@ fn the_ready_line_ends_with_the_declared_planes_and_the_registered_tools_sorted(
             .collect();
         assert_eq!(
             keys,
-            ["event", "url", "audience", "session_id", "trace", "planes", "tools"],
+            [
+                "event",
+                "url",
+                "audience",
+                "session_id",
+                "trace",
+                "planes",
+                "tools"
+            ],
             "the existing fields first, then the new ones: {}",
             server.ready_line
         );
-        assert_eq!(server.ready["planes"], serde_json::json!(planes), "{manifest}");
-        assert_eq!(server.ready["tools"], serde_json::json!(tools), "{manifest}");
+        assert_eq!(
+            server.ready["planes"],
+            serde_json::json!(planes),
+            "{manifest}"
+        );
+        assert_eq!(
+            server.ready["tools"],
+            serde_json::json!(tools),
+            "{manifest}"
+        );
         // The tools are those the console offers.
         let answer = server.console(r#"{"op":"tools"}"#);
         assert_eq!(answer["result"], server.ready["tools"], "{manifest}");
@@ -661,17 +707,29 @@ fn info_logs_the_listening_and_shutdown_lines_and_nothing_per_request() {
         "containment=advisory".to_owned(),
         format!("trace={}", world.path("tr/trace.jsonl")),
     ] {
-        assert!(listening.contains(&field), "{field} missing from {listening}");
+        assert!(
+            listening.contains(&field),
+            "{field} missing from {listening}"
+        );
     }
     let ended = line_with(&stderr, "session ended");
     assert!(ended.contains("INFO"), "{ended}");
     assert!(ended.contains("requests_answered=3"), "{ended}");
     assert!(ended.contains("handles_minted=1"), "{ended}");
     assert!(ended.contains("seconds_run="), "{ended}");
-    assert!(!stderr.contains("answered method"), "no line per request at info:\n{stderr}");
+    assert!(
+        !stderr.contains("answered method"),
+        "no line per request at info:\n{stderr}"
+    );
     assert!(!stderr.contains("DEBUG"), "{stderr}");
-    assert!(!stderr.contains(&token) && !stderr.contains("mh1."), "{stderr}");
-    assert!(!stderr.contains("the report"), "no file content in a log:\n{stderr}");
+    assert!(
+        !stderr.contains(&token) && !stderr.contains("mh1."),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("the report"),
+        "no file content in a log:\n{stderr}"
+    );
     drop(peer);
 }
 
@@ -690,16 +748,23 @@ fn debug_logs_each_request_without_its_token_or_content() {
     assert_eq!(get(port, &format!("/resources/peer/{forged}")), 400);
     let stderr = server.stop();
     let read = line_with(&stderr, "path=/resources/files/report.md");
-    assert!(read.contains("DEBUG") && read.contains("status=200"), "{read}");
+    assert!(
+        read.contains("DEBUG") && read.contains("status=200"),
+        "{read}"
+    );
     let redeem = line_with(&stderr, "path=/resources/peer/<handle:");
     assert!(redeem.contains("status=400"), "{redeem}");
-    assert!(!stderr.contains(forged) && !stderr.contains("mh1."), "{stderr}");
+    assert!(
+        !stderr.contains(forged) && !stderr.contains("mh1."),
+        "{stderr}"
+    );
     assert!(!stderr.contains("the report"), "{stderr}");
 }
 
 #[test]
 fn an_unusable_log_level_is_a_warning_and_info_applies() {
-    let world = World::new("name: r\ncolour: blue\nexports: { files: { root: out/, mode: read-only } }\n");
+    let world =
+        World::new("name: r\ncolour: blue\nexports: { files: { root: out/, mode: read-only } }\n");
     for garbage in ["garbage", "info,verbose", "=debug", "debug=", "loud"] {
         let server = Server::start(&world, world.serve_args(&[]), Some(garbage));
         let stderr = server.stop();
@@ -709,7 +774,10 @@ fn an_unusable_log_level_is_a_warning_and_info_applies() {
         assert!(warning.contains("not a log level"), "{warning}");
         // The default, info, applies.
         assert!(line_with(&stderr, "listening").contains("INFO"), "{stderr}");
-        assert!(line_with(&stderr, "session ended").contains("INFO"), "{stderr}");
+        assert!(
+            line_with(&stderr, "session ended").contains("INFO"),
+            "{stderr}"
+        );
     }
     // A usable level is obeyed: warn keeps the warning, drops the info lines; error drops
     // both; directives per target work too.
@@ -723,7 +791,11 @@ fn an_unusable_log_level_is_a_warning_and_info_applies() {
         let server = Server::start(&world, world.serve_args(&[]), Some(level));
         let stderr = server.stop();
         assert!(!stderr.contains("RESOURCE_PLANE_LOG"), "{level}: {stderr}");
-        assert_eq!(stderr.contains("unknown key `colour`"), warned, "{level}: {stderr}");
+        assert_eq!(
+            stderr.contains("unknown key `colour`"),
+            warned,
+            "{level}: {stderr}"
+        );
         assert_eq!(stderr.contains("listening"), informed, "{level}: {stderr}");
     }
 }
@@ -736,10 +808,21 @@ fn an_unusable_log_level_is_a_warning_and_info_applies() {
 fn command_line_errors_keep_clap_s_own_format_and_exit_2() {
     let world = World::new(FILES_MANIFEST);
     for (args, reason) in [
-        (vec!["serve", "--workdr", "/tmp"], "unexpected argument '--workdr'"),
+        (
+            vec!["serve", "--workdr", "/tmp"],
+            "unexpected argument '--workdr'",
+        ),
         (vec!["serve", "--workdir", "/tmp"], "--manifest <MANIFEST>"),
         (
-            vec!["serve", "--workdir", "/tmp", "--manifest", "/x", "--containment", "bogus"],
+            vec![
+                "serve",
+                "--workdir",
+                "/tmp",
+                "--manifest",
+                "/x",
+                "--containment",
+                "bogus",
+            ],
             "expected advisory, scoped or sealed",
         ),
         (vec!["check"], "--manifest <MANIFEST>"),
@@ -750,25 +833,47 @@ fn command_line_errors_keep_clap_s_own_format_and_exit_2() {
         let out = run(&world, &args, None);
         assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
         assert_eq!(out.stdout, "", "{args:?}");
-        assert!(out.stderr.starts_with("error: "), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.starts_with("error: "),
+            "{args:?}: {}",
+            out.stderr
+        );
         assert!(out.stderr.contains(reason), "{args:?}: {}", out.stderr);
         assert!(
             out.stderr.contains("For more information, try '--help'."),
             "{args:?}: {}",
             out.stderr
         );
-        assert!(!out.stderr.contains("E-CLI-001"), "{args:?}: {}", out.stderr);
+        assert!(
+            !out.stderr.contains("E-CLI-001"),
+            "{args:?}: {}",
+            out.stderr
+        );
         assert_eq!(world.snapshot(), before, "{args:?}");
     }
     // clap's tip for a near flag survives.
-    let out = run(&world, &["serve".to_owned(), "--workdr".to_owned(), "/tmp".to_owned()], None);
-    assert!(out.stderr.contains("tip: a similar argument exists: '--workdir'"), "{}", out.stderr);
+    let out = run(
+        &world,
+        &["serve".to_owned(), "--workdr".to_owned(), "/tmp".to_owned()],
+        None,
+    );
+    assert!(
+        out.stderr
+            .contains("tip: a similar argument exists: '--workdir'"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
 fn help_carries_a_manifest_the_exit_statuses_and_readme_pointers() {
     let world = World::new(FILES_MANIFEST);
-    for args in [vec!["--help"], vec!["serve", "--help"], vec!["check", "--help"], vec!["help", "serve"]] {
+    for args in [
+        vec!["--help"],
+        vec!["serve", "--help"],
+        vec!["check", "--help"],
+        vec!["help", "serve"],
+    ] {
         let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
         let out = run(&world, &args, None);
         assert_eq!(out.code, Some(0), "{args:?}");
@@ -782,7 +887,11 @@ fn help_carries_a_manifest_the_exit_statuses_and_readme_pointers() {
             "README § Manifest",
             "README § Operating",
         ] {
-            assert!(out.stdout.contains(needle), "{args:?}: {needle:?} missing:\n{}", out.stdout);
+            assert!(
+                out.stdout.contains(needle),
+                "{args:?}: {needle:?} missing:\n{}",
+                out.stdout
+            );
         }
         assert!(
             !out.stdout.contains("decisions") && !out.stdout.contains("D-1"),
@@ -824,7 +933,11 @@ fn a_capsule_registers_exactly_the_tools_its_manifest_grants() {
         "name: e\nexports: { peer_files: { root: out } }\ncapabilities: { peer_fetch: { allow: [h] } }",
     ] {
         let manifest = Manifest::from_yaml(yaml).unwrap().manifest;
-        assert_eq!(launch(&manifest).tools().names(), manifest.granted_tools(), "{yaml}");
+        assert_eq!(
+            launch(&manifest).tools().names(),
+            manifest.granted_tools(),
+            "{yaml}"
+        );
     }
 }
 
@@ -838,7 +951,12 @@ async fn a_capsule_counts_the_requests_its_router_answers() {
     .manifest;
     let capsule = launch(&manifest);
     assert_eq!(capsule.stats().requests_answered, 0);
-    for path in ["/resources/files", "/resources/files/report.md", "/resources/files/nope", "/x"] {
+    for path in [
+        "/resources/files",
+        "/resources/files/report.md",
+        "/resources/files/nope",
+        "/x",
+    ] {
         let request = http::Request::get(path).body(()).unwrap();
         let _ = capsule.router().handle(request).await;
     }

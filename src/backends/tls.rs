@@ -168,6 +168,7 @@ impl ServerCertVerifier for DeferredRoots {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests write their own CA files
 mod tests {
     use super::*;
     use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -246,8 +247,8 @@ mod tests {
 
         // Without the operator's CA the same peer is refused: the system's roots do not
         // hold it, and nothing is accepted unverified.
-        let refused = handshake(client_config(&[]).unwrap(), server.clone())
-            .expect_err("an unknown issuer");
+        let refused =
+            handshake(client_config(&[]).unwrap(), server.clone()).expect_err("an unknown issuer");
         assert!(
             matches!(refused, rustls::Error::InvalidCertificate(_)),
             "{refused:?}"
@@ -256,8 +257,8 @@ mod tests {
         let (other_ca, _) = ca_and_server();
         let other = dir.path().join("other.pem");
         std::fs::write(&other, other_ca.pem()).unwrap();
-        let refused = handshake(client_config(&[other.as_path()]).unwrap(), server)
-            .expect_err("another CA");
+        let refused =
+            handshake(client_config(&[other.as_path()]).unwrap(), server).expect_err("another CA");
         assert!(
             matches!(refused, rustls::Error::InvalidCertificate(_)),
             "{refused:?}"

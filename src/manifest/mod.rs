@@ -292,7 +292,10 @@ impl Manifest {
     ///
     /// # Errors
     /// `E-MAN-003`: not UTF-8, or as [`from_yaml_with`](Self::from_yaml_with).
-    pub fn from_yaml_bytes_with(bytes: &[u8], options: ParseOptions) -> Result<Parsed, LaunchError> {
+    pub fn from_yaml_bytes_with(
+        bytes: &[u8],
+        options: ParseOptions,
+    ) -> Result<Parsed, LaunchError> {
         let text = std::str::from_utf8(bytes)
             .map_err(|_| LaunchError::malformed("manifest", "UTF-8 YAML text"))?;
         Self::from_yaml_with(text, options)
@@ -560,8 +563,9 @@ impl Manifest {
                           lifecycle.after_task: sleep; a handle's lifetime is not a durability \
                           mechanism"
                     .into(),
-                hint: "declare exports.peer_files.max_ttl of 15m or less: a handle's \
-                           lifetime is not a durability mechanism"
+                hint: "declare exports.peer_files.max_ttl of 15m or less, or use \
+                       lifecycle.after_task: exit: a handle's lifetime is not a durability \
+                       mechanism (README § Manifest)"
                     .into(),
             });
         }
@@ -602,7 +606,7 @@ impl Manifest {
                     code: "E-CAP-007",
                     message,
                     hint: "point the export root at a directory inside the workdir, reached \
-                           through no absolute symlink"
+                           through no absolute symlink (README § Manifest)"
                         .into(),
                 });
             }
@@ -815,9 +819,10 @@ mod tests {
             assert_eq!(parsed.warnings, vec![warning.to_owned()], "{yaml}");
         }
         // `require_peer_proof` is a key of `exports.peer_files`: no warning.
-        let parsed =
-            Manifest::from_yaml("name: x\nexports: { peer_files: { root: o, require_peer_proof: true } }")
-                .expect("a known key");
+        let parsed = Manifest::from_yaml(
+            "name: x\nexports: { peer_files: { root: o, require_peer_proof: true } }",
+        )
+        .expect("a known key");
         assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
     }
 
@@ -943,7 +948,8 @@ mod tests {
         let deep = format!("name: x\nzzz: {}{}", "[".repeat(200), "]".repeat(200));
         let e = Manifest::from_yaml(&deep).expect_err("too deep");
         assert!(
-            e.message.starts_with("manifest: YAML nested too deeply at line 2 column "),
+            e.message
+                .starts_with("manifest: YAML nested too deeply at line 2 column "),
             "{}",
             e.message
         );
@@ -984,7 +990,10 @@ mod tests {
         let effective = sleeper.effective();
         assert_eq!(effective["exports"]["files"], Value::Null);
         assert_eq!(effective["exports"]["peer_files"]["max_ttl"], 3600);
-        assert_eq!(effective["capabilities"]["network"]["allow"], serde_json::json!(["h"]));
+        assert_eq!(
+            effective["capabilities"]["network"]["allow"],
+            serde_json::json!(["h"])
+        );
         assert_eq!(effective["lifecycle"]["after_task"], "sleep");
         let bare = parse("name: b").unwrap();
         assert!(bare.planes().is_empty() && bare.granted_tools().is_empty());
