@@ -92,7 +92,8 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     let started = std::time::Instant::now();
     let parsed = read_manifest(&args.manifest, args.strict)?;
     for warning in &parsed.warnings {
-        tracing::warn!("{warning}");
+        // A key is the operator's text; even so, nothing token-shaped reaches a log.
+        tracing::warn!("{}", resource_plane::redact::redact_tokens(warning));
     }
     let manifest = parsed.manifest;
     let (workdir, fs) = open_workdir(&args.workdir)?;
