@@ -182,6 +182,12 @@ impl Capsule {
         })
     }
 
+    /// What the session did so far: requests answered, handles minted (the binary's closing
+    /// log line, D-15.1).
+    pub fn stats(&self) -> crate::http::router::SessionStats {
+        self.router.stats()
+    }
+
     /// The router to mount on the runtime's listener.
     pub fn router(&self) -> Router {
         self.router.clone()

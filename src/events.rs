@@ -69,6 +69,10 @@ pub struct PeerHandleMint {
 
 impl TraceEvent for PeerHandleMint {
     const EVENT_TYPE: &'static str = "peer_handle_mint";
+
+    fn mints_a_handle(&self) -> bool {
+        self.outcome == "ok"
+    }
 }
 
 /// `peer_handle_redeem`: one per request on a peer route.

@@ -223,6 +223,11 @@ impl AllowList {
         (!rules.is_empty()).then_some(AllowList(rules))
     }
 
+    /// The rules, in the order declared.
+    pub fn rules(&self) -> &[AllowRule] {
+        &self.0
+    }
+
     /// Whether any rule admits `target`.
     pub fn admits(&self, target: &Address) -> bool {
         self.0.iter().any(|r| r.matches(target))

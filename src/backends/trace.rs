@@ -175,6 +175,12 @@ impl TraceSink for FailingTraceSink {
 pub trait TraceEvent: Serialize {
     /// The `event_type` string.
     const EVENT_TYPE: &'static str;
+
+    /// Whether this line records a handle minted (a `peer_handle_mint` with outcome `ok`):
+    /// the tracer counts those it wrote, for the session's closing log line (D-15.1).
+    fn mints_a_handle(&self) -> bool {
+        false
+    }
 }
 
 /// Builds and writes trace lines for one session.
@@ -187,6 +193,8 @@ pub struct Tracer {
     /// the session, unpredictable across sessions, and cost no syscall per line.
     id_prefix: u64,
     id_counter: Arc<std::sync::atomic::AtomicU64>,
+    /// Lines written that record a handle minted.
+    handles_minted: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Tracer {
@@ -198,7 +206,15 @@ impl Tracer {
             session_id,
             id_prefix: u64::from_le_bytes(super::random::bytes::<8>()),
             id_counter: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            handles_minted: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         }
+    }
+
+    /// How many handles this session minted and recorded: a mint whose line could not be
+    /// written handed out no handle (D-6.4) and is not counted.
+    pub fn handles_minted(&self) -> u64 {
+        self.handles_minted
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Appends the next event id's 32 hex characters to `line`.
@@ -256,7 +272,12 @@ impl Tracer {
         match crate::redact::redact_tokens(text) {
             std::borrow::Cow::Borrowed(_) => self.sink.append_line(&line),
             std::borrow::Cow::Owned(clean) => self.sink.append_line(clean.as_bytes()),
+        }?;
+        if event.mints_a_handle() {
+            self.handles_minted
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
+        Ok(())
     }
 }
 

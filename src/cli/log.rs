@@ -38,19 +38,15 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-/// Installs the `tracing` subscriber: human-readable lines on [`LossyStderr`], colour only for
-/// a person at a terminal who has not asked for none (`NO_COLOR`), level from
-/// `RESOURCE_PLANE_LOG` (default `warn`).
-pub(crate) fn init() {
+/// Installs the `tracing` subscriber: human-readable lines on [`LossyStderr`] through
+/// `filter`, colour only for a person at a terminal who has not asked for none (`NO_COLOR`).
+pub(crate) fn init(filter: tracing_subscriber::EnvFilter) {
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     tracing_subscriber::fmt()
         .with_writer(|| LossyStderr)
         .log_internal_errors(false)
         .with_ansi(colour)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RESOURCE_PLANE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(filter)
         .init();
 }

@@ -2,12 +2,14 @@
 //! nothing; then bind, open the trace, print the ready line and serve until SIGINT, SIGTERM or
 //! (with `--console`) end of stdin.
 
+use super::check::{cli_error, open_workdir, read_manifest};
 use resource_plane::backends::fs::Containment;
-use resource_plane::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
+use resource_plane::backends::{JsonlTraceSink, SystemClock};
 use resource_plane::http::ListenerConfig;
 use resource_plane::http::listener::serve_sharded;
 use resource_plane::manifest::LaunchError;
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -35,10 +37,10 @@ pub(crate) struct ServeArgs {
     /// Trace file; default a per-session file outside the workdir.
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// The fetcher's own body cap in bytes (at least 1, as D-1.4 asks of every byte limit).
+    /// The fetcher's own body cap in bytes (at least 1, like every byte limit).
     #[arg(long, default_value_t = 10 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
     fetch_max_bytes: u64,
-    /// Bytes that in-flight read bodies may hold at once (D-4.6); more reads wait. At least 1.
+    /// Bytes that in-flight read bodies may hold at once; more reads wait. At least 1.
     #[arg(long, default_value_t = 256 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
     inflight_budget: u64,
     /// Seconds a response may make no progress (its client takes nothing) before the
@@ -52,21 +54,16 @@ pub(crate) struct ServeArgs {
     /// PEM certificates trusted for https peers, added to the system's roots.
     #[arg(long)]
     peer_ca: Vec<PathBuf>,
-    /// Read tool calls from stdin, one JSON object per line.
+    /// Read tool calls from stdin, one JSON object per line (README § Operating).
     #[arg(long)]
     console: bool,
+    /// Refuse unknown manifest keys (E-MAN-003) instead of warning about them.
+    #[arg(long)]
+    strict: bool,
 }
 
 fn parse_containment(text: &str) -> Result<Containment, String> {
-    Containment::parse(text).ok_or_else(|| "advisory, scoped or sealed".to_owned())
-}
-
-fn cli_error(message: impl Into<String>, hint: impl Into<String>) -> LaunchError {
-    LaunchError {
-        code: "E-CLI-001",
-        message: message.into(),
-        hint: hint.into(),
-    }
+    Containment::parse(text).ok_or_else(|| "expected advisory, scoped or sealed".to_owned())
 }
 
 fn refuse(e: &LaunchError) -> ExitCode {
@@ -92,32 +89,14 @@ fn canonical_parent(path: &Path) -> Option<PathBuf> {
 
 #[allow(clippy::disallowed_methods)]
 async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
-    let bytes = std::fs::read(&args.manifest).map_err(|e| {
-        cli_error(
-            format!("--manifest {}: {e}", args.manifest.display()),
-            "pass a readable YAML manifest",
-        )
-    })?;
-    // A file that was read but is not text is a malformed manifest, not a bad flag.
-    let parsed = Manifest::from_yaml_bytes(&bytes)?;
+    let started = std::time::Instant::now();
+    let parsed = read_manifest(&args.manifest, args.strict)?;
     for warning in &parsed.warnings {
-        super::log::say!("{warning}");
+        // A key is the operator's text; even so, nothing token-shaped reaches a log.
+        tracing::warn!("{}", resource_plane::redact::redact_tokens(warning));
     }
     let manifest = parsed.manifest;
-    let workdir = std::fs::canonicalize(&args.workdir)
-        .ok()
-        .filter(|p| p.is_dir())
-        .ok_or_else(|| {
-            cli_error(
-                format!(
-                    "--workdir {}: not an existing directory",
-                    args.workdir.display()
-                ),
-                "create the workdir first; serve never creates it",
-            )
-        })?;
-    let fs = OsFilesystem::open(&workdir)
-        .map_err(|e| cli_error(format!("--workdir: {e}"), "check the workdir's permissions"))?;
+    let (workdir, fs) = open_workdir(&args.workdir)?;
     manifest.check_launch(&fs)?;
 
     let (trace_path, default_trace) = match &args.trace {
@@ -237,12 +216,15 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     )?;
 
     let trace_display = std::path::absolute(&trace_path).unwrap_or(trace_path);
+    let tools = capsule.tools().names();
     let ready = serde_json::json!({
         "event": "listening",
         "url": url,
         "audience": capsule.audience(),
         "session_id": capsule.session_id(),
         "trace": trace_display.display().to_string(),
+        "planes": manifest.planes(),
+        "tools": tools,
     });
     // Nobody can learn the session's address once stdout is gone (a closed pipe, a full
     // disk): end the session at once, with a word on stderr, instead of panicking as
@@ -252,6 +234,15 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         capsule.end_session();
         return Ok(ExitCode::FAILURE);
     }
+    tracing::info!(
+        url = %url,
+        audience = %capsule.audience(),
+        planes = %declared_planes(&manifest),
+        tools = %list_or_none(&tools),
+        containment = %args.containment.as_str(),
+        trace = %trace_display.display(),
+        "listening"
+    );
 
     let capsule = Arc::new(capsule);
     let listener_config = ListenerConfig {
@@ -305,6 +296,13 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         tracing::warn!("the console did not finish within the drain deadline; abandoned");
     }
     capsule.end_session();
+    let stats = capsule.stats();
+    tracing::info!(
+        requests_answered = stats.requests_answered,
+        handles_minted = stats.handles_minted,
+        seconds_run = started.elapsed().as_secs(),
+        "session ended"
+    );
     Ok(if listener_failed {
         ExitCode::FAILURE
     } else {
@@ -312,8 +310,37 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     })
 }
 
+/// The planes declared with their roots, for the listening log line:
+/// `files:out/,peer_files:out/`, or `none`.
+fn declared_planes(manifest: &Manifest) -> String {
+    let mut planes = String::new();
+    let declared = [
+        ("files", manifest.files.as_ref().map(|f| &f.root)),
+        ("peer_files", manifest.peer_files.as_ref().map(|p| &p.root)),
+    ];
+    for (plane, root) in declared {
+        if let Some(root) = root {
+            let comma = if planes.is_empty() { "" } else { "," };
+            let _ = write!(planes, "{comma}{plane}:{}", root.declared());
+        }
+    }
+    if planes.is_empty() {
+        planes.push_str("none");
+    }
+    planes
+}
+
+/// `a,b`, or `none` for an empty list.
+fn list_or_none(items: &[&str]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(",")
+    }
+}
+
 /// Writes `line` and a line end to stdout and flushes it.
-fn print_line(line: &str) -> std::io::Result<()> {
+pub(crate) fn print_line(line: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{line}")?;
@@ -362,7 +389,7 @@ fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     if let Ok(address) = text.parse::<SocketAddr>() {
         return Ok(address);
     }
-    let expected = || format!("{text:?}: expected IP:PORT or HOST:PORT");
+    let expected = || "expected IP:PORT or HOST:PORT".to_owned();
     if !text.contains(':') {
         return Err(expected());
     }
@@ -381,6 +408,6 @@ fn parse_listen(text: &str) -> Result<SocketAddr, String> {
 fn parse_shards(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(n) if (1..=256).contains(&n) => Ok(n),
-        _ => Err(format!("{text:?}: expected a whole number from 1 to 256")),
+        _ => Err("expected a whole number from 1 to 256".to_owned()),
     }
 }

@@ -14,6 +14,7 @@ use crate::refusal::{Code, Refusal};
 use http::header::HeaderValue;
 use http::{Method, Request, Response};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The largest file a read or redeem serves on the async worker that received it; larger files,
 /// and every listing, move to the blocking pool. Small reads are cheaper inline than the two
@@ -81,12 +82,34 @@ pub(crate) struct Mounted {
 #[derive(Debug, Clone)]
 pub struct Router {
     mounted: Arc<Mounted>,
+    /// Responses given, shared by every clone.
+    answered: Arc<AtomicU64>,
+}
+
+/// What a session did, for its closing log line (D-15.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SessionStats {
+    /// Requests the router answered (every route, refusals included).
+    pub requests_answered: u64,
+    /// Handles minted and recorded.
+    pub handles_minted: u64,
 }
 
 impl Router {
     pub(crate) fn new(mounted: Mounted) -> Self {
         Router {
             mounted: Arc::new(mounted),
+            answered: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The session's counts so far: requests answered by this router (and its clones), handles
+    /// minted by the tools sharing its tracer.
+    pub fn stats(&self) -> SessionStats {
+        SessionStats {
+            requests_answered: self.answered.load(Ordering::Relaxed),
+            handles_minted: self.mounted.tracer.handles_minted(),
         }
     }
 
@@ -164,7 +187,7 @@ impl Router {
         cancel: &Cancel,
     ) -> Option<Response<PlaneBody>> {
         let generation = self.mounted.generation.current();
-        Some(match Route::of(raw_path) {
+        let response = match Route::of(raw_path) {
             Route::Foreign => response::refusal(Code::NotFound, None, None),
             Route::AgentCard => {
                 if method == Method::GET {
@@ -190,7 +213,16 @@ impl Router {
             }
             Route::PeerIndex => self.redeem(method, None, audience, generation, mode)?,
             Route::Redeem(token) => self.redeem(method, Some(token), audience, generation, mode)?,
-        })
+        };
+        self.answered.fetch_add(1, Ordering::Relaxed);
+        // The path as a trace line records it, tokens redacted: a log holds no token (D-15.1).
+        tracing::debug!(
+            method = %method,
+            path = %crate::redact::redact_tokens(&crate::redact::revealing_tokens(raw_path)),
+            status = response.status().as_u16(),
+            "answered"
+        );
+        Some(response)
     }
 
     /// Writes `event`, then returns `ok`; a failed write turns any answer into 500 (D-6.4).

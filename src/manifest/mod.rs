@@ -10,6 +10,11 @@ use crate::units::{parse_byte_size, parse_duration_secs};
 use serde_json::{Map, Value};
 use std::fmt;
 
+/// The warning for a manifest that declares no plane and no capability (D-15.1).
+const NOTHING_DECLARED: &str = "the manifest declares no plane and no capability: nothing is \
+     served and no tool is registered (declare exports.files, exports.peer_files, \
+     capabilities.peer_fetch or capabilities.network; see README § Manifest)";
+
 /// Default `max_bytes` for both exports: 10 MiB.
 pub const DEFAULT_MAX_BYTES: u64 = 10 * 1024 * 1024;
 /// Default `exports.peer_files.max_ttl`: one hour.
@@ -82,12 +87,27 @@ pub struct LaunchError {
     pub hint: String,
 }
 
+/// The hint of every `E-MAN-003`: where the operator finds what each field accepts.
+const MANIFEST_HINT: &str =
+    "fix the manifest field named above; README § Manifest lists every field and what it accepts";
+
 impl LaunchError {
     fn malformed(field: &str, accepted: &str) -> Self {
         LaunchError {
             code: "E-MAN-003",
             message: format!("{field}: {accepted}"),
-            hint: "fix the manifest field named above; see decisions.md D-1".into(),
+            hint: MANIFEST_HINT.into(),
+        }
+    }
+
+    /// `E-MAN-003` for an unknown key under [`ParseOptions::strict`] (D-15.3).
+    fn unknown_key(full: &str, suggestion: Option<&str>) -> Self {
+        LaunchError {
+            code: "E-MAN-003",
+            message: format!("{full}: unknown key{}", did_you_mean(suggestion)),
+            hint: "remove or correct the key (without --strict it is only a warning); README § \
+                   Manifest lists every key"
+                .into(),
         }
     }
 }
@@ -104,16 +124,42 @@ impl fmt::Display for LaunchError {
 
 impl std::error::Error for LaunchError {}
 
-/// A parsed manifest plus the warnings (unknown keys) it produced.
+/// A parsed manifest plus the warnings it produced.
 #[derive(Debug, Clone)]
 pub struct Parsed {
     /// The manifest.
     pub manifest: Manifest,
-    /// One line per unknown key, for stderr (D-1.1).
+    /// One line per unknown key (``unknown key `exports.files.max_byte` (did you mean
+    /// `max_bytes`?)``, D-1.1), then one when the manifest declares no plane and no capability
+    /// (D-15.1). Plain text without a level prefix: the binary logs each at `warn`, `check`
+    /// lists them in its JSON.
     pub warnings: Vec<String>,
 }
 
+/// How a manifest is read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ParseOptions {
+    /// Unknown keys refuse the manifest (`E-MAN-003`) instead of being warnings (D-15.3):
+    /// what `serve --strict` and `check --strict` ask for.
+    pub strict: bool,
+}
+
+impl ParseOptions {
+    /// Unknown keys are warnings (the default, D-1.1).
+    pub const LENIENT: ParseOptions = ParseOptions { strict: false };
+    /// Unknown keys refuse the manifest (D-15.3).
+    pub const STRICT: ParseOptions = ParseOptions { strict: true };
+}
+
 type Res<T> = Result<T, LaunchError>;
+
+/// What reading one manifest collects on the way: its warnings, and whether an unknown key is
+/// one of them or a refusal.
+struct Reader {
+    options: ParseOptions,
+    warnings: Vec<String>,
+}
 
 struct Fields<'a> {
     path: String,
@@ -121,20 +167,24 @@ struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    /// The mapping at `path`, with a warning for each key [`known_keys`] does not name there.
-    fn of(path: &str, value: &'a Value, warnings: &mut Vec<String>) -> Res<Self> {
+    /// The mapping at `path`. Each key [`known_keys`] does not name there is a warning, naming
+    /// the known key within edit distance 2 if there is one; under
+    /// [`strict`](ParseOptions::strict) the first such key refuses the manifest.
+    fn of(path: &str, value: &'a Value, reader: &mut Reader) -> Res<Self> {
         let map = value
             .as_object()
             .ok_or_else(|| LaunchError::malformed(path, "a mapping"))?;
         let known = known_keys(path);
         for key in map.keys() {
             if !known.contains(&key.as_str()) {
-                let full = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                warnings.push(format!("warning: unknown manifest key `{full}` ignored"));
+                let full = child_path(path, key);
+                let suggestion = suggest(key, known);
+                if reader.options.strict {
+                    return Err(LaunchError::unknown_key(&full, suggestion));
+                }
+                reader
+                    .warnings
+                    .push(format!("unknown key `{full}`{}", did_you_mean(suggestion)));
             }
         }
         Ok(Fields {
@@ -168,19 +218,56 @@ impl<'a> Fields<'a> {
 }
 
 /// The keys a manifest reads in the mapping at `path` (D-1): any other key there is unknown,
-/// a warning and never an error (D-1.1). The one statement of the manifest's shape, used by
+/// a warning (D-1.1) unless the manifest is read strictly (D-15.3). The one statement of the manifest's shape, used by
 /// the reader and by the YAML conversion.
 fn known_keys(path: &str) -> &'static [&'static str] {
     match path {
         "" => &["name", "exports", "capabilities", "lifecycle"],
         "exports" => &["files", "peer_files"],
         "exports.files" => &["root", "mode", "max_bytes"],
-        "exports.peer_files" => &["root", "max_ttl", "max_bytes"],
+        "exports.peer_files" => &["root", "max_ttl", "max_bytes", "require_peer_proof"],
         "capabilities" => &["peer_fetch", "network"],
         "capabilities.peer_fetch" | "capabilities.network" => &["allow"],
         "lifecycle" => &["after_task"],
         _ => &[],
     }
+}
+
+/// The farthest an unknown key may be from a known one, in single-character edits, for the
+/// warning to name the known key (D-1.1).
+const SUGGESTION_DISTANCE: usize = 2;
+
+/// The known key an unknown `key` most likely meant: the one at the smallest edit distance, at
+/// most [`SUGGESTION_DISTANCE`]; on a tie, the first in `known` (the order of D-1.1).
+fn suggest(key: &str, known: &[&'static str]) -> Option<&'static str> {
+    known
+        .iter()
+        .map(|candidate| (edit_distance(key, candidate), *candidate))
+        .filter(|(distance, _)| *distance <= SUGGESTION_DISTANCE)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+/// ` (did you mean `key`?)`, or nothing.
+fn did_you_mean(suggestion: Option<&str>) -> String {
+    suggestion.map_or_else(String::new, |key| format!(" (did you mean `{key}`?)"))
+}
+
+/// The Levenshtein distance between `a` and `b` in characters: the fewest insertions,
+/// deletions and substitutions that turn one into the other. A key is short; one row is kept.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
 }
 
 /// `key` under the mapping at `path`.
@@ -193,35 +280,76 @@ fn child_path(path: &str, key: &str) -> String {
 }
 
 impl Manifest {
-    /// Parses a manifest file's bytes: UTF-8 YAML.
+    /// Parses a manifest file's bytes: UTF-8 YAML. Unknown keys are warnings.
     ///
     /// # Errors
     /// `E-MAN-003`: not UTF-8, or as [`from_yaml`](Self::from_yaml).
     pub fn from_yaml_bytes(bytes: &[u8]) -> Result<Parsed, LaunchError> {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|_| LaunchError::malformed("manifest", "UTF-8 YAML text"))?;
-        Self::from_yaml(text)
+        Self::from_yaml_bytes_with(bytes, ParseOptions::LENIENT)
     }
 
-    /// Parses a YAML manifest (the CLI's format).
+    /// [`from_yaml_bytes`](Self::from_yaml_bytes) read with `options`.
     ///
     /// # Errors
-    /// `E-MAN-003` naming the first malformed field.
+    /// `E-MAN-003`: not UTF-8, or as [`from_yaml_with`](Self::from_yaml_with).
+    pub fn from_yaml_bytes_with(
+        bytes: &[u8],
+        options: ParseOptions,
+    ) -> Result<Parsed, LaunchError> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| LaunchError::malformed("manifest", "UTF-8 YAML text"))?;
+        Self::from_yaml_with(text, options)
+    }
+
+    /// Parses a YAML manifest (the CLI's format). Unknown keys are warnings.
+    ///
+    /// # Errors
+    /// `E-MAN-003` naming the first malformed field, or the line and column of a YAML syntax
+    /// error.
     pub fn from_yaml(text: &str) -> Result<Parsed, LaunchError> {
+        Self::from_yaml_with(text, ParseOptions::LENIENT)
+    }
+
+    /// [`from_yaml`](Self::from_yaml) read with `options`:
+    /// `Manifest::from_yaml_with(text, ParseOptions::STRICT)` refuses unknown keys as
+    /// `serve --strict` does (D-15.3).
+    ///
+    /// # Errors
+    /// As [`from_yaml`](Self::from_yaml); under [`ParseOptions::STRICT`] also
+    /// `E-MAN-003` ``<key path>: unknown key`` for the first unknown key.
+    pub fn from_yaml_with(text: &str, options: ParseOptions) -> Result<Parsed, LaunchError> {
         // A byte order mark may open a YAML stream (an editor's UTF-8 "with BOM"); the parser
         // would read it as content.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        Self::from_value(&yaml::manifest_value(text)?)
+        Self::from_value_with(&yaml::manifest_value(text)?, options)
     }
 
     /// Parses a manifest from a JSON-shaped value (what a runtime holds after its own parsing).
+    /// Unknown keys are warnings.
     ///
     /// # Errors
     /// `E-MAN-003` naming the first malformed field.
     pub fn from_value(value: &Value) -> Result<Parsed, LaunchError> {
-        let mut warnings = Vec::new();
-        let top = Fields::of("", value, &mut warnings)
-            .map_err(|_| LaunchError::malformed("manifest", "a mapping with at least `name`"))?;
+        Self::from_value_with(value, ParseOptions::LENIENT)
+    }
+
+    /// [`from_value`](Self::from_value) read with `options`.
+    ///
+    /// # Errors
+    /// As [`from_value`](Self::from_value); under [`ParseOptions::STRICT`] also `E-MAN-003`
+    /// ``<key path>: unknown key`` for the first unknown key.
+    pub fn from_value_with(value: &Value, options: ParseOptions) -> Result<Parsed, LaunchError> {
+        let mut reader = Reader {
+            options,
+            warnings: Vec::new(),
+        };
+        if !value.is_object() {
+            return Err(LaunchError::malformed(
+                "manifest",
+                "a mapping with at least `name`",
+            ));
+        }
+        let top = Fields::of("", value, &mut reader)?;
 
         // The name heads the audience, which a peer sends as an HTTP header value (D-8): it
         // may be any text but a control character, which no header can carry.
@@ -237,9 +365,9 @@ impl Manifest {
 
         let (mut files, mut peer_files) = (None, None);
         if let Some(exports) = top.get("exports") {
-            let exports = Fields::of("exports", exports, &mut warnings)?;
+            let exports = Fields::of("exports", exports, &mut reader)?;
             if let Some(v) = exports.block("files") {
-                let f = Fields::of("exports.files", v, &mut warnings)?;
+                let f = Fields::of("exports.files", v, &mut reader)?;
                 let root = parse_root(&f)?;
                 match f.get("mode") {
                     Some(Value::String(m)) if m == "read-only" => {}
@@ -256,7 +384,7 @@ impl Manifest {
                 });
             }
             if let Some(v) = exports.block("peer_files") {
-                let f = Fields::of("exports.peer_files", v, &mut warnings)?;
+                let f = Fields::of("exports.peer_files", v, &mut reader)?;
                 let root = parse_root(&f)?;
                 let declared_max_ttl_secs = match f.get("max_ttl") {
                     None => None,
@@ -277,11 +405,11 @@ impl Manifest {
 
         let (mut peer_fetch, mut network) = (None, None);
         if let Some(caps) = top.get("capabilities") {
-            let caps = Fields::of("capabilities", caps, &mut warnings)?;
+            let caps = Fields::of("capabilities", caps, &mut reader)?;
             for (key, slot) in [("peer_fetch", &mut peer_fetch), ("network", &mut network)] {
                 if let Some(block) = caps.block(key) {
                     let path = caps.field(key);
-                    let f = Fields::of(&path, block, &mut warnings)?;
+                    let f = Fields::of(&path, block, &mut reader)?;
                     *slot = Some(parse_allow(&f)?);
                 }
             }
@@ -289,7 +417,7 @@ impl Manifest {
 
         let mut after_task = AfterTask::Exit;
         if let Some(lifecycle) = top.get("lifecycle") {
-            let l = Fields::of("lifecycle", lifecycle, &mut warnings)?;
+            let l = Fields::of("lifecycle", lifecycle, &mut reader)?;
             after_task = match l.get("after_task") {
                 None => AfterTask::Exit,
                 Some(Value::String(s)) if s.trim() == "exit" => AfterTask::Exit,
@@ -303,25 +431,126 @@ impl Manifest {
             };
         }
 
+        let manifest = Manifest {
+            name,
+            files,
+            peer_files,
+            peer_fetch,
+            network,
+            after_task,
+        };
+        if manifest.declares_nothing() {
+            reader.warnings.push(NOTHING_DECLARED.to_owned());
+        }
         Ok(Parsed {
-            manifest: Manifest {
-                name,
-                files,
-                peer_files,
-                peer_fetch,
-                network,
-                after_task,
-            },
-            warnings,
+            manifest,
+            warnings: reader.warnings,
         })
     }
 
-    /// The launch checks, in order: `E-CAP-008` then `E-CAP-007` for `exports.files.root` and
-    /// `exports.peer_files.root` (D-1.8, D-1.9). Touches nothing but lookups.
+    /// Whether the manifest declares no plane (`exports.files`, `exports.peer_files`) and no
+    /// capability (`capabilities.peer_fetch`, `capabilities.network`): a capsule that serves
+    /// nothing and has no tool, worth a warning (D-15.1).
+    pub fn declares_nothing(&self) -> bool {
+        self.files.is_none()
+            && self.peer_files.is_none()
+            && self.peer_fetch.is_none()
+            && self.network.is_none()
+    }
+
+    /// The planes declared, sorted: `files` for `exports.files`, `peer_files` for
+    /// `exports.peer_files` (the ready line's `planes`, D-15.6).
+    pub fn planes(&self) -> Vec<&'static str> {
+        let mut planes = Vec::new();
+        if self.files.is_some() {
+            planes.push("files");
+        }
+        if self.peer_files.is_some() {
+            planes.push("peer_files");
+        }
+        planes
+    }
+
+    /// The tools a capsule launched from this manifest registers, sorted (D-12):
+    /// `fetch-peer-file` when `capabilities.peer_fetch` is declared, `share-file` when
+    /// `exports.peer_files` is.
+    pub fn granted_tools(&self) -> Vec<&'static str> {
+        let mut tools = Vec::new();
+        if self.peer_fetch.is_some() {
+            tools.push("fetch-peer-file");
+        }
+        if self.peer_files.is_some() {
+            tools.push("share-file");
+        }
+        tools
+    }
+
+    /// The effective configuration, every default filled in (what `check` prints, D-15.4). It
+    /// mirrors the YAML's shape, with sizes in bytes and durations in seconds, and `null` for a
+    /// block that is not declared:
+    ///
+    /// ```json
+    /// {"name":"reporter",
+    ///  "exports":{"files":{"root":"out/","mode":"read-only","max_bytes":10485760},
+    ///             "peer_files":{"root":"out/","max_ttl":900,"max_bytes":10485760}},
+    ///  "capabilities":{"peer_fetch":{"allow":["localhost:41234"]},"network":null},
+    ///  "lifecycle":{"after_task":"exit"}}
+    /// ```
+    ///
+    /// Roots are as declared (trimmed); allow entries as parsed (host lowercased, a bare
+    /// trailing `/` dropped).
+    pub fn effective(&self) -> Value {
+        let allow = |list: &Option<AllowList>| {
+            list.as_ref().map(|list| {
+                serde_json::json!({
+                    "allow": list.rules().iter().map(ToString::to_string).collect::<Vec<_>>()
+                })
+            })
+        };
+        serde_json::json!({
+            "name": self.name,
+            "exports": {
+                "files": self.files.as_ref().map(|f| serde_json::json!({
+                    "root": f.root.declared(),
+                    "mode": "read-only",
+                    "max_bytes": f.max_bytes,
+                })),
+                "peer_files": self.peer_files.as_ref().map(|p| serde_json::json!({
+                    "root": p.root.declared(),
+                    "max_ttl": p.max_ttl_secs(),
+                    "max_bytes": p.max_bytes,
+                })),
+            },
+            "capabilities": {
+                "peer_fetch": allow(&self.peer_fetch),
+                "network": allow(&self.network),
+            },
+            "lifecycle": {
+                "after_task": match self.after_task {
+                    AfterTask::Exit => "exit",
+                    AfterTask::Sleep => "sleep",
+                },
+            },
+        })
+    }
+
+    /// The launch checks, in order: [`check_handle_lifetime`](Self::check_handle_lifetime)
+    /// (`E-CAP-008`), then [`check_roots`](Self::check_roots) (`E-CAP-007`) (D-1.8, D-1.9).
+    /// Touches nothing but lookups.
     ///
     /// # Errors
     /// The first refusal.
     pub fn check_launch(&self, fs: &dyn Filesystem) -> Result<(), LaunchError> {
+        self.check_handle_lifetime()?;
+        self.check_roots(fs)
+    }
+
+    /// `E-CAP-008` (D-1.8): a persistent capsule (`after_task: sleep`) exporting peer files
+    /// must declare a `max_ttl` of at most 900 s. Needs no filesystem.
+    ///
+    /// # Errors
+    /// `E-CAP-008`.
+    pub fn check_handle_lifetime(&self) -> Result<(), LaunchError> {
         if let Some(peer) = &self.peer_files
             && self.after_task == AfterTask::Sleep
             && peer
@@ -334,11 +563,22 @@ impl Manifest {
                           lifecycle.after_task: sleep; a handle's lifetime is not a durability \
                           mechanism"
                     .into(),
-                hint: "declare exports.peer_files.max_ttl of 15m or less: a handle's \
-                           lifetime is not a durability mechanism"
+                hint: "declare exports.peer_files.max_ttl of 15m or less, or use \
+                       lifecycle.after_task: exit: a handle's lifetime is not a durability \
+                       mechanism (README § Manifest)"
                     .into(),
             });
         }
+        Ok(())
+    }
+
+    /// `E-CAP-007` (D-1.9) for `exports.files.root` then `exports.peer_files.root`: a root
+    /// whose path, resolved beneath the workdir `fs` opens, escapes it. Touches nothing but
+    /// lookups.
+    ///
+    /// # Errors
+    /// `E-CAP-007` naming the field.
+    pub fn check_roots(&self, fs: &dyn Filesystem) -> Result<(), LaunchError> {
         let roots = [
             ("exports.files.root", self.files.as_ref().map(|f| &f.root)),
             (
@@ -366,7 +606,7 @@ impl Manifest {
                     code: "E-CAP-007",
                     message,
                     hint: "point the export root at a directory inside the workdir, reached \
-                           through no absolute symlink"
+                           through no absolute symlink (README § Manifest)"
                         .into(),
                 });
             }
@@ -479,6 +719,287 @@ mod tests {
     }
 
     #[test]
+    fn edit_distance_counts_single_character_edits() {
+        for (a, b, distance) in [
+            ("", "", 0),
+            ("", "abc", 3),
+            ("abc", "", 3),
+            ("max_bytes", "max_bytes", 0),
+            ("max_byte", "max_bytes", 1),
+            ("max_bytess", "max_bytes", 1),
+            ("max_bites", "max_bytes", 1),
+            ("mxa_bytes", "max_bytes", 2),
+            ("roots", "root", 1),
+            ("kitten", "sitting", 3),
+            ("nmae", "name", 2),
+            // Characters, not bytes: one accented letter is one edit.
+            ("nàme", "name", 1),
+        ] {
+            assert_eq!(edit_distance(a, b), distance, "{a} / {b}");
+            assert_eq!(edit_distance(b, a), distance, "{b} / {a}");
+        }
+    }
+
+    #[test]
+    fn the_suggestion_is_the_nearest_known_key_within_two_edits() {
+        let files = known_keys("exports.files");
+        assert_eq!(suggest("max_byte", files), Some("max_bytes"));
+        assert_eq!(suggest("maxbytes", files), Some("max_bytes"));
+        assert_eq!(suggest("mod", files), Some("mode"));
+        assert_eq!(suggest("Root", files), Some("root"));
+        // Three edits away, or nothing like any key: no suggestion.
+        assert_eq!(suggest("max_b", files), None);
+        assert_eq!(suggest("colour", files), None);
+        assert_eq!(suggest("", files), None);
+        // The nearest wins over an earlier key that is farther: `rode` is 2 from `root`, 1
+        // from `mode`.
+        assert_eq!(edit_distance("rode", "root"), 2);
+        assert_eq!(suggest("rode", files), Some("mode"));
+        // A tie goes to the first key of the level: `roe` is 2 from `root` and 2 from `mode`.
+        assert_eq!(edit_distance("roe", "root"), 2);
+        assert_eq!(edit_distance("roe", "mode"), 2);
+        assert_eq!(suggest("roe", files), Some("root"));
+        // Keys of another level are never suggested.
+        assert_eq!(suggest("max_ttl", known_keys("exports.files")), None);
+        assert_eq!(
+            suggest("max_tll", known_keys("exports.peer_files")),
+            Some("max_ttl")
+        );
+        assert_eq!(
+            suggest("require_peer_prof", known_keys("exports.peer_files")),
+            Some("require_peer_proof")
+        );
+    }
+
+    #[test]
+    fn unknown_key_warnings_name_the_key_meant_at_every_level() {
+        for (yaml, warning) in [
+            (
+                "name: x\nexports: { files: { root: o, mode: read-only, max_byte: 1 } }",
+                "unknown key `exports.files.max_byte` (did you mean `max_bytes`?)",
+            ),
+            (
+                "nam: y\nname: x\nexports: { files: { root: o, mode: read-only } }",
+                "unknown key `nam` (did you mean `name`?)",
+            ),
+            (
+                "name: x\nexport: {}\nexports: { files: { root: o, mode: read-only } }",
+                "unknown key `export` (did you mean `exports`?)",
+            ),
+            (
+                "name: x\nexports: { file: {}, files: { root: o, mode: read-only } }",
+                "unknown key `exports.file` (did you mean `files`?)",
+            ),
+            (
+                "name: x\nexports: { peer_files: { root: o, max_tll: 5m } }",
+                "unknown key `exports.peer_files.max_tll` (did you mean `max_ttl`?)",
+            ),
+            (
+                "name: x\ncapabilities: { peer_fetc: {}, network: { allow: [a] } }",
+                "unknown key `capabilities.peer_fetc` (did you mean `peer_fetch`?)",
+            ),
+            (
+                "name: x\ncapabilities: { peer_fetch: { allow: [a], alow: [b] } }",
+                "unknown key `capabilities.peer_fetch.alow` (did you mean `allow`?)",
+            ),
+            (
+                "name: x\ncapabilities: { network: { allow: [a], allows: [b] } }",
+                "unknown key `capabilities.network.allows` (did you mean `allow`?)",
+            ),
+            (
+                "name: x\nexports: { files: { root: o, mode: read-only } }\nlifecycle: { after_tsak: exit }",
+                "unknown key `lifecycle.after_tsak` (did you mean `after_task`?)",
+            ),
+            (
+                "name: x\nexports: { files: { root: o, mode: read-only, colour: red } }",
+                "unknown key `exports.files.colour`",
+            ),
+        ] {
+            let parsed = Manifest::from_yaml(yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
+            assert_eq!(parsed.warnings, vec![warning.to_owned()], "{yaml}");
+        }
+        // `require_peer_proof` is a key of `exports.peer_files`: no warning.
+        let parsed = Manifest::from_yaml(
+            "name: x\nexports: { peer_files: { root: o, require_peer_proof: true } }",
+        )
+        .expect("a known key");
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    }
+
+    #[test]
+    fn strict_parsing_refuses_the_first_unknown_key_at_every_level() {
+        for (yaml, message) in [
+            (
+                "name: x\nexports: { files: { root: o, mode: read-only, max_byte: 1 } }",
+                "exports.files.max_byte: unknown key (did you mean `max_bytes`?)",
+            ),
+            ("name: x\ncolour: blue", "colour: unknown key"),
+            (
+                "name: x\nexports: { filez: {} }",
+                "exports.filez: unknown key (did you mean `files`?)",
+            ),
+            (
+                "name: x\nexports: { peer_files: { root: o, ttl: 5m } }",
+                "exports.peer_files.ttl: unknown key",
+            ),
+            (
+                "name: x\ncapabilities: { netwrok: { allow: [a] } }",
+                "capabilities.netwrok: unknown key (did you mean `network`?)",
+            ),
+            (
+                "name: x\ncapabilities: { peer_fetch: { allow: [a], deny: [b] } }",
+                "capabilities.peer_fetch.deny: unknown key",
+            ),
+            (
+                "name: x\ncapabilities: { network: { Allow: [a] } }",
+                "capabilities.network.Allow: unknown key (did you mean `allow`?)",
+            ),
+            (
+                "name: x\nlifecycle: { after: exit }",
+                "lifecycle.after: unknown key",
+            ),
+            // Unknown keys of any shape are refused too, by the text they read as.
+            ("name: x\n~: 1", "null: unknown key"),
+        ] {
+            let e = Manifest::from_yaml_with(yaml, ParseOptions::STRICT).expect_err(yaml);
+            assert_eq!(e.code, "E-MAN-003", "{yaml}");
+            assert_eq!(e.message, message, "{yaml}");
+            assert!(e.hint.contains("README § Manifest"), "{}", e.hint);
+            // Read leniently, the key is only a warning (the block may still lack a field).
+            if let Err(e) = Manifest::from_yaml(yaml) {
+                assert!(!e.message.contains("unknown key"), "{yaml}: {e}");
+            }
+        }
+        // Strictness refuses unknown keys only: a clean manifest, and one declaring nothing
+        // (a warning, not an unknown key), are accepted.
+        let clean = "name: x\nexports: { files: { root: o, mode: read-only } }";
+        assert!(Manifest::from_yaml_with(clean, ParseOptions::STRICT).is_ok());
+        let nothing = Manifest::from_yaml_with("name: x", ParseOptions::STRICT).expect("valid");
+        assert_eq!(nothing.warnings, vec![NOTHING_DECLARED.to_owned()]);
+        // The bytes and value entry points take the same options.
+        let bytes = Manifest::from_yaml_bytes_with(b"name: x\nnmae: y", ParseOptions::STRICT);
+        assert_eq!(
+            bytes.expect_err("strict").message,
+            "nmae: unknown key (did you mean `name`?)"
+        );
+        let value = serde_json::json!({"name": "x", "lifecycle": {"after_task": "exit", "x": 1}});
+        assert_eq!(
+            Manifest::from_value_with(&value, ParseOptions::STRICT)
+                .expect_err("strict")
+                .message,
+            "lifecycle.x: unknown key"
+        );
+        assert!(Manifest::from_value(&value).is_ok());
+        assert_eq!(ParseOptions::default(), ParseOptions::LENIENT);
+    }
+
+    #[test]
+    fn a_manifest_declaring_no_plane_and_no_capability_is_warned_about() {
+        let parsed = Manifest::from_yaml("name: x\nlifecycle: { after_task: exit }").unwrap();
+        assert_eq!(parsed.warnings, vec![NOTHING_DECLARED.to_owned()]);
+        assert!(NOTHING_DECLARED.contains("no plane and no capability"));
+        assert!(parsed.manifest.declares_nothing());
+        for yaml in [
+            "name: x\nexports: { files: { root: o, mode: read-only } }",
+            "name: x\nexports: { peer_files: { root: o } }",
+            "name: x\ncapabilities: { peer_fetch: { allow: [a] } }",
+            "name: x\ncapabilities: { network: { allow: [a] } }",
+        ] {
+            let parsed = Manifest::from_yaml(yaml).unwrap();
+            assert!(parsed.warnings.is_empty(), "{yaml}: {:?}", parsed.warnings);
+            assert!(!parsed.manifest.declares_nothing(), "{yaml}");
+        }
+    }
+
+    #[test]
+    fn yaml_syntax_errors_say_where_and_nothing_about_keys() {
+        for (yaml, start) in [
+            (
+                "name: x\nexports:\n  files: {root: out, mode: read-only}\n peer_files: {root: out}\n",
+                "manifest: YAML syntax error at line 4 column 2: did not find expected key",
+            ),
+            (
+                "name: x\n  exports: 1\n",
+                "manifest: YAML syntax error at line 2 column 10: ",
+            ),
+            (
+                "name: [unclosed\n",
+                "manifest: YAML syntax error at line 2 column 1: ",
+            ),
+            (
+                "name: x\n	foo: 1\n",
+                "manifest: YAML syntax error at line 2 column 1: ",
+            ),
+        ] {
+            let e = Manifest::from_yaml(yaml).expect_err(yaml);
+            assert_eq!(e.code, "E-MAN-003");
+            assert!(e.message.starts_with(start), "{yaml:?}: {}", e.message);
+            assert!(!e.message.contains("each key once"), "{}", e.message);
+            // The position is said once, up front.
+            let position = &start["manifest: YAML syntax error ".len()..];
+            let position = position.split(':').next().unwrap();
+            assert_eq!(e.message.matches(position).count(), 1, "{}", e.message);
+        }
+        let e = Manifest::from_yaml("name: x\n---\nname: y\n").expect_err("two documents");
+        assert_eq!(
+            e.message,
+            "manifest: a single YAML document (this file holds more than one)"
+        );
+        let deep = format!("name: x\nzzz: {}{}", "[".repeat(200), "]".repeat(200));
+        let e = Manifest::from_yaml(&deep).expect_err("too deep");
+        assert!(
+            e.message
+                .starts_with("manifest: YAML nested too deeply at line 2 column "),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn planes_tools_and_the_effective_configuration() {
+        let full = parse(
+            "name: Reporter\nexports:\n  files: { root: ' out/ ', mode: read-only }\n  \
+             peer_files: { root: shared, max_ttl: 15m, max_bytes: 1Ki }\ncapabilities:\n  \
+             peer_fetch: { allow: [\"LOCALHOST:41234\", \"https://peer.example/\"] }\n",
+        )
+        .unwrap();
+        assert_eq!(full.planes(), ["files", "peer_files"]);
+        assert_eq!(full.granted_tools(), ["fetch-peer-file", "share-file"]);
+        assert_eq!(
+            full.effective(),
+            serde_json::json!({
+                "name": "Reporter",
+                "exports": {
+                    "files": {"root": "out/", "mode": "read-only", "max_bytes": 10_485_760},
+                    "peer_files": {"root": "shared", "max_ttl": 900, "max_bytes": 1024},
+                },
+                "capabilities": {
+                    "peer_fetch": {"allow": ["localhost:41234", "https://peer.example"]},
+                    "network": null,
+                },
+                "lifecycle": {"after_task": "exit"},
+            })
+        );
+        let sleeper = parse(
+            "name: s\nexports: { peer_files: { root: . } }\ncapabilities: { network: { allow: [h] } }\n\
+             lifecycle: { after_task: sleep }",
+        )
+        .unwrap();
+        assert_eq!(sleeper.planes(), ["peer_files"]);
+        assert_eq!(sleeper.granted_tools(), ["share-file"]);
+        let effective = sleeper.effective();
+        assert_eq!(effective["exports"]["files"], Value::Null);
+        assert_eq!(effective["exports"]["peer_files"]["max_ttl"], 3600);
+        assert_eq!(
+            effective["capabilities"]["network"]["allow"],
+            serde_json::json!(["h"])
+        );
+        assert_eq!(effective["lifecycle"]["after_task"], "sleep");
+        let bare = parse("name: b").unwrap();
+        assert!(bare.planes().is_empty() && bare.granted_tools().is_empty());
+    }
+
+    #[test]
     fn an_integer_over_64_bits_is_refused_naming_its_field() {
         for (yaml, field) in [
             (
@@ -506,7 +1027,7 @@ mod tests {
             let parsed = Manifest::from_yaml(&yaml).unwrap_or_else(|e| panic!("{extra}: {e:?}"));
             assert_eq!(
                 parsed.warnings,
-                vec!["warning: unknown manifest key `zzz` ignored".to_owned()]
+                vec!["unknown key `zzz`".to_owned(), NOTHING_DECLARED.to_owned()]
             );
         }
     }
@@ -745,7 +1266,7 @@ mod tests {
             let parsed = Manifest::from_yaml(&yaml).unwrap_or_else(|e| panic!("{extra}: {e:?}"));
             assert_eq!(
                 parsed.warnings,
-                vec![format!("warning: unknown manifest key `{key}` ignored")],
+                vec![format!("unknown key `{key}`")],
                 "{extra}"
             );
         }
@@ -779,7 +1300,7 @@ mod tests {
         let parsed = Manifest::from_yaml(nested).expect("a null key under exports");
         assert_eq!(
             parsed.warnings,
-            vec!["warning: unknown manifest key `exports.null` ignored".to_owned()]
+            vec!["unknown key `exports.null`".to_owned()]
         );
     }
 

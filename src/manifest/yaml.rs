@@ -38,12 +38,32 @@ enum Node {
 /// # Errors
 /// `E-MAN-003` naming the field (or `manifest`) that YAML or JSON cannot carry: a key given
 /// twice in one mapping, a non-finite number or an integer over 64 bits where the manifest
-/// reads a value, or text that is not YAML.
+/// reads a value; or `manifest` with the line and column of text that is not YAML.
 pub(super) fn manifest_value(text: &str) -> Res<Value> {
-    let node: Node = serde_norway::from_str(text).map_err(|e| {
-        LaunchError::malformed("manifest", &format!("a YAML mapping, each key once ({e})"))
-    })?;
+    let node: Node = serde_norway::from_str(text)
+        .map_err(|e| LaunchError::malformed("manifest", &unreadable(&e)))?;
     json_of(node, Some(""))
+}
+
+/// What is wrong with YAML the parser could not read, for an operator: where, then the
+/// parser's own words without the position repeated (``YAML syntax error at line 4 column 2:
+/// did not find expected key, while parsing a block mapping``).
+fn unreadable(e: &serde_norway::Error) -> String {
+    let text = e.to_string();
+    let Some(at) = e.location() else {
+        return if text.contains("more than one document") {
+            "a single YAML document (this file holds more than one)".to_owned()
+        } else {
+            format!("YAML that can be read ({text})")
+        };
+    };
+    let (line, column) = (at.line(), at.column());
+    let detail = text.replacen(&format!(" at line {line} column {column}"), "", 1);
+    if detail.starts_with("recursion limit exceeded") {
+        format!("YAML nested too deeply at line {line} column {column}")
+    } else {
+        format!("YAML syntax error at line {line} column {column}: {detail}")
+    }
 }
 
 /// The JSON-shaped value of `node`. `at` is the node's field path while it is one the manifest
