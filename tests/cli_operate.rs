@@ -833,8 +833,9 @@ fn command_line_errors_keep_clap_s_own_format_and_exit_2() {
         let out = run(&world, &args, None);
         assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
         assert_eq!(out.stdout, "", "{args:?}");
+        // A refused launch's code and hint (contract) around clap's own rendering.
         assert!(
-            out.stderr.starts_with("error: "),
+            out.stderr.starts_with("error[E-CLI-001]: "),
             "{args:?}: {}",
             out.stderr
         );
@@ -845,7 +846,10 @@ fn command_line_errors_keep_clap_s_own_format_and_exit_2() {
             out.stderr
         );
         assert!(
-            !out.stderr.contains("E-CLI-001"),
+            out.stderr
+                .lines()
+                .last()
+                .is_some_and(|l| l.starts_with("  hint: ")),
             "{args:?}: {}",
             out.stderr
         );

@@ -444,13 +444,18 @@ fn assert_refused(case: &str, world: &World, args: &[String], code: &str, trace:
     out.stderr
 }
 
-/// Requires a command line clap refuses: status 2, clap's own `error: …` rendering on stderr,
-/// nothing on stdout, nothing created anywhere in the world. Returns stderr.
+/// Requires a command line clap refuses: status 2, `error[E-CLI-001]: ` and clap's own
+/// rendering on stderr, nothing on stdout, nothing created anywhere in the world. Returns
+/// stderr.
 fn assert_command_line_refused(case: &str, world: &World, args: &[String]) -> String {
     let before = world.snapshot();
     let out = run_to_exit(world, args);
     assert_eq!(out.status.code(), Some(2), "{case}: {}", out.stderr);
-    assert!(out.stderr.starts_with("error: "), "{case}: {}", out.stderr);
+    assert!(
+        out.stderr.starts_with("error[E-CLI-001]: "),
+        "{case}: {}",
+        out.stderr
+    );
     assert_eq!(out.stdout, "", "{case}");
     assert_eq!(world.snapshot(), before, "{case}: created something");
     out.stderr
@@ -2412,11 +2417,14 @@ fn unparsable_command_lines_are_refused_launches() {
         assert!(out.stdout.is_empty(), "{args:?}");
         if args.is_empty() {
             assert!(
-                stderr.contains("Usage: resource-plane <COMMAND>"),
+                stderr.starts_with("error[E-CLI-001]: a subcommand is required"),
                 "{args:?}: {stderr}"
             );
         } else {
-            assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+            assert!(
+                stderr.starts_with("error[E-CLI-001]: "),
+                "{args:?}: {stderr}"
+            );
             assert!(
                 stderr.contains("For more information, try '--help'."),
                 "{args:?}: {stderr}"
