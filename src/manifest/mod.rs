@@ -35,6 +35,9 @@ pub struct PeerFilesExport {
     pub declared_max_ttl_secs: Option<u64>,
     /// The largest file a redeem serves.
     pub max_bytes: u64,
+    /// `require_peer_proof`: mint only for peers whose card publishes an identity key
+    /// (D-14.2). Default false.
+    pub require_peer_proof: bool,
 }
 
 impl PeerFilesExport {
@@ -175,7 +178,7 @@ fn known_keys(path: &str) -> &'static [&'static str] {
         "" => &["name", "exports", "capabilities", "lifecycle"],
         "exports" => &["files", "peer_files"],
         "exports.files" => &["root", "mode", "max_bytes"],
-        "exports.peer_files" => &["root", "max_ttl", "max_bytes"],
+        "exports.peer_files" => &["root", "max_ttl", "max_bytes", "require_peer_proof"],
         "capabilities" => &["peer_fetch", "network"],
         "capabilities.peer_fetch" | "capabilities.network" => &["allow"],
         "lifecycle" => &["after_task"],
@@ -267,10 +270,22 @@ impl Manifest {
                         )
                     })?),
                 };
+                let max_bytes = parse_max_bytes(&f)?;
+                let require_peer_proof = match f.get("require_peer_proof") {
+                    None => false,
+                    Some(Value::Bool(required)) => *required,
+                    Some(_) => {
+                        return Err(LaunchError::malformed(
+                            &f.field("require_peer_proof"),
+                            "true or false",
+                        ));
+                    }
+                };
                 peer_files = Some(PeerFilesExport {
                     root,
                     declared_max_ttl_secs,
-                    max_bytes: parse_max_bytes(&f)?,
+                    max_bytes,
+                    require_peer_proof,
                 });
             }
         }
@@ -456,6 +471,44 @@ mod tests {
         assert_eq!(peer.max_ttl_secs(), 900);
         assert_eq!(peer.max_bytes, DEFAULT_MAX_BYTES);
         assert!(m.peer_fetch.is_some() && m.network.is_some());
+    }
+
+    #[test]
+    fn require_peer_proof_is_a_boolean_defaulting_to_false() {
+        let peer = |extra: &str| {
+            parse(&format!(
+                "name: x\nexports:\n  peer_files: {{ root: out/{extra} }}"
+            ))
+        };
+        let required = |extra: &str| peer(extra).unwrap().peer_files.unwrap().require_peer_proof;
+        assert!(!required(""));
+        assert!(!required(", require_peer_proof: false"));
+        assert!(required(", require_peer_proof: true"));
+        let parsed = Manifest::from_yaml(
+            "name: x\nexports:\n  peer_files: { root: out/, require_peer_proof: true }",
+        )
+        .unwrap();
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        for bad in ["\"true\"", "yes_please", "1", "0", "[true]", "{ a: true }"] {
+            let e = peer(&format!(", require_peer_proof: {bad}")).expect_err(bad);
+            assert_eq!(e.code, "E-MAN-003", "{bad}");
+            assert_eq!(
+                e.message, "exports.peer_files.require_peer_proof: true or false",
+                "{bad}"
+            );
+        }
+        for bad in ["!x true", ".nan"] {
+            let yaml = format!(
+                "name: x\nexports:\n  peer_files: {{ root: out/, require_peer_proof: {bad} }}"
+            );
+            assert_eq!(
+                field_of(&yaml),
+                "exports.peer_files.require_peer_proof",
+                "{bad}"
+            );
+        }
+        // A null value is absent, as for every field: the default.
+        assert!(!required(", require_peer_proof: ~"));
     }
 
     #[test]
