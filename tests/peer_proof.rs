@@ -189,8 +189,10 @@ impl World {
     }
 }
 
-/// Everything a response says but `x-murmur-handle-id` and `date`.
-fn shape(response: &Response<PlaneBody>) -> (u16, Vec<(String, Vec<u8>)>, Vec<u8>) {
+/// Everything a response says but `x-murmur-handle-id` and `date`: status, headers, body.
+type Shape = (u16, Vec<(String, Vec<u8>)>, Vec<u8>);
+
+fn shape(response: &Response<PlaneBody>) -> Shape {
     let mut headers: Vec<(String, Vec<u8>)> = response
         .headers()
         .iter()

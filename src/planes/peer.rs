@@ -2,7 +2,7 @@
 //! fresh signature by the peer's identity key when minted for a keyed peer (D-14).
 
 use super::handle::{self, MAC_CONTEXT, MAC_SEPARATOR, Payload};
-use super::proof::{self, Malformed};
+use super::proof::{self, Malformed, Proof};
 use super::reader::{self, ExportScope, ReadMode};
 use super::replay::{NotAdmitted, ReplayMemory};
 use super::{Minted, PeerPlane, Redeem};
@@ -201,6 +201,40 @@ impl HmacPeerPlane {
         handle::assemble(&handle::encode_payload(&payload), &[0; 32]).len()
     }
 
+    /// The proof checks of D-14.4, once the MAC over the key the proof names has verified: the
+    /// header parses, its signature verifies with that key, it is fresh, and its nonce was not
+    /// accepted for this handle within the window (then it is remembered). The clock is read
+    /// only after the signature has verified; the reading is returned for the expiry check.
+    ///
+    /// # Errors
+    /// The trace's reason, naming the check that failed.
+    fn check_proof(
+        &self,
+        proof: Result<Proof<'_>, Malformed<'_>>,
+        handle_id: &str,
+    ) -> Result<i64, String> {
+        let proof = proof.map_err(|malformed| format!("proof malformed: {}", malformed.why))?;
+        if !proof::verify_signature(&proof, handle_id) {
+            return Err("proof signature does not verify".into());
+        }
+        let now = self.clock.now_ms();
+        if !proof::is_fresh(proof.t, now) {
+            return Err(format!(
+                "proof not fresh: t is {} ms {} the minter's clock (at most {} allowed)",
+                now.abs_diff(proof.t),
+                if proof.t < now { "behind" } else { "ahead of" },
+                proof::FRESHNESS_MS
+            ));
+        }
+        match self.replay.admit(handle_id, &proof.n, now) {
+            Ok(()) => Ok(now),
+            Err(NotAdmitted::Replayed) => {
+                Err("proof replayed: its nonce was accepted for this handle within 120 s".into())
+            }
+            Err(NotAdmitted::Full) => Err("proof not remembered: the replay memory is full".into()),
+        }
+    }
+
     /// The redeem of D-7.2 with D-14.4's proof checks; `None` only when an inline read defers.
     fn redeem_in(
         &self,
@@ -301,54 +335,17 @@ impl HmacPeerPlane {
             ));
         }
         let path = Some(token.payload.p.clone());
-        // 3b. The proof (D-14.4): it parses, its signature verifies, it is fresh, and its nonce
-        //     was not accepted for this handle within the window. Every failure is the same
-        //     `handle_not_valid` as a failed MAC; the trace names the check.
+        // 3b. The proof, when one was sent: every failure is the same `handle_not_valid` as a
+        //     failed MAC, and the trace names the check.
         let now = match proof {
             None => self.clock.now_ms(),
             Some(proof) => {
-                let refuse_proof = |reason: String| {
-                    Some(refuse(
-                        Code::HandleNotValid,
-                        reason,
-                        path.clone(),
-                        Some("ed25519"),
-                    ))
-                };
-                let id = handle_id.as_deref().unwrap_or_default();
-                let proof = match proof {
-                    Ok(proof) => proof,
-                    Err(malformed) => {
-                        return refuse_proof(format!("proof malformed: {}", malformed.why));
-                    }
-                };
-                if !proof::verify_signature(&proof, id) {
-                    return refuse_proof("proof signature does not verify".into());
-                }
-                let now = self.clock.now_ms();
-                if !proof::is_fresh(proof.t, now) {
-                    return refuse_proof(format!(
-                        "proof not fresh: t is {} ms {} the minter's clock (at most {} allowed)",
-                        now.abs_diff(proof.t),
-                        if proof.t < now { "behind" } else { "ahead of" },
-                        proof::FRESHNESS_MS
-                    ));
-                }
-                match self.replay.admit(id, &proof.n, now) {
-                    Ok(()) => {}
-                    Err(NotAdmitted::Replayed) => {
-                        return refuse_proof(
-                            "proof replayed: its nonce was accepted for this handle within 120 s"
-                                .into(),
-                        );
-                    }
-                    Err(NotAdmitted::Full) => {
-                        return refuse_proof(
-                            "proof not remembered: the replay memory is full".into(),
-                        );
+                match self.check_proof(proof, handle_id.as_deref().unwrap_or_default()) {
+                    Ok(now) => now,
+                    Err(reason) => {
+                        return Some(refuse(Code::HandleNotValid, reason, path, Some("ed25519")));
                     }
                 }
-                now
             }
         };
         let audience_proof = Some(if proof_headers.is_empty() {
