@@ -5,18 +5,23 @@
 //! |---|---|---|
 //! | `read/<size>` | a read through the operator plane (resolve, type-check, read, sha256) | `std::fs::File::open` + `read_to_end` + sha256 of the same file |
 //! | `redeem/4k` | a redeem of a valid handle for a 4 KiB file | a plain read of the same file |
+//! | `redeem_proof/4k` | `proof`: a redeem of a handle minted for a keyed audience, with a fresh `x-murmur-proof` (D-14.4: MAC over the keyed audience, header parse, Ed25519 verify, freshness, replay memory) | `plain`: the same redeem of a plain handle, no proof (D-14.5 allows at most 60 µs more) |
 //! | `resolve` | decode + kernel-contained open of `sub/deep/f` (no read) | one `openat` of the same path |
 //! | `etag/<size>` | the etag (sha256 → lowercase hex) | sha256 alone |
 //! | `mac` | verifying a token's MAC through the `KeyStore` | HMAC-SHA256 of the same bytes with a prepared key |
 //! | `list/<n>` | a listing of `n` files (cold: fresh cache; warm: repeat) | walk + open + read + sha256 of every file |
 #![allow(clippy::disallowed_methods)] // benches build their own worlds with std::fs
 
-use criterion::{BenchmarkId, Criterion, Throughput};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use resource_plane::backends::fs::{Containment, RootPath};
-use resource_plane::backends::{FixedKeyStore, KeyStore, OsFilesystem, SystemClock};
+use resource_plane::backends::{
+    Clock, FixedIdentityKey, FixedKeyStore, IdentityKey, KeyStore, OsFilesystem, SystemClock,
+};
 use resource_plane::budget::ByteBudget;
 use resource_plane::page_aligned;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
+use resource_plane::planes::{
+    ExportScope, HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane, proof,
+};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -118,6 +123,100 @@ fn redeem(c: &mut Criterion, w: &World) {
     });
     group.bench_function("floor", |b| b.iter(|| plane.read("4k.bin").unwrap().sha256));
     group.finish();
+}
+
+/// A handle for `4k.bin` on `peer` minted for the keyed audience of `identity` (D-14.2).
+fn keyed_token(peer: &HmacPeerPlane, identity: &FixedIdentityKey) -> String {
+    let key = resource_plane::audience::encode_key(&identity.public_key());
+    let audience = resource_plane::audience::keyed("reader@127.0.0.1:1", &key);
+    let target = peer.resolve_for_mint("4k.bin").unwrap();
+    peer.mint(&target, &audience, 3600).unwrap().token
+}
+
+/// A fresh proof for `token` now: a new nonce per call, so none is a replay.
+fn fresh_proof(identity: &FixedIdentityKey, token: &str, counter: &mut u128) -> String {
+    *counter += 1;
+    let id = resource_plane::hex::handle_id(token);
+    proof::header_value(identity, &id, SystemClock.now_ms(), &counter.to_le_bytes()).unwrap()
+}
+
+/// D-14.5's bound, in one run: a proof-checked redeem beside a plain redeem of the same 4 KiB
+/// file. Each proof is signed in the batch setup, outside the measured time.
+fn redeem_proof(c: &mut Criterion, w: &World) {
+    let (peer, plain) = peer_with_token(w);
+    let identity = FixedIdentityKey::new([5; 32]);
+    let keyed = keyed_token(&peer, &identity);
+    let mut counter = 0u128;
+    let mut group = c.benchmark_group("redeem_proof/4k");
+    group.bench_function("plain", |b| {
+        b.iter(|| {
+            peer.redeem(&plain, &[b"reader@127.0.0.1:1"])
+                .result
+                .unwrap()
+                .sha256
+        })
+    });
+    group.bench_function("proof", |b| {
+        b.iter_batched(
+            || fresh_proof(&identity, &keyed, &mut counter),
+            |header| {
+                peer.redeem_with_proof(&keyed, &[b"reader@127.0.0.1:1"], &[header.as_bytes()])
+                    .result
+                    .unwrap()
+                    .sha256
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+/// The proof's extra cost without drift between groups: proof-checked and plain redeems of the
+/// same file alternate in one loop, and their medians are compared.
+fn proof_overhead_interleaved(w: &World) {
+    let (peer, plain) = peer_with_token(w);
+    let identity = FixedIdentityKey::new([5; 32]);
+    let keyed = keyed_token(&peer, &identity);
+    let mut counter = 0u128;
+    let (mut proved, mut plains) = (Vec::new(), Vec::new());
+    for i in 0..10_000 {
+        let header = fresh_proof(&identity, &keyed, &mut counter);
+        let mut time_proved = || {
+            let start = std::time::Instant::now();
+            std::hint::black_box(
+                peer.redeem_with_proof(&keyed, &[b"reader@127.0.0.1:1"], &[header.as_bytes()])
+                    .result
+                    .unwrap(),
+            );
+            proved.push(start.elapsed());
+        };
+        let mut time_plain = || {
+            let start = std::time::Instant::now();
+            std::hint::black_box(
+                peer.redeem(&plain, &[b"reader@127.0.0.1:1"])
+                    .result
+                    .unwrap(),
+            );
+            plains.push(start.elapsed());
+        };
+        // Alternate which goes first, so neither always meets the warmer cache.
+        if i % 2 == 0 {
+            time_proved();
+            time_plain();
+        } else {
+            time_plain();
+            time_proved();
+        }
+    }
+    proved.sort();
+    plains.sort();
+    let (p, q) = (proved[proved.len() / 2], plains[plains.len() / 2]);
+    println!(
+        "proof-checked vs plain redeem, interleaved medians: {:.2} µs vs {:.2} µs; proof adds {:.2} µs (D-14.5: at most 60 µs)",
+        p.as_secs_f64() * 1e6,
+        q.as_secs_f64() * 1e6,
+        (p.as_secs_f64() - q.as_secs_f64()) * 1e6
+    );
 }
 
 /// The redeem's extra cost measured without drift between groups: redeem and plain read of the
@@ -333,6 +432,17 @@ fn ratio_report() {
     if let (Some(r), Some(p)) = (mean("redeem/4k", "plane"), mean("redeem/4k", "floor")) {
         println!("redeem overhead over a plain read: {:.2} µs", (r - p) / 1e3);
     }
+    if let (Some(proved), Some(plain)) = (
+        mean("redeem_proof/4k", "proof"),
+        mean("redeem_proof/4k", "plain"),
+    ) {
+        println!(
+            "redeem_proof/4k: proof {:.2} µs, plain {:.2} µs; the proof adds {:.2} µs (D-14.5: at most 60 µs)",
+            proved / 1e3,
+            plain / 1e3,
+            (proved - plain) / 1e3
+        );
+    }
 }
 
 fn main() {
@@ -343,6 +453,7 @@ fn main() {
         .configure_from_args();
     reads(&mut c, &w);
     redeem(&mut c, &w);
+    redeem_proof(&mut c, &w);
     resolve(&mut c, &w);
     etag(&mut c);
     mac(&mut c);
@@ -350,4 +461,5 @@ fn main() {
     c.final_summary();
     ratio_report();
     redeem_overhead_interleaved(&w);
+    proof_overhead_interleaved(&w);
 }

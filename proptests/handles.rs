@@ -22,6 +22,10 @@
 //!   `x-murmur-handle-id` names the token sent, the router's code equals the plane's, and the
 //!   trace line's `path` is null.
 //!
+//! A second property (at the end of the file) does the same for handles minted for a keyed
+//! audience (D-14): only a fresh proof by the bound key passes, and every mutation of the token,
+//! the audience or the proof is refused without a filesystem call (mockall `times(0)`).
+//!
 //! Case count: `RP_PROPTEST_CASES` (default 64).
 
 mod common;
@@ -532,4 +536,341 @@ fn the_other_instance_token_is_well_formed_and_valid_at_its_own_instance() {
         refused.result.map(|_| ()).unwrap_err().code.as_str(),
         "handle_not_valid"
     );
+}
+
+// ------------------------------------------------------------------------------------------------
+// Proofs (D-14): a handle minted for a keyed audience passes only with a fresh proof by its key
+// ------------------------------------------------------------------------------------------------
+//
+// A handle is MAC'd over `<AUDIENCE>#ed25519:<key>` for an Ed25519 key signed with *ring*
+// directly, and presented with a proof built by the layout of D-14.3. A generated mutation of the
+// token, the audience or the proof is then applied. Properties:
+// * the unchanged handle with a fresh proof is served, and only once per nonce;
+// * every mutation is refused `handle_not_valid` (or `malformed_handle` when the token no
+//   longer parses) by a plane whose mocked filesystem expects `open_root` `times(0)`, naming
+//   the path only when the MAC verified;
+// * through the router, each of those refusals is byte-identical to a plain forgery's.
+
+mockall::mock! {
+    pub Fs {}
+    impl Filesystem for Fs {
+        fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError>;
+        fn check_root(&self, root: &RootPath) -> Result<(), FsError>;
+        fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
+    }
+}
+
+impl std::fmt::Debug for MockFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MockFs")
+    }
+}
+
+const PEER_SEED: [u8; 32] = [0x5e; 32];
+const OTHER_PEER_SEED: [u8; 32] = [0x6f; 32];
+
+/// A peer's Ed25519 key: `(key pair, key as unpadded base64url)`.
+fn peer_key(seed: [u8; 32]) -> (ring::signature::Ed25519KeyPair, String) {
+    use base64::Engine as _;
+    use ring::signature::KeyPair as _;
+    let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&seed).expect("a seed");
+    let key = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(pair.public_key().as_ref());
+    (pair, key)
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// `ed25519;key=…;t=…;n=…;sig=…` with `key_text` named and `signer`'s signature over
+/// `murmur-peer-redeem-v1` 0x1f handle_id 0x1f t 0x1f n.
+fn proof_header(
+    signer: &ring::signature::Ed25519KeyPair,
+    key_text: &str,
+    handle_id: &str,
+    t: &str,
+    n: &str,
+) -> String {
+    let message = format!("murmur-peer-redeem-v1\x1f{handle_id}\x1f{t}\x1f{n}");
+    let sig = b64(signer.sign(message.as_bytes()).as_ref());
+    format!("ed25519;key={key_text};t={t};n={n};sig={sig}")
+}
+
+#[derive(Debug, Clone)]
+enum ProofMutation {
+    Identity,
+    FlipTokenBit { at: prop::sample::Index, bit: u8 },
+    OtherAudience,
+    NoProof,
+    KeyedAudienceWithoutProof,
+    OtherKeysProof,
+    BoundKeyOtherSignature,
+    FlipSigBit { at: prop::sample::Index, bit: u8 },
+    ChangeT { delta: i64 },
+    ChangeN { at: usize, xor: u8 },
+    Stale { by: i64 },
+    Future { by: i64 },
+    Replay,
+    ChangeHeaderChar { at: prop::sample::Index, to: char },
+    TruncateHeader { at: prop::sample::Index },
+    TwoHeaders,
+}
+
+fn proof_mutation() -> impl Strategy<Value = ProofMutation> {
+    prop_oneof![
+        2 => Just(ProofMutation::Identity),
+        2 => (any::<prop::sample::Index>(), 0u8..7)
+            .prop_map(|(at, bit)| ProofMutation::FlipTokenBit { at, bit }),
+        1 => Just(ProofMutation::OtherAudience),
+        1 => Just(ProofMutation::NoProof),
+        1 => Just(ProofMutation::KeyedAudienceWithoutProof),
+        1 => Just(ProofMutation::OtherKeysProof),
+        1 => Just(ProofMutation::BoundKeyOtherSignature),
+        2 => (any::<prop::sample::Index>(), 0u8..8)
+            .prop_map(|(at, bit)| ProofMutation::FlipSigBit { at, bit }),
+        2 => prop_oneof![-120_000i64..=-1, 1i64..=120_000]
+            .prop_map(|delta| ProofMutation::ChangeT { delta }),
+        2 => (0usize..16, 1u8..=255).prop_map(|(at, xor)| ProofMutation::ChangeN { at, xor }),
+        1 => (60_001i64..10_000_000).prop_map(|by| ProofMutation::Stale { by }),
+        1 => (60_001i64..10_000_000).prop_map(|by| ProofMutation::Future { by }),
+        2 => Just(ProofMutation::Replay),
+        3 => (any::<prop::sample::Index>(), prop_oneof![
+                4 => b64url_char(),
+                1 => prop::sample::select(vec![';', '=', ' ', ',', '.', '+', '/', '\u{7f}']),
+            ])
+            .prop_map(|(at, to)| ProofMutation::ChangeHeaderChar { at, to }),
+        1 => any::<prop::sample::Index>().prop_map(|at| ProofMutation::TruncateHeader { at }),
+        1 => Just(ProofMutation::TwoHeaders),
+    ]
+}
+
+/// What is presented: token, audience, proof headers; and whether the MAC should verify.
+struct Presented {
+    token: String,
+    audience: String,
+    proofs: Vec<String>,
+    mac_ok: bool,
+}
+
+fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
+    let (pair, key) = peer_key(PEER_SEED);
+    let (other_pair, other_key) = peer_key(OTHER_PEER_SEED);
+    let id = resource_plane::hex::handle_id(token);
+    let (t_text, n_text) = (t.to_string(), b64(&n));
+    let good = proof_header(&pair, &key, &id, &t_text, &n_text);
+    let sent = |proofs: Vec<String>, mac_ok| Presented {
+        token: token.to_owned(),
+        audience: AUDIENCE.to_owned(),
+        proofs,
+        mac_ok,
+    };
+    match m {
+        ProofMutation::Identity | ProofMutation::Replay => sent(vec![good], true),
+        ProofMutation::FlipTokenBit { at, bit } => {
+            let mut bytes = token.as_bytes().to_vec();
+            let i = at.index(bytes.len());
+            bytes[i] ^= 1 << bit;
+            let token = String::from_utf8(bytes).expect("ASCII stays ASCII");
+            let id = resource_plane::hex::handle_id(&token);
+            let proof = proof_header(&pair, &key, &id, &t_text, &n_text);
+            Presented {
+                token,
+                audience: AUDIENCE.to_owned(),
+                proofs: vec![proof],
+                mac_ok: false,
+            }
+        }
+        ProofMutation::OtherAudience => Presented {
+            audience: "writer@localhost:41234".to_owned(),
+            ..sent(vec![good], false)
+        },
+        ProofMutation::NoProof => sent(vec![], false),
+        ProofMutation::KeyedAudienceWithoutProof => Presented {
+            audience: format!("{AUDIENCE}#ed25519:{key}"),
+            ..sent(vec![], false)
+        },
+        ProofMutation::OtherKeysProof => sent(
+            vec![proof_header(&other_pair, &other_key, &id, &t_text, &n_text)],
+            false,
+        ),
+        ProofMutation::BoundKeyOtherSignature => sent(
+            vec![proof_header(&other_pair, &key, &id, &t_text, &n_text)],
+            true,
+        ),
+        ProofMutation::FlipSigBit { at, bit } => {
+            let (head, sig) = good.rsplit_once("sig=").expect("sig");
+            let mut raw = {
+                use base64::Engine as _;
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(sig)
+                    .expect("sig")
+            };
+            let i = at.index(raw.len());
+            raw[i] ^= 1 << bit;
+            sent(vec![format!("{head}sig={}", b64(&raw))], true)
+        }
+        ProofMutation::ChangeT { delta } => {
+            let (_, sig) = good.rsplit_once("sig=").expect("sig");
+            let t = (t + delta).to_string();
+            sent(
+                vec![format!("ed25519;key={key};t={t};n={n_text};sig={sig}")],
+                true,
+            )
+        }
+        ProofMutation::ChangeN { at, xor } => {
+            let (_, sig) = good.rsplit_once("sig=").expect("sig");
+            let mut other = n;
+            other[*at] ^= xor;
+            let n = b64(&other);
+            sent(
+                vec![format!("ed25519;key={key};t={t_text};n={n};sig={sig}")],
+                true,
+            )
+        }
+        ProofMutation::Stale { by } => sent(
+            vec![proof_header(
+                &pair,
+                &key,
+                &id,
+                &(t - by).to_string(),
+                &n_text,
+            )],
+            true,
+        ),
+        ProofMutation::Future { by } => sent(
+            vec![proof_header(
+                &pair,
+                &key,
+                &id,
+                &(t + by).to_string(),
+                &n_text,
+            )],
+            true,
+        ),
+        ProofMutation::ChangeHeaderChar { at, to } => {
+            let mut chars: Vec<char> = good.chars().collect();
+            let i = at.index(chars.len());
+            chars[i] = if chars[i] == *to {
+                let pos = B64URL.iter().position(|b| *b as char == *to).unwrap_or(0);
+                B64URL[(pos + 1) % B64URL.len()] as char
+            } else {
+                *to
+            };
+            // A change up to the `;` that ends the key (the scheme, the key's name, the key, the
+            // separator) leaves no key or another key: the MAC does not verify. After it, the
+            // MAC does, and the proof fails.
+            let key_end = "ed25519;key=".len() + key.len();
+            let proof: String = chars.into_iter().collect();
+            sent(vec![proof], i > key_end)
+        }
+        ProofMutation::TruncateHeader { at } => {
+            let cut = at.index(good.len());
+            // Cut inside the scheme or the key: no key to check the MAC over.
+            let key_end = "ed25519;key=".len() + key.len();
+            sent(vec![good[..cut].to_owned()], cut >= key_end)
+        }
+        ProofMutation::TwoHeaders => sent(vec![good.clone(), good], false),
+    }
+}
+
+/// A plane sharing the world's key and session over a filesystem that may be opened exactly
+/// `opens` times (finding no root each time).
+fn mocked_plane(clock: &Arc<CountingClock>, opens: usize) -> HmacPeerPlane {
+    let mut fs = MockFs::new();
+    fs.expect_open_root().times(opens).returning(|_, _| {
+        Err(FsError::new(
+            resource_plane::backends::FsErrorKind::NotFound,
+            "mock: no root",
+        ))
+    });
+    fs.expect_check_root().times(0);
+    fs.expect_land().times(0);
+    HmacPeerPlane::new(
+        Arc::new(fs),
+        clock.clone(),
+        Arc::new(FixedKeyStore::new(KEY)),
+        scope(),
+        SESSION.to_owned(),
+        ByteBudget::new(1 << 24),
+    )
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn only_a_fresh_proof_by_the_bound_key_passes(
+        mutations in prop::collection::vec(proof_mutation(), 1..5),
+        nonce_seed in any::<u8>(),
+    ) {
+        let world = World::new();
+        let (_, key) = peer_key(PEER_SEED);
+        let keyed = format!("{AUDIENCE}#ed25519:{key}");
+        let token = sign(KEY, &segments(&world.mint(&world.plane)).0, &keyed);
+        let reference = reference_not_valid(&world);
+        for (i, m) in mutations.iter().enumerate() {
+            // A nonce per step, so only a `Replay` step repeats an accepted one.
+            let n = [nonce_seed.wrapping_add(i as u8); 16];
+            let presented = present(m, &token, NOW_MS, n);
+            let audience = [presented.audience.as_bytes()];
+            let proofs: Vec<&[u8]> = presented.proofs.iter().map(|p| p.as_bytes()).collect();
+            let router = world.capsule.router();
+            let send = || router.respond_with_proof(
+                &Method::GET,
+                &format!("/resources/peer/{}", presented.token),
+                &audience,
+                &proofs,
+            );
+            if matches!(m, ProofMutation::Identity) {
+                let served = world.plane.redeem_with_proof(&presented.token, &audience, &proofs);
+                prop_assert_eq!(served.result.map(|f| f.bytes.to_vec()).ok(), Some(CONTENT.to_vec()));
+                prop_assert_eq!(served.audience_proof, Some("ed25519"));
+                let response = send();
+                prop_assert_eq!(response.status(), 200, "{:?}", m);
+                continue;
+            }
+            if matches!(m, ProofMutation::Replay) {
+                prop_assert_eq!(send().status(), 200, "the first use of the proof");
+            }
+            // The plane, over a filesystem that fails the test if it is opened (a replay's
+            // plane once: for the first use of the proof, which finds no root).
+            let replay = matches!(m, ProofMutation::Replay);
+            let plane = mocked_plane(&world.clock, usize::from(replay));
+            if replay {
+                let first = plane.redeem_with_proof(&presented.token, &audience, &proofs);
+                prop_assert_eq!(first.result.err().map(|e| e.code.as_str()), Some("not_found"));
+            }
+            let redeem = plane.redeem_with_proof(&presented.token, &audience, &proofs);
+            let code = redeem.result.as_ref().err().map(|e| e.code.as_str());
+            prop_assert!(
+                code == Some("handle_not_valid") || code == Some("malformed_handle"),
+                "{:?} answered {:?} (proofs {:?})", m, code, presented.proofs
+            );
+            if code == Some("handle_not_valid") {
+                prop_assert_eq!(redeem.path.is_some(), presented.mac_ok,
+                    "{:?}: path named iff the MAC verified", m);
+                prop_assert_eq!(redeem.audience_proof.is_some(), presented.mac_ok, "{:?}", m);
+            } else {
+                prop_assert_eq!(redeem.path, None);
+            }
+            if replay {
+                prop_assert!(
+                    redeem.result.as_ref().err().is_some_and(|e| e.reason.contains("replayed")),
+                    "a replay names the check"
+                );
+            }
+            drop(plane); // the mock's times(..) is checked here too
+
+            // The router answers the same, byte for byte as a plain forgery.
+            let response = send();
+            let wire = error_code(&response);
+            prop_assert_eq!(Some(wire.as_str()), code, "{:?}: router and plane disagree", m);
+            if wire == "handle_not_valid" {
+                prop_assert_eq!(shape(&response), reference.clone(), "{:?}: not byte-identical", m);
+            }
+            let event = world.trace.events().pop().expect("a line");
+            prop_assert_eq!(event["path"].is_string(), presented.mac_ok && wire == "handle_not_valid", "{:?}", m);
+        }
+    }
 }

@@ -1,8 +1,22 @@
 //! Audiences and agent cards (D-8): `<name>@<host>:<port>`, lowercased, port always explicit,
 //! derived the same way from a peer's card at mint and from the capsule's own card at redeem.
+//!
+//! A card may also publish the capsule's Ed25519 identity key (D-14.1); a handle minted for a
+//! keyed card binds `<audience>#ed25519:<key>` instead of the plain audience (D-14.2).
 
 use crate::policy::Address;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
+
+/// The `uri` of the card extension that publishes a capsule's identity key (D-14.1).
+pub const PEER_PROOF_URI: &str = "urn:resource-plane:peer-proof:v1";
+/// The only `alg` that extension may name.
+pub const PEER_PROOF_ALG: &str = "Ed25519";
+/// What joins an audience and a key in a keyed handle's MAC audience (D-14.2).
+pub const KEY_TAG: &str = "#ed25519:";
+/// The length of a 32-byte key in unpadded base64url.
+pub const KEY_TEXT_LEN: usize = 43;
 
 /// The host part of an `http(s)` URL as an [`Address`]; the URL may carry a path.
 pub fn url_address(url: &str) -> Option<Address> {
@@ -54,13 +68,120 @@ pub fn from_card(card: &Value) -> Option<String> {
     audience(name, url)
 }
 
-/// The capsule's own card (D-4.7).
+/// The capsule's own card (D-4.7), without an identity key.
 pub fn agent_card(name: &str, url: &str) -> Value {
-    json!({
+    agent_card_with_key(name, url, None)
+}
+
+/// The capsule's own card (D-4.7); with `key` (32 bytes, a capsule that declares
+/// `capabilities.peer_fetch`) it also publishes the identity key in the peer-proof extension
+/// (D-14.1). Without one it is exactly [`agent_card`]'s.
+pub fn agent_card_with_key(name: &str, url: &str, key: Option<&[u8; 32]>) -> Value {
+    let mut card = json!({
         "name": name,
         "url": url,
         "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}],
-    })
+    });
+    if let (Some(key), Some(fields)) = (key, card.as_object_mut()) {
+        fields.insert(
+            "capabilities".into(),
+            json!({"extensions": [{
+                "uri": PEER_PROOF_URI,
+                "required": false,
+                "params": {"alg": PEER_PROOF_ALG, "key": encode_key(key)},
+            }]}),
+        );
+    }
+    card
+}
+
+/// A public key as a card and a proof header write it: unpadded base64url.
+pub fn encode_key(key: &[u8; 32]) -> String {
+    URL_SAFE_NO_PAD.encode(key)
+}
+
+/// Whether `text` decodes strictly (no padding, canonical trailing bits) to exactly 32 bytes:
+/// a key as a card or a proof header may carry it. Such a text is its one canonical spelling.
+pub fn is_key_text(text: &str) -> bool {
+    text.len() == KEY_TEXT_LEN
+        && URL_SAFE_NO_PAD
+            .decode(text)
+            .is_ok_and(|bytes| bytes.len() == 32)
+}
+
+/// Why a card's peer-proof extension is refused (D-14.2): the mint fails `peer_unreachable`
+/// with this as the trace's reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MalformedExtension(pub &'static str);
+
+/// The identity key a peer's card publishes (D-14.2): `Ok(Some(key))` with the key exactly as
+/// the card writes it when the card carries exactly one extension with [`PEER_PROOF_URI`],
+/// `params.alg` [`PEER_PROOF_ALG`] and a `params.key` that decodes strictly to 32 bytes;
+/// `Ok(None)` when no extension names that `uri`.
+///
+/// Only entries whose `uri` is ours are judged: a card without `capabilities.extensions`, or
+/// whose extensions are not a list, publishes no key, and other extensions are ignored.
+///
+/// # Errors
+/// [`MalformedExtension`] for an extension with our `uri` that is malformed (no `params`
+/// object, another `alg`, a key that is not 32 bytes of strict base64url) or given more than
+/// once: never a silent downgrade to the plain audience.
+pub fn peer_proof_key(card: &Value) -> Result<Option<String>, MalformedExtension> {
+    let Some(extensions) = card
+        .get("capabilities")
+        .and_then(|c| c.get("extensions"))
+        .and_then(Value::as_array)
+    else {
+        return Ok(None);
+    };
+    let mut ours = extensions
+        .iter()
+        .filter(|e| e.get("uri").and_then(Value::as_str) == Some(PEER_PROOF_URI));
+    let Some(extension) = ours.next() else {
+        return Ok(None);
+    };
+    if ours.next().is_some() {
+        return Err(MalformedExtension(
+            "the agent card publishes the peer-proof extension more than once",
+        ));
+    }
+    let Some(params) = extension.get("params").filter(|p| p.is_object()) else {
+        return Err(MalformedExtension(
+            "the agent card's peer-proof extension has no params object",
+        ));
+    };
+    if params.get("alg").and_then(Value::as_str) != Some(PEER_PROOF_ALG) {
+        return Err(MalformedExtension(
+            "the agent card's peer-proof extension names an alg other than Ed25519",
+        ));
+    }
+    match params.get("key").and_then(Value::as_str) {
+        Some(key) if is_key_text(key) => Ok(Some(key.to_owned())),
+        _ => Err(MalformedExtension(
+            "the agent card's peer-proof key is not 32 bytes of unpadded base64url",
+        )),
+    }
+}
+
+/// The MAC audience of a handle minted for a keyed peer: `<audience>#ed25519:<key>` (D-14.2).
+pub fn keyed(audience: &str, key: &str) -> String {
+    format!("{audience}{KEY_TAG}{key}")
+}
+
+/// Whether a normalised asserted audience ends like a keyed MAC audience (`#ed25519:` and 43
+/// base64url characters). No audience derived from a card does (one ends in `:<port>`), so a
+/// redeem without a proof that asserts such a string is refused as a failed MAC: lowercasing
+/// could otherwise turn a keyed audience whose key has no capital letter into a plain one that
+/// verifies without the key's signature.
+pub fn looks_keyed(audience: &[u8]) -> bool {
+    let tag = KEY_TAG.as_bytes();
+    audience.len() >= tag.len() + KEY_TEXT_LEN && {
+        let (head, key) = audience.split_at(audience.len() - KEY_TEXT_LEN);
+        head.ends_with(tag)
+            && key
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+    }
 }
 
 #[cfg(test)]
@@ -106,6 +227,111 @@ mod tests {
         assert_eq!(from_card(&json!({"name":"a","url":"ftp://h"})), None);
         assert_eq!(from_card(&json!({"name":"a","url":"h:80"})), None);
         assert_eq!(from_card(&json!("x")), None);
+    }
+
+    #[test]
+    fn a_keyless_card_is_the_plain_card_and_a_keyed_one_publishes_its_key() {
+        assert_eq!(
+            agent_card_with_key("a", "http://h:1", None),
+            agent_card("a", "http://h:1")
+        );
+        let card = agent_card_with_key("a", "http://h:1", Some(&[0xfb; 32]));
+        assert_eq!(
+            card["capabilities"],
+            json!({"extensions": [{"uri": PEER_PROOF_URI, "required": false,
+                "params": {"alg": "Ed25519", "key": "-_v7-_v7-_v7-_v7-_v7-_v7-_v7-_v7-_v7-_v7-_s"}}]})
+        );
+        assert_eq!(
+            peer_proof_key(&card),
+            Ok(Some(
+                "-_v7-_v7-_v7-_v7-_v7-_v7-_v7-_v7-_v7-_v7-_s".to_owned()
+            ))
+        );
+        assert_eq!(from_card(&card).as_deref(), Some("a@h:1"));
+        let text = serde_json::to_string(&card).unwrap();
+        assert!(
+            text.starts_with(r#"{"name":"a","url":"http://h:1","supportedInterfaces":"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn peer_proof_extensions() {
+        let key = encode_key(&[1; 32]);
+        let ext =
+            |params: Value| json!({"uri": PEER_PROOF_URI, "required": false, "params": params});
+        let card = |extensions: Value| json!({"name":"a","url":"http://h:1","capabilities":{"extensions": extensions}});
+        let good = ext(json!({"alg": "Ed25519", "key": key}));
+        let other = json!({"uri": "urn:other", "params": {"alg": "x"}});
+        assert_eq!(
+            peer_proof_key(&card(json!([good.clone()]))),
+            Ok(Some(key.clone()))
+        );
+        assert_eq!(
+            peer_proof_key(&card(json!([other.clone(), good.clone()]))),
+            Ok(Some(key.clone())),
+            "other extensions are ignored"
+        );
+        for keyless in [
+            json!({"name":"a","url":"http://h:1"}),
+            card(json!([])),
+            card(json!([other.clone()])),
+            card(json!({"uri": PEER_PROOF_URI})),
+            json!({"name":"a","url":"http://h:1","capabilities":"x"}),
+            card(json!([{"uri": PEER_PROOF_URI.to_uppercase(), "params": {}}])),
+        ] {
+            assert_eq!(peer_proof_key(&keyless), Ok(None), "{keyless}");
+        }
+        let padded = format!("{key}=");
+        let short = encode_key(&[1; 32])[..42].to_owned();
+        let long = URL_SAFE_NO_PAD.encode([1u8; 33]);
+        let std_alphabet = base64::engine::general_purpose::STANDARD_NO_PAD.encode([0xfb; 32]);
+        // The last character of a 32-byte key carries two unused bits: 'B' sets one of them.
+        let non_canonical = format!("{}B", &key[..42]);
+        for malformed in [
+            card(json!([good.clone(), good.clone()])),
+            card(json!([
+                good.clone(),
+                ext(json!({"alg": "Ed25519", "key": encode_key(&[2; 32])}))
+            ])),
+            card(json!([ext(json!({"alg": "ed25519", "key": key}))])),
+            card(json!([ext(json!({"alg": "EdDSA", "key": key}))])),
+            card(json!([ext(json!({"key": key}))])),
+            card(json!([ext(json!({"alg": "Ed25519"}))])),
+            card(json!([ext(json!({"alg": "Ed25519", "key": 7}))])),
+            card(json!([ext(json!({"alg": "Ed25519", "key": padded}))])),
+            card(json!([ext(json!({"alg": "Ed25519", "key": short}))])),
+            card(json!([ext(json!({"alg": "Ed25519", "key": long}))])),
+            card(json!([ext(json!({"alg": "Ed25519", "key": std_alphabet}))])),
+            card(json!([ext(
+                json!({"alg": "Ed25519", "key": non_canonical})
+            )])),
+            card(json!([ext(
+                json!({"alg": "Ed25519", "key": format!(" {key}")})
+            )])),
+            card(json!([ext(json!("params"))])),
+            card(json!([{"uri": PEER_PROOF_URI}])),
+        ] {
+            assert!(peer_proof_key(&malformed).is_err(), "{malformed}");
+        }
+    }
+
+    #[test]
+    fn keyed_audiences_are_told_apart_from_plain_ones() {
+        let key = encode_key(&[9; 32]);
+        let keyed_audience = keyed("b@h:1", &key);
+        assert_eq!(keyed_audience, format!("b@h:1#ed25519:{key}"));
+        assert!(looks_keyed(keyed_audience.as_bytes()));
+        assert!(looks_keyed(keyed_audience.to_ascii_lowercase().as_bytes()));
+        for plain in ["b@h:1", "b#ed25519:x@h:1", "#ed25519:", "", "n#1@h:80"] {
+            assert!(!looks_keyed(plain.as_bytes()), "{plain}");
+        }
+        assert!(!looks_keyed(
+            format!("b@h:1#ed25519:{}", &key[1..]).as_bytes()
+        ));
+        assert!(!looks_keyed(
+            format!("b@h:1#ed25519:{}=", &key[1..]).as_bytes()
+        ));
     }
 
     #[test]

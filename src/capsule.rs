@@ -4,7 +4,7 @@
 use crate::audience;
 use crate::backends::fs::{Containment, Filesystem};
 use crate::backends::trace::{TraceSink, Tracer};
-use crate::backends::{Clock, KeyStore, OsRandomKeyStore};
+use crate::backends::{Clock, IdentityKey, KeyStore, OsRandomIdentityKey, OsRandomKeyStore};
 use crate::budget::ByteBudget;
 use crate::generation::Generation;
 use crate::http::client::{PeerClient, PeerTimeouts};
@@ -45,6 +45,11 @@ pub struct CapsuleConfig {
     pub session_id: Option<String>,
     /// Time limits for the card fetch and the redeem.
     pub peer_timeouts: PeerTimeouts,
+    /// The identity key a capsule that declares `capabilities.peer_fetch` publishes in its card
+    /// and proves its redeems with (D-14.1); `None` draws a fresh [`OsRandomIdentityKey`] at
+    /// launch. Unused without `capabilities.peer_fetch`. It sits here rather than in
+    /// [`Backends`] so that struct keeps its four fields.
+    pub identity: Option<Arc<dyn IdentityKey>>,
 }
 
 impl CapsuleConfig {
@@ -61,6 +66,7 @@ impl CapsuleConfig {
             peer_tls: crate::backends::tls::client_config(&[])?,
             session_id: None,
             peer_timeouts: PeerTimeouts::default(),
+            identity: None,
         })
     }
 }
@@ -74,6 +80,7 @@ pub struct Capsule {
     router: Router,
     tools: ToolInventory,
     peer: Option<Arc<dyn PeerPlane>>,
+    identity: Option<Arc<dyn IdentityKey>>,
 }
 
 impl Capsule {
@@ -142,28 +149,44 @@ impl Capsule {
                 session_id.clone(),
                 budget.clone(),
             ));
-            tools.register(Arc::new(ShareFile::new(
-                plane.clone(),
-                manifest.network.clone(),
-                client.clone(),
-                tracer.clone(),
-                p.max_ttl_secs(),
-                config.peer_timeouts,
-            )));
+            tools.register(Arc::new(
+                ShareFile::new(
+                    plane.clone(),
+                    manifest.network.clone(),
+                    client.clone(),
+                    tracer.clone(),
+                    p.max_ttl_secs(),
+                    config.peer_timeouts,
+                )
+                .requiring_peer_proof(p.require_peer_proof),
+            ));
             plane
         });
-        if let Some(allow) = &manifest.peer_fetch {
-            tools.register(Arc::new(FetchPeerFile::new(
-                allow.clone(),
-                client.clone(),
-                backends.fs.clone(),
-                tracer.clone(),
-                audience.clone(),
-                config.fetch_max_bytes,
-                config.peer_timeouts,
-            )));
-        }
-        let card = audience::agent_card(&manifest.name, &config.advertised_url);
+        let identity: Option<Arc<dyn IdentityKey>> = manifest.peer_fetch.as_ref().map(|allow| {
+            let identity = config
+                .identity
+                .clone()
+                .unwrap_or_else(|| Arc::new(OsRandomIdentityKey::generate()));
+            tools.register(Arc::new(
+                FetchPeerFile::new(
+                    allow.clone(),
+                    client.clone(),
+                    backends.fs.clone(),
+                    tracer.clone(),
+                    audience.clone(),
+                    config.fetch_max_bytes,
+                    config.peer_timeouts,
+                )
+                .with_identity(identity.clone(), backends.clock.clone()),
+            ));
+            identity
+        });
+        let public_key = identity.as_ref().map(|i| i.public_key());
+        let card = audience::agent_card_with_key(
+            &manifest.name,
+            &config.advertised_url,
+            public_key.as_ref(),
+        );
         let router = Router::new(Mounted {
             files,
             peer: peer.clone(),
@@ -179,6 +202,7 @@ impl Capsule {
             router,
             tools,
             peer,
+            identity,
         })
     }
 
@@ -208,6 +232,14 @@ impl Capsule {
         &self.audience
     }
 
+    /// The identity key this capsule's card publishes, as the card writes it (unpadded
+    /// base64url); `None` without `capabilities.peer_fetch` (D-14.1).
+    pub fn identity_key(&self) -> Option<String> {
+        self.identity
+            .as_ref()
+            .map(|i| audience::encode_key(&i.public_key()))
+    }
+
     /// The generation counter.
     pub fn generation(&self) -> &Generation {
         &self.generation
@@ -218,11 +250,14 @@ impl Capsule {
         self.generation.task_completed()
     }
 
-    /// Ends the session's key: every outstanding handle stops verifying (D-12). Call after the
-    /// listener has drained.
+    /// Ends the session's keys: every outstanding handle stops verifying (D-12), and the
+    /// identity key signs no more proofs (D-14.1). Call after the listener has drained.
     pub fn end_session(&self) {
         if let Some(peer) = &self.peer {
             peer.end_session();
+        }
+        if let Some(identity) = &self.identity {
+            identity.destroy();
         }
     }
 }

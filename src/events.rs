@@ -1,5 +1,9 @@
 //! The five trace events of D-6.2, each a struct whose field order is the line's field order.
 //! Every field is always present; `None` serialises as `null`.
+//!
+//! D-14.2 and D-14.5 add `audience_proof` after the last field of `peer_handle_mint` and
+//! `peer_handle_redeem` (D-6.1: more fields may follow): those lines are written as
+//! [`WithAudienceProof`] around the event.
 
 use crate::backends::trace::TraceEvent;
 use serde::Serialize;
@@ -100,6 +104,26 @@ impl TraceEvent for PeerHandleRedeem {
     const EVENT_TYPE: &'static str = "peer_handle_redeem";
 }
 
+/// A `peer_handle_mint` or `peer_handle_redeem` line with `audience_proof` after the event's
+/// own fields (D-14.2, D-14.5).
+#[derive(Debug, Serialize)]
+pub struct WithAudienceProof<E> {
+    /// The event, whose fields come first, in their order.
+    #[serde(flatten)]
+    pub event: E,
+    /// `"ed25519"` or `"none"`; null when not known yet (a mint before the card was read, a
+    /// redeem before the MAC verified).
+    pub audience_proof: Option<&'static str>,
+}
+
+impl TraceEvent for WithAudienceProof<PeerHandleMint> {
+    const EVENT_TYPE: &'static str = PeerHandleMint::EVENT_TYPE;
+}
+
+impl TraceEvent for WithAudienceProof<PeerHandleRedeem> {
+    const EVENT_TYPE: &'static str = PeerHandleRedeem::EVENT_TYPE;
+}
+
 /// `peer_file_fetch`: one per `fetch-peer-file` attempt past input validation.
 #[derive(Debug, Serialize)]
 pub struct PeerFileFetch {
@@ -121,4 +145,47 @@ pub struct PeerFileFetch {
 
 impl TraceEvent for PeerFileFetch {
     const EVENT_TYPE: &'static str = "peer_file_fetch";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn audience_proof_follows_the_events_own_fields() {
+        let line = serde_json::to_string(&WithAudienceProof {
+            event: PeerHandleRedeem {
+                handle_id: Some("3f2a91c40b7e5d68".into()),
+                path: None,
+                generation: 2,
+                audience_asserted: Some("b@h:1".into()),
+                bytes: None,
+                sha256: None,
+                outcome: "handle_not_valid",
+                reason: Some("MAC verification failed".into()),
+            },
+            audience_proof: None,
+        })
+        .unwrap();
+        assert_eq!(
+            line,
+            r#"{"handle_id":"3f2a91c40b7e5d68","path":null,"generation":2,"audience_asserted":"b@h:1","bytes":null,"sha256":null,"outcome":"handle_not_valid","reason":"MAC verification failed","audience_proof":null}"#
+        );
+        let line = serde_json::to_string(&WithAudienceProof {
+            event: PeerHandleMint {
+                handle_id: None,
+                path: Some("a".into()),
+                audience: Some("b@h:1".into()),
+                expires_at_ms: None,
+                outcome: "peer_not_authenticated",
+                reason: Some("r".into()),
+            },
+            audience_proof: Some("none"),
+        })
+        .unwrap();
+        assert!(
+            line.ends_with(r#""reason":"r","audience_proof":"none"}"#),
+            "{line}"
+        );
+    }
 }

@@ -8,7 +8,10 @@
 //! ([`Filesystem`](backends::Filesystem), [`Clock`](backends::Clock),
 //! [`KeyStore`](backends::KeyStore), [`TraceSink`](backends::TraceSink)), mounts its
 //! [`Router`](http::Router) on its own listener, and offers its [`tools`](capsule::Capsule::tools)
-//! to the model.
+//! to the model. A capsule that may fetch from peers also holds an Ed25519
+//! [`IdentityKey`](backends::IdentityKey), drawn at launch (or injected through
+//! [`CapsuleConfig::identity`](capsule::CapsuleConfig::identity)) and published in its agent
+//! card, with which it proves its redeems (`decisions.md` D-14).
 //!
 //! ```
 //! use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};

@@ -47,6 +47,9 @@ pub enum Code {
     PeerUnreachable,
     /// The peer is not in `capabilities.peer_fetch.allow` (D-10.1).
     PeerNotAllowed,
+    /// `exports.peer_files.require_peer_proof` is set and the peer's card publishes no identity
+    /// key (D-14.2).
+    PeerNotAuthenticated,
     /// A fetched body whose etag is not its sha256 (D-10.3).
     EtagMismatch,
     /// Landing a fetched file met a symlink or a non-directory on the way (D-10.4).
@@ -78,6 +81,7 @@ impl Code {
             Code::InvalidTtl => "invalid_ttl",
             Code::PeerUnreachable => "peer_unreachable",
             Code::PeerNotAllowed => "peer_not_allowed",
+            Code::PeerNotAuthenticated => "peer_not_authenticated",
             Code::EtagMismatch => "etag_mismatch",
             Code::PathRefused => "path_refused",
             Code::UnknownTool => "unknown_tool",
@@ -94,6 +98,7 @@ impl Code {
             | Code::NotARegularFile
             | Code::HandleNotValid
             | Code::PeerNotAllowed
+            | Code::PeerNotAuthenticated
             | Code::PathRefused => 403,
             Code::TooLarge => 413,
             Code::MethodNotAllowed => 405,
@@ -130,6 +135,9 @@ impl Code {
             Code::InvalidTtl => "ttl must be a positive duration such as 90, 30s, 15m, 1h or 1d",
             Code::PeerUnreachable => "the peer could not be reached or did not identify itself",
             Code::PeerNotAllowed => "the peer is not in capabilities.peer_fetch.allow",
+            Code::PeerNotAuthenticated => {
+                "the peer's agent card publishes no identity key, and exports.peer_files.require_peer_proof is set"
+            }
             Code::EtagMismatch => "the peer's etag does not describe the body it sent",
             Code::PathRefused => "the landing path is not a plain directory under the workdir",
             Code::UnknownTool => "this capsule has no such tool",
@@ -178,7 +186,7 @@ impl std::error::Error for Refusal {}
 mod tests {
     use super::*;
 
-    const ALL: [Code; 21] = [
+    const ALL: [Code; 22] = [
         Code::NoResourcePlane,
         Code::NotFound,
         Code::OutsideRoot,
@@ -196,6 +204,7 @@ mod tests {
         Code::InvalidTtl,
         Code::PeerUnreachable,
         Code::PeerNotAllowed,
+        Code::PeerNotAuthenticated,
         Code::EtagMismatch,
         Code::PathRefused,
         Code::UnknownTool,

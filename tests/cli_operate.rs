@@ -363,7 +363,7 @@ fn check_prints_the_effective_configuration_as_one_line_and_creates_nothing() {
                 "name": "Reporter",
                 "exports": {
                     "files": {"root": "out/", "mode": "read-only", "max_bytes": 10_485_760},
-                    "peer_files": {"root": "out/", "max_ttl": 900, "max_bytes": 10_485_760},
+                    "peer_files": {"root": "out/", "max_ttl": 900, "max_bytes": 10_485_760, "require_peer_proof": false},
                 },
                 "capabilities": {
                     "peer_fetch": {"allow": ["localhost:41234"]},
@@ -393,7 +393,7 @@ fn check_prints_the_effective_configuration_as_one_line_and_creates_nothing() {
     assert_eq!(report["manifest"]["exports"]["files"], Value::Null);
     assert_eq!(
         report["manifest"]["exports"]["peer_files"],
-        serde_json::json!({"root": "shared", "max_ttl": 3600, "max_bytes": 10_485_760})
+        serde_json::json!({"root": "shared", "max_ttl": 3600, "max_bytes": 10_485_760, "require_peer_proof": false})
     );
     assert_eq!(
         report["manifest"]["capabilities"],

@@ -1337,3 +1337,317 @@ fn an_encoded_token_in_a_shared_path_never_reaches_the_trace() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Authenticated audience (D-14) between `serve` processes.
+// ---------------------------------------------------------------------------------------------
+
+/// One plain-http GET over loopback with extra header lines; returns `(status, body)`.
+fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<u8>) {
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(ANSWER_DEADLINE))
+        .expect("read timeout");
+    let mut request = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("read the answer");
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete head");
+    let head = String::from_utf8_lossy(&response[..split]).into_owned();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    (status, response[split + 4..].to_vec())
+}
+
+/// An Ed25519 key the test holds, signing redeem proofs by the layout of D-14.3.
+struct TestKey {
+    pair: ring::signature::Ed25519KeyPair,
+    key: String,
+}
+
+impl TestKey {
+    fn new(seed: u8) -> Self {
+        use base64::Engine as _;
+        use ring::signature::KeyPair as _;
+        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&[seed; 32]).expect("seed");
+        let key = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(pair.public_key());
+        TestKey { pair, key }
+    }
+
+    /// `x-murmur-proof` for `handle` at `t_ms` with the nonce bytes `n`.
+    fn proof(&self, handle: &str, t_ms: i64, n: [u8; 16]) -> String {
+        use base64::Engine as _;
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+        let handle_id = &sha256_hex(handle.as_bytes())[..16];
+        let n = b64(&n);
+        let message = format!("murmur-peer-redeem-v1\x1f{handle_id}\x1f{t_ms}\x1f{n}");
+        let sig = b64(self.pair.sign(message.as_bytes()).as_ref());
+        format!("ed25519;key={};t={t_ms};n={n};sig={sig}", self.key)
+    }
+
+    /// An agent card naming `name` at `addr` and publishing this key.
+    fn card(&self, name: &str, addr: SocketAddr) -> String {
+        json!({
+            "name": name,
+            "url": format!("http://{addr}"),
+            "capabilities": {"extensions": [{
+                "uri": "urn:resource-plane:peer-proof:v1",
+                "required": false,
+                "params": {"alg": "Ed25519", "key": self.key},
+            }]},
+        })
+        .to_string()
+    }
+}
+
+/// D-14: share and fetch between two `serve` processes prove the audience on both trace sides
+/// of the minter (mint and redeem lines say `ed25519`); a third party holding the token and
+/// asserting the right audience is refused with and without a proof of its own.
+#[test]
+fn a_proved_share_and_fetch_and_a_third_party_refused_with_and_without_its_own_proof() {
+    let world = World::new();
+    let (mut a, mut b) = minter_and_fetcher(&world, None);
+
+    // B's card publishes its identity key; A (no peer_fetch) publishes none.
+    let (status, body) = http_get(&b.addr(), "/.well-known/agent-card.json", &[]);
+    assert_eq!(status, 200);
+    let card: Value = serde_json::from_slice(&body).expect("a JSON card");
+    let extension = &card["capabilities"]["extensions"][0];
+    assert_eq!(extension["uri"], "urn:resource-plane:peer-proof:v1");
+    assert_eq!(extension["required"], false);
+    assert_eq!(extension["params"]["alg"], "Ed25519");
+    let b_key = extension["params"]["key"]
+        .as_str()
+        .expect("a key")
+        .to_owned();
+    assert_eq!(b_key.len(), 43, "32 bytes in unpadded base64url: {b_key}");
+    let (_, body) = http_get(&a.addr(), "/.well-known/agent-card.json", &[]);
+    let a_card: Value = serde_json::from_slice(&body).expect("a JSON card");
+    assert!(
+        a_card.get("capabilities").is_none(),
+        "a keyless card is unchanged: {a_card}"
+    );
+
+    let (handle, handle_id) = share(&mut a, &b);
+    let fetched = b.call_ok(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(fetched["sha256"], sha256_hex(REPORT));
+    let mint = &a.events("peer_handle_mint")[0];
+    assert_eq!(
+        mint["audience"],
+        b.audience(),
+        "the line's audience is plain"
+    );
+    assert_eq!(mint["audience_proof"], "ed25519");
+    let redeem = &a.events("peer_handle_redeem")[0];
+    assert_eq!(redeem["outcome"], "ok");
+    assert_eq!(redeem["handle_id"], handle_id.as_str());
+    assert_eq!(redeem["audience_proof"], "ed25519");
+    assert_eq!(b.events("peer_file_fetch")[0]["outcome"], "ok");
+
+    // A third party with the token and B's audience: no proof, then a proof by its own key.
+    let path = format!("/resources/peer/{handle}");
+    let (status, refused) = http_get(&a.addr(), &path, &[("x-murmur-audience", b.audience())]);
+    assert_eq!(status, 403);
+    let refused: Value = serde_json::from_slice(&refused).expect("JSON");
+    assert_eq!(refused["error"], "handle_not_valid");
+    let mallory = TestKey::new(0x4d);
+    let proof = mallory.proof(&handle, now_ms(), [1; 16]);
+    let (status, body) = http_get(
+        &a.addr(),
+        &path,
+        &[
+            ("x-murmur-audience", b.audience()),
+            ("x-murmur-proof", &proof),
+        ],
+    );
+    assert_eq!(status, 403);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap(),
+        refused,
+        "same refusal"
+    );
+    // The same with B's key named but Mallory's signature: the MAC verifies, the proof fails.
+    let forged = proof.replace(&mallory.key, &b_key);
+    let (status, body) = http_get(
+        &a.addr(),
+        &path,
+        &[
+            ("x-murmur-audience", b.audience()),
+            ("x-murmur-proof", &forged),
+        ],
+    );
+    assert_eq!(status, 403);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap(),
+        refused,
+        "same refusal"
+    );
+    let redeems = a.events("peer_handle_redeem");
+    assert_eq!(
+        outcomes(&redeems),
+        [
+            "ok",
+            "handle_not_valid",
+            "handle_not_valid",
+            "handle_not_valid"
+        ]
+    );
+    for line in &redeems[1..3] {
+        assert_eq!(
+            line["path"],
+            Value::Null,
+            "a failed MAC names no path: {line}"
+        );
+        assert_eq!(line["audience_proof"], Value::Null, "{line}");
+        assert_eq!(line["audience_asserted"], b.audience());
+    }
+    assert_eq!(redeems[3]["path"], "report.md", "the MAC verified");
+    assert_eq!(redeems[3]["audience_proof"], "ed25519");
+    assert!(
+        redeems[3]["reason"].as_str().unwrap().contains("signature"),
+        "{}",
+        redeems[3]
+    );
+    assert_trace_well_formed(&a);
+    assert_trace_well_formed(&b);
+}
+
+/// D-14: a peer whose card publishes a key the test holds redeems with fresh proofs; a replayed,
+/// stale or future proof is refused with the same 403, its line naming the check.
+#[test]
+fn stale_future_and_replayed_proofs_are_refused_by_a_serve_process() {
+    let world = World::new();
+    let mut a = Capsule::spawn(
+        &world,
+        "a",
+        &world.minter_workdir("a"),
+        &minter_manifest(None),
+        "127.0.0.1:0",
+    );
+    let key = TestKey::new(0x33);
+    let peer = CardServer::new(|addr| key.card("tester", addr));
+    let result = a.call_ok(
+        "share-file",
+        json!({"path": "report.md", "peer": peer.peer()}),
+    );
+    let audience = format!("tester@{}", peer.peer());
+    let (handle, _) = check_share_result(&result, &audience);
+    assert_eq!(a.events("peer_handle_mint")[0]["audience_proof"], "ed25519");
+    let path = format!("/resources/peer/{handle}");
+    let redeem = |proof: &str| {
+        http_get(
+            &a.addr(),
+            &path,
+            &[("x-murmur-audience", &audience), ("x-murmur-proof", proof)],
+        )
+    };
+    let fresh = key.proof(&handle, now_ms(), [7; 16]);
+    let (status, body) = redeem(&fresh);
+    assert_eq!(status, 200);
+    assert_eq!(body, REPORT);
+    let (status, refused) = redeem(&fresh);
+    assert_eq!(status, 403, "a replay");
+    for (t, n) in [(now_ms() - 61_000, [8; 16]), (now_ms() + 61_000, [9; 16])] {
+        let (status, body) = redeem(&key.proof(&handle, t, n));
+        assert_eq!(status, 403, "t = {t}");
+        assert_eq!(body, refused, "byte-identical bodies");
+    }
+    let (status, _) = redeem(&key.proof(&handle, now_ms(), [10; 16]));
+    assert_eq!(status, 200, "a fresh nonce still redeems");
+    let lines = a.events("peer_handle_redeem");
+    assert_eq!(
+        outcomes(&lines),
+        [
+            "ok",
+            "handle_not_valid",
+            "handle_not_valid",
+            "handle_not_valid",
+            "ok"
+        ]
+    );
+    for (line, check) in lines[1..4].iter().zip(["replayed", "fresh", "fresh"]) {
+        assert_eq!(line["path"], "report.md", "{line}");
+        assert_eq!(line["audience_proof"], "ed25519", "{line}");
+        assert!(line["reason"].as_str().unwrap().contains(check), "{line}");
+    }
+}
+
+/// D-14 interop: a keyless peer (a card without the extension, no proof header) is minted for
+/// and redeems as before; `require_peer_proof: true` refuses it with `peer_not_authenticated`.
+#[test]
+fn keyless_peers_interoperate_unless_the_minter_requires_a_proof() {
+    let world = World::new();
+    let mut a = Capsule::spawn(
+        &world,
+        "a",
+        &world.minter_workdir("a"),
+        &minter_manifest(None),
+        "127.0.0.1:0",
+    );
+    let keyless =
+        CardServer::new(|addr| json!({"name": "old", "url": format!("http://{addr}")}).to_string());
+    let result = a.call_ok(
+        "share-file",
+        json!({"path": "report.md", "peer": keyless.peer()}),
+    );
+    let audience = format!("old@{}", keyless.peer());
+    let (handle, _) = check_share_result(&result, &audience);
+    let (status, body) = http_get(
+        &a.addr(),
+        &format!("/resources/peer/{handle}"),
+        &[("x-murmur-audience", &audience)],
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body, REPORT);
+    assert_eq!(a.events("peer_handle_mint")[0]["audience_proof"], "none");
+    assert_eq!(a.events("peer_handle_redeem")[0]["audience_proof"], "none");
+
+    let strict_manifest = "name: minter\n\
+         exports:\n  peer_files: { root: out/, require_peer_proof: true }\n\
+         capabilities:\n  network: { allow: [\"127.0.0.1\"] }\n";
+    let mut strict = Capsule::spawn(
+        &world,
+        "strict",
+        &world.minter_workdir("strict"),
+        strict_manifest,
+        "127.0.0.1:0",
+    );
+    assert_eq!(
+        strict.call_err(
+            "share-file",
+            json!({"path": "report.md", "peer": keyless.peer()})
+        ),
+        "peer_not_authenticated"
+    );
+    let line = &strict.events("peer_handle_mint")[0];
+    assert_eq!(line["outcome"], "peer_not_authenticated");
+    assert_eq!(line["audience"], audience.as_str());
+    assert_eq!(line["audience_proof"], "none");
+    // A real fetcher's card carries a key: the strict minter mints for it, and it fetches.
+    let mut b = Capsule::spawn(
+        &world,
+        "b",
+        &world.workdir("b"),
+        &fetcher_manifest("fetcher-b", &strict.addr()),
+        "127.0.0.1:0",
+    );
+    let (handle, _) = share(&mut strict, &b);
+    let fetched = b.call_ok(
+        "fetch-peer-file",
+        json!({"peer": strict.addr(), "handle": handle}),
+    );
+    assert_eq!(fetched["sha256"], sha256_hex(REPORT));
+}

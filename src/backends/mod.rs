@@ -1,12 +1,14 @@
-//! Everything that touches the world: the filesystem, the clock, the key, the trace file and the
-//! OS random source. Ambient authority (`SystemTime::now`, `std::fs`, randomness, raw syscalls)
-//! appears only under this module (design habit 7; enforced by `clippy.toml`).
+//! Everything that touches the world: the filesystem, the clock, the keys (the minting key and
+//! the identity key), the trace file and the OS random source. Ambient authority
+//! (`SystemTime::now`, `std::fs`, randomness, raw syscalls) appears only under this module
+//! (design habit 7; enforced by `clippy.toml`).
 //!
 //! Each backend is a small, synchronous, dyn-compatible trait held as `Arc<dyn _>`, with a real
 //! implementation and a test double that passes the same conformance tests.
 
 pub mod clock;
 pub mod fs;
+pub mod identity;
 pub mod keys;
 pub mod net;
 pub mod random;
@@ -18,5 +20,6 @@ pub use fs::{
     Containment, FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, OpenFile,
     OsFilesystem, RootDir, RootPath,
 };
+pub use identity::{FixedIdentityKey, IdentityKey, OsRandomIdentityKey};
 pub use keys::{FixedKeyStore, KeyStore, OsRandomKeyStore};
 pub use trace::{FailingTraceSink, JsonlTraceSink, RecordingTraceSink, TraceSink};

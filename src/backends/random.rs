@@ -1,4 +1,5 @@
-//! The OS random source: session ids, event ids, handle nonces and the minting key.
+//! The OS random source: session ids, event ids, handle nonces, redeem-proof nonces, the minting
+//! key and the identity key.
 
 /// Fills `N` bytes from the operating system's CSPRNG.
 ///

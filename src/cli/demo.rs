@@ -1,7 +1,9 @@
 //! `resource-plane demo`: two capsules on loopback in a fresh temporary directory. An operator
-//! lists and reads capsule A's export; A shares a file with B by handle; B fetches it; a forged
-//! handle is refused; both traces are summarised. Exits 0 only when every step behaved as the
-//! spec says. Logs name handles by `handle_id`, never by token.
+//! lists and reads capsule A's export; A shares a file with B by handle, bound to the identity
+//! key B's card publishes (D-14); B fetches it, proving the redeem with that key; a forged
+//! handle is refused, and so is the real handle replayed with B's audience but without B's key;
+//! both traces are summarised. Exits 0 only when every step behaved as the spec says. Logs name
+//! handles by `handle_id`, never by token.
 
 use resource_plane::backends::fs::Containment;
 use resource_plane::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
@@ -214,7 +216,14 @@ async fn demo() -> Result<String, String> {
         "a path escaping the root is refused with 403 outside_root",
     )?;
 
-    // 4. A shares report.md with B.
+    // 4. A shares report.md with B, whose card publishes B's identity key (D-14.1).
+    let b_key = b.capsule.identity_key().unwrap_or_default();
+    let card = get(&client, &b.address, "/.well-known/agent-card.json", None).await?;
+    let card: Value = serde_json::from_slice(&card.body).map_err(|e| e.to_string())?;
+    check(
+        !b_key.is_empty() && card["capabilities"]["extensions"][0]["params"]["key"] == json!(b_key),
+        "B's agent card publishes its Ed25519 identity key",
+    )?;
     let port_b = b.address.effective_port();
     let shared = a
         .capsule
@@ -229,10 +238,13 @@ async fn demo() -> Result<String, String> {
     let handle_id = shared["handle_id"].as_str().unwrap_or_default().to_owned();
     check(
         shared["audience"] == json!(b.capsule.audience()),
-        &format!("A minted handle {handle_id} for {}", b.capsule.audience()),
+        &format!(
+            "A minted handle {handle_id} for {}, bound to B's key",
+            b.capsule.audience()
+        ),
     )?;
 
-    // 5. B fetches it.
+    // 5. B fetches it, sending a proof signed by its key (D-14.3).
     let fetched = b
         .capsule
         .tools()
@@ -249,7 +261,7 @@ async fn demo() -> Result<String, String> {
         fetched_path.starts_with("peer-in/")
             && landed == REPORT.as_bytes()
             && format!("sha256:{fetched_sha}") == etag,
-        &format!("B fetched the file into {fetched_path}"),
+        &format!("B fetched the file into {fetched_path}, its redeem proved by its key"),
     )?;
 
     // 6. A forged handle is refused, identically to any other forgery.
@@ -278,6 +290,17 @@ async fn demo() -> Result<String, String> {
         third.status == 403 && third.body == refused.body,
         "a third capsule's audience gets the same refusal",
     )?;
+    let intercepted = get(
+        &client,
+        &a.address,
+        &format!("/resources/peer/{token}"),
+        Some(b.capsule.audience()),
+    )
+    .await?;
+    check(
+        intercepted.status == 403 && intercepted.body == refused.body,
+        "the real handle replayed with B's audience but without B's key gets the same refusal",
+    )?;
 
     // 7. Shut both down and summarise the traces.
     for running in [&a, &b] {
@@ -294,6 +317,21 @@ async fn demo() -> Result<String, String> {
             !resource_plane::redact::holds_token(&text),
             &format!("trace {label} holds no token"),
         )?;
+        if label == "A" {
+            let proved = |event_type: &str| {
+                text.lines()
+                    .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                    .any(|e| {
+                        e["event_type"] == event_type
+                            && e["outcome"] == "ok"
+                            && e["audience_proof"] == "ed25519"
+                    })
+            };
+            check(
+                proved("peer_handle_mint") && proved("peer_handle_redeem"),
+                "trace A records the mint and the redeem with audience_proof ed25519",
+            )?;
+        }
         let mut kinds = std::collections::BTreeMap::<String, usize>::new();
         for line in text.lines() {
             let event: Value =

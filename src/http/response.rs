@@ -17,6 +17,8 @@ pub const MTIME_MS: HeaderName = HeaderName::from_static("x-murmur-mtime-ms");
 pub const HANDLE_ID: HeaderName = HeaderName::from_static("x-murmur-handle-id");
 /// `x-murmur-audience`.
 pub const AUDIENCE: HeaderName = HeaderName::from_static("x-murmur-audience");
+/// `x-murmur-proof` (D-14.3).
+pub const PROOF: HeaderName = HeaderName::from_static("x-murmur-proof");
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const OCTETS: HeaderValue = HeaderValue::from_static("application/octet-stream");

@@ -3,10 +3,10 @@
 //! response leaves, or fails closed with `500 io_error` (D-4, D-6.3, D-6.4).
 
 use super::body::PlaneBody;
-use super::response::{self, AUDIENCE, CONTAINMENT, EXPORT_ROOT, GENERATION, HANDLE_ID};
+use super::response::{self, AUDIENCE, CONTAINMENT, EXPORT_ROOT, GENERATION, HANDLE_ID, PROOF};
 use crate::backends::fs::Containment;
 use crate::backends::trace::{TraceEvent, Tracer};
-use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead};
+use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead, WithAudienceProof};
 use crate::generation::Generation;
 use crate::path::{percent_decode_strict, strip_query};
 use crate::planes::{Cancel, ListingBody, ListingHead, PeerPlane, ReadMode, ResourcePlane};
@@ -124,20 +124,26 @@ impl Router {
     pub async fn handle<B>(&self, request: Request<B>) -> Response<PlaneBody> {
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
-        let audience: Vec<Vec<u8>> = request
-            .headers()
-            .get_all(AUDIENCE)
-            .iter()
-            .map(|v| v.as_bytes().to_vec())
-            .collect();
+        let values = |name| -> Vec<Vec<u8>> {
+            request
+                .headers()
+                .get_all(name)
+                .iter()
+                .map(|v| v.as_bytes().to_vec())
+                .collect()
+        };
+        let (audience, proof) = (values(AUDIENCE), values(PROOF));
         drop(request);
         {
             let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
+            let proof: Vec<&[u8]> = proof.iter().map(Vec::as_slice).collect();
             let inline = ReadMode::Inline {
                 limit: INLINE_READ_LIMIT,
             };
             let never = Cancel::default();
-            if let Some(response) = self.respond_in(&method, &path, &audience, inline, &never) {
+            if let Some(response) =
+                self.respond_in(&method, &path, &audience, &proof, inline, &never)
+            {
                 return response;
             }
         }
@@ -147,8 +153,16 @@ impl Router {
         let cancel_on_drop = cancel.on_drop();
         let response = tokio::task::spawn_blocking(move || {
             let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
+            let proof: Vec<&[u8]> = proof.iter().map(Vec::as_slice).collect();
             router
-                .respond_in(&method, &path, &audience, ReadMode::Blocking, &cancel)
+                .respond_in(
+                    &method,
+                    &path,
+                    &audience,
+                    &proof,
+                    ReadMode::Blocking,
+                    &cancel,
+                )
                 .expect("a blocking answer is always given")
         })
         .await
@@ -157,18 +171,31 @@ impl Router {
         response
     }
 
-    /// Answers one request synchronously (blocking). `audience` holds every
-    /// `x-murmur-audience` value sent, in order.
+    /// Answers one request synchronously (blocking), with no `x-murmur-proof`. `audience` holds
+    /// every `x-murmur-audience` value sent, in order.
     pub fn respond(
         &self,
         method: &Method,
         raw_path: &str,
         audience: &[&[u8]],
     ) -> Response<PlaneBody> {
+        self.respond_with_proof(method, raw_path, audience, &[])
+    }
+
+    /// [`respond`](Self::respond) with every `x-murmur-proof` value sent, in order (D-14.3);
+    /// only a redeem reads them.
+    pub fn respond_with_proof(
+        &self,
+        method: &Method,
+        raw_path: &str,
+        audience: &[&[u8]],
+        proof: &[&[u8]],
+    ) -> Response<PlaneBody> {
         self.respond_in(
             method,
             raw_path,
             audience,
+            proof,
             ReadMode::Blocking,
             &Cancel::default(),
         )
@@ -176,13 +203,14 @@ impl Router {
     }
 
     /// Answers one request in `mode`; `None` (nothing traced, nothing read) when an inline
-    /// answer would have to read a large file or list the root. A listing stops when `cancel`
-    /// is raised.
+    /// answer would have to read a large file, list the root or check a redeem proof. A
+    /// listing stops when `cancel` is raised.
     fn respond_in(
         &self,
         method: &Method,
         raw_path: &str,
         audience: &[&[u8]],
+        proof: &[&[u8]],
         mode: ReadMode,
         cancel: &Cancel,
     ) -> Option<Response<PlaneBody>> {
@@ -211,8 +239,10 @@ impl Router {
                 };
                 self.traced_read_refusal(path, refusal, generation)
             }
-            Route::PeerIndex => self.redeem(method, None, audience, generation, mode)?,
-            Route::Redeem(token) => self.redeem(method, Some(token), audience, generation, mode)?,
+            Route::PeerIndex => self.redeem(method, None, audience, proof, generation, mode)?,
+            Route::Redeem(token) => {
+                self.redeem(method, Some(token), audience, proof, generation, mode)?
+            }
         };
         self.answered.fetch_add(1, Ordering::Relaxed);
         // The path as a trace line records it, tokens redacted: a log holds no token (D-15.1).
@@ -386,6 +416,7 @@ impl Router {
         method: &Method,
         token: Option<&str>,
         audience: &[&[u8]],
+        proof: &[&[u8]],
         generation: u64,
         mode: ReadMode,
     ) -> Option<Response<PlaneBody>> {
@@ -410,8 +441,10 @@ impl Router {
         };
         let redeem = match (early, &self.mounted.peer, token) {
             (None, Some(plane), Some(token)) => match mode {
-                ReadMode::Blocking => plane.redeem(token, audience),
-                ReadMode::Inline { limit } => plane.redeem_inline(token, audience, limit)?,
+                ReadMode::Blocking => plane.redeem_with_proof(token, audience, proof),
+                ReadMode::Inline { limit } => {
+                    plane.redeem_with_proof_inline(token, audience, proof, limit)?
+                }
             },
             (early, _, token) => crate::planes::Redeem {
                 handle_id: token.map(crate::hex::handle_id),
@@ -419,10 +452,12 @@ impl Router {
                 audience_asserted: audience.first().map(|a| {
                     String::from_utf8_lossy(&crate::planes::normalise_audience(a)).into_owned()
                 }),
+                audience_proof: None,
                 result: Err(early.unwrap_or_else(|| Refusal::new(Code::NotFound, "no token"))),
             },
         };
         let handle_id = redeem.handle_id.clone();
+        let audience_proof = redeem.audience_proof;
         let (event, response) = match redeem.result {
             Ok(file) => {
                 let event = PeerHandleRedeem {
@@ -459,6 +494,10 @@ impl Router {
                 };
                 (event, response)
             }
+        };
+        let event = WithAudienceProof {
+            event,
+            audience_proof,
         };
         Some(self.traced(&event, response, generation, handle_id.as_deref()))
     }

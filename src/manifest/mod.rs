@@ -40,6 +40,9 @@ pub struct PeerFilesExport {
     pub declared_max_ttl_secs: Option<u64>,
     /// The largest file a redeem serves.
     pub max_bytes: u64,
+    /// `require_peer_proof`: mint only for peers whose card publishes an identity key
+    /// (D-14.2). Default false.
+    pub require_peer_proof: bool,
 }
 
 impl PeerFilesExport {
@@ -395,10 +398,22 @@ impl Manifest {
                         )
                     })?),
                 };
+                let max_bytes = parse_max_bytes(&f)?;
+                let require_peer_proof = match f.get("require_peer_proof") {
+                    None => false,
+                    Some(Value::Bool(required)) => *required,
+                    Some(_) => {
+                        return Err(LaunchError::malformed(
+                            &f.field("require_peer_proof"),
+                            "true or false",
+                        ));
+                    }
+                };
                 peer_files = Some(PeerFilesExport {
                     root,
                     declared_max_ttl_secs,
-                    max_bytes: parse_max_bytes(&f)?,
+                    max_bytes,
+                    require_peer_proof,
                 });
             }
         }
@@ -492,7 +507,8 @@ impl Manifest {
     /// ```json
     /// {"name":"reporter",
     ///  "exports":{"files":{"root":"out/","mode":"read-only","max_bytes":10485760},
-    ///             "peer_files":{"root":"out/","max_ttl":900,"max_bytes":10485760}},
+    ///             "peer_files":{"root":"out/","max_ttl":900,"max_bytes":10485760,
+    ///                           "require_peer_proof":false}},
     ///  "capabilities":{"peer_fetch":{"allow":["localhost:41234"]},"network":null},
     ///  "lifecycle":{"after_task":"exit"}}
     /// ```
@@ -519,6 +535,7 @@ impl Manifest {
                     "root": p.root.declared(),
                     "max_ttl": p.max_ttl_secs(),
                     "max_bytes": p.max_bytes,
+                    "require_peer_proof": p.require_peer_proof,
                 })),
             },
             "capabilities": {
@@ -696,6 +713,44 @@ mod tests {
         assert_eq!(peer.max_ttl_secs(), 900);
         assert_eq!(peer.max_bytes, DEFAULT_MAX_BYTES);
         assert!(m.peer_fetch.is_some() && m.network.is_some());
+    }
+
+    #[test]
+    fn require_peer_proof_is_a_boolean_defaulting_to_false() {
+        let peer = |extra: &str| {
+            parse(&format!(
+                "name: x\nexports:\n  peer_files: {{ root: out/{extra} }}"
+            ))
+        };
+        let required = |extra: &str| peer(extra).unwrap().peer_files.unwrap().require_peer_proof;
+        assert!(!required(""));
+        assert!(!required(", require_peer_proof: false"));
+        assert!(required(", require_peer_proof: true"));
+        let parsed = Manifest::from_yaml(
+            "name: x\nexports:\n  peer_files: { root: out/, require_peer_proof: true }",
+        )
+        .unwrap();
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        for bad in ["\"true\"", "yes_please", "1", "0", "[true]", "{ a: true }"] {
+            let e = peer(&format!(", require_peer_proof: {bad}")).expect_err(bad);
+            assert_eq!(e.code, "E-MAN-003", "{bad}");
+            assert_eq!(
+                e.message, "exports.peer_files.require_peer_proof: true or false",
+                "{bad}"
+            );
+        }
+        for bad in ["!x true", ".nan"] {
+            let yaml = format!(
+                "name: x\nexports:\n  peer_files: {{ root: out/, require_peer_proof: {bad} }}"
+            );
+            assert_eq!(
+                field_of(&yaml),
+                "exports.peer_files.require_peer_proof",
+                "{bad}"
+            );
+        }
+        // A null value is absent, as for every field: the default.
+        assert!(!required(", require_peer_proof: ~"));
     }
 
     #[test]
@@ -971,7 +1026,7 @@ mod tests {
                 "name": "Reporter",
                 "exports": {
                     "files": {"root": "out/", "mode": "read-only", "max_bytes": 10_485_760},
-                    "peer_files": {"root": "shared", "max_ttl": 900, "max_bytes": 1024},
+                    "peer_files": {"root": "shared", "max_ttl": 900, "max_bytes": 1024, "require_peer_proof": false},
                 },
                 "capabilities": {
                     "peer_fetch": {"allow": ["localhost:41234", "https://peer.example"]},

@@ -9,7 +9,9 @@ pub mod handle;
 pub mod hash_cache;
 mod listing;
 mod peer;
+pub mod proof;
 pub mod reader;
+pub mod replay;
 mod resource;
 
 pub use cancel::{Cancel, CancelOnDrop};
@@ -75,6 +77,9 @@ pub struct Redeem {
     pub path: Option<String>,
     /// The normalised `x-murmur-audience`, or `None` when absent.
     pub audience_asserted: Option<String>,
+    /// Once the MAC has verified: `"ed25519"` when a proof header was sent (whether or not it
+    /// then verified), else `"none"`; `None` before (D-14.5).
+    pub audience_proof: Option<&'static str>,
     /// The file, or the refusal.
     pub result: Result<ServedFile, Refusal>,
 }
@@ -95,16 +100,33 @@ pub trait PeerPlane: Debug + Send + Sync {
     /// (a path whose handle would exceed 4 KiB), `io_error`.
     fn resolve_for_mint(&self, path: &str) -> Result<RelPath, Refusal>;
 
-    /// Mints a handle for `path` bound to `audience` (already normalised), expiring after
-    /// `ttl_secs` (already clamped to `max_ttl`).
+    /// Mints a handle for `path` bound to `audience` (already normalised; for a peer whose card
+    /// publishes an identity key, the MAC audience `<audience>#ed25519:<key>` of D-14.2),
+    /// expiring after `ttl_secs` (already clamped to `max_ttl`).
     ///
     /// # Errors
     /// `io_error` once the session has ended and the key is gone.
     fn mint(&self, path: &RelPath, audience: &str, ttl_secs: u64) -> Result<Minted, Refusal>;
 
     /// `GET /resources/peer/<raw_token>` with the `x-murmur-audience` header values as sent,
-    /// in the order of D-7.2. Blocking.
+    /// and no `x-murmur-proof`, in the order of D-7.2. Blocking.
     fn redeem(&self, raw_token: &str, audience_headers: &[&[u8]]) -> Redeem;
+
+    /// [`redeem`](Self::redeem) with the `x-murmur-proof` header values as sent (D-14.4): with
+    /// one, the MAC is checked over `<audience>#ed25519:<key from the header>` and the proof's
+    /// signature, freshness and nonce after it; a refused proof is `handle_not_valid`. Blocking.
+    ///
+    /// The default ignores the proof headers and redeems as [`redeem`](Self::redeem) does: a
+    /// plane that does not know proofs checks the plain audience (D-14.3).
+    fn redeem_with_proof(
+        &self,
+        raw_token: &str,
+        audience_headers: &[&[u8]],
+        proof_headers: &[&[u8]],
+    ) -> Redeem {
+        let _ = proof_headers;
+        self.redeem(raw_token, audience_headers)
+    }
 
     /// [`redeem`](Self::redeem) on an async worker, or `None` to move it to a blocking thread
     /// (see [`ResourcePlane::read_inline`]). The default always defers.
@@ -116,6 +138,20 @@ pub trait PeerPlane: Debug + Send + Sync {
     ) -> Option<Redeem> {
         let _ = (raw_token, audience_headers, limit);
         None
+    }
+
+    /// [`redeem_with_proof`](Self::redeem_with_proof) on an async worker, or `None` to move it
+    /// to a blocking thread (see [`ResourcePlane::read_inline`]). The default ignores the proof
+    /// headers, as [`redeem_with_proof`](Self::redeem_with_proof)'s does.
+    fn redeem_with_proof_inline(
+        &self,
+        raw_token: &str,
+        audience_headers: &[&[u8]],
+        proof_headers: &[&[u8]],
+        limit: u64,
+    ) -> Option<Redeem> {
+        let _ = proof_headers;
+        self.redeem_inline(raw_token, audience_headers, limit)
     }
 
     /// Ends the session: zeroes the key, so no outstanding handle verifies again (D-12).

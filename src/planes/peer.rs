@@ -1,8 +1,12 @@
-//! The peer plane: HMAC-signed, audience-bound, expiring handles (D-7).
+//! The peer plane: HMAC-signed, audience-bound, expiring handles (D-7), redeemable only with a
+//! fresh signature by the peer's identity key when minted for a keyed peer (D-14).
 
 use super::handle::{self, MAC_CONTEXT, MAC_SEPARATOR, Payload};
+use super::proof::{self, Malformed, Proof};
 use super::reader::{self, ExportScope, ReadMode};
+use super::replay::{NotAdmitted, ReplayMemory};
 use super::{Minted, PeerPlane, Redeem};
+use crate::audience::{KEY_TAG, looks_keyed};
 use crate::backends::{Clock, Filesystem, KeyStore};
 use crate::budget::ByteBudget;
 use crate::path::{RelPath, decode_request_path, strip_query};
@@ -18,6 +22,7 @@ pub struct HmacPeerPlane {
     scope: ExportScope,
     session_id: String,
     budget: ByteBudget,
+    replay: Arc<ReplayMemory>,
 }
 
 impl HmacPeerPlane {
@@ -37,7 +42,21 @@ impl HmacPeerPlane {
             scope,
             session_id,
             budget,
+            replay: Arc::new(ReplayMemory::default()),
         }
+    }
+
+    /// The same plane remembering at most `capacity` accepted proofs at once (default
+    /// [`DEFAULT_REPLAY_CAPACITY`](super::replay::DEFAULT_REPLAY_CAPACITY)); at the cap a new
+    /// proof is refused, never admitted by forgetting an older one (see [`super::replay`]).
+    pub fn with_replay_capacity(mut self, capacity: usize) -> Self {
+        self.replay = Arc::new(ReplayMemory::new(capacity));
+        self
+    }
+
+    /// Accepted proofs remembered now.
+    pub fn remembered_proofs(&self) -> usize {
+        self.replay.len()
     }
 }
 
@@ -93,8 +112,22 @@ impl PeerPlane for HmacPeerPlane {
     }
 
     fn redeem(&self, raw_token: &str, audience_headers: &[&[u8]]) -> Redeem {
-        self.redeem_in(raw_token, audience_headers, ReadMode::Blocking)
-            .expect("a blocking redeem always answers")
+        self.redeem_with_proof(raw_token, audience_headers, &[])
+    }
+
+    fn redeem_with_proof(
+        &self,
+        raw_token: &str,
+        audience_headers: &[&[u8]],
+        proof_headers: &[&[u8]],
+    ) -> Redeem {
+        self.redeem_in(
+            raw_token,
+            audience_headers,
+            proof_headers,
+            ReadMode::Blocking,
+        )
+        .expect("a blocking redeem always answers")
     }
 
     fn redeem_inline(
@@ -103,7 +136,24 @@ impl PeerPlane for HmacPeerPlane {
         audience_headers: &[&[u8]],
         limit: u64,
     ) -> Option<Redeem> {
-        self.redeem_in(raw_token, audience_headers, ReadMode::Inline { limit })
+        self.redeem_in(raw_token, audience_headers, &[], ReadMode::Inline { limit })
+    }
+
+    /// A redeem that carries a proof always defers to a blocking thread, before any check:
+    /// verifying the signature is tens of microseconds of CPU an async worker should not
+    /// spend, and the proof's nonce is spent by the first check that accepts it, so the redeem
+    /// must not be started inline and then run again.
+    fn redeem_with_proof_inline(
+        &self,
+        raw_token: &str,
+        audience_headers: &[&[u8]],
+        proof_headers: &[&[u8]],
+        limit: u64,
+    ) -> Option<Redeem> {
+        if !proof_headers.is_empty() {
+            return None;
+        }
+        self.redeem_inline(raw_token, audience_headers, limit)
     }
 
     fn end_session(&self) {
@@ -151,11 +201,46 @@ impl HmacPeerPlane {
         handle::assemble(&handle::encode_payload(&payload), &[0; 32]).len()
     }
 
-    /// The redeem of D-7.2; `None` only when an inline read defers.
+    /// The proof checks of D-14.4, once the MAC over the key the proof names has verified: the
+    /// header parses, its signature verifies with that key, it is fresh, and its nonce was not
+    /// accepted for this handle within the window (then it is remembered). The clock is read
+    /// only after the signature has verified; the reading is returned for the expiry check.
+    ///
+    /// # Errors
+    /// The trace's reason, naming the check that failed.
+    fn check_proof(
+        &self,
+        proof: Result<Proof<'_>, Malformed<'_>>,
+        handle_id: &str,
+    ) -> Result<i64, String> {
+        let proof = proof.map_err(|malformed| format!("proof malformed: {}", malformed.why))?;
+        if !proof::verify_signature(&proof, handle_id) {
+            return Err("proof signature does not verify".into());
+        }
+        let now = self.clock.now_ms();
+        if !proof::is_fresh(proof.t, now) {
+            return Err(format!(
+                "proof not fresh: t is {} ms {} the minter's clock (at most {} allowed)",
+                now.abs_diff(proof.t),
+                if proof.t < now { "behind" } else { "ahead of" },
+                proof::FRESHNESS_MS
+            ));
+        }
+        match self.replay.admit(handle_id, &proof.n, now) {
+            Ok(()) => Ok(now),
+            Err(NotAdmitted::Replayed) => {
+                Err("proof replayed: its nonce was accepted for this handle within 120 s".into())
+            }
+            Err(NotAdmitted::Full) => Err("proof not remembered: the replay memory is full".into()),
+        }
+    }
+
+    /// The redeem of D-7.2 with D-14.4's proof checks; `None` only when an inline read defers.
     fn redeem_in(
         &self,
         raw_token: &str,
         audience_headers: &[&[u8]],
+        proof_headers: &[&[u8]],
         mode: ReadMode,
     ) -> Option<Redeem> {
         let handle_id = (!raw_token.is_empty()).then(|| crate::hex::handle_id(raw_token));
@@ -166,10 +251,11 @@ impl HmacPeerPlane {
         let audience_asserted = audience_headers
             .first()
             .map(|a| String::from_utf8_lossy(&normalise_audience(a)).into_owned());
-        let refuse = |code, reason: &str, path: Option<String>| Redeem {
+        let refuse = |code, reason: String, path: Option<String>, audience_proof| Redeem {
             handle_id: handle_id.clone(),
             path,
             audience_asserted: audience_asserted.clone(),
+            audience_proof,
             result: Err(Refusal::new(code, reason)),
         };
 
@@ -177,7 +263,8 @@ impl HmacPeerPlane {
         let Some(token) = handle::parse(raw_token) else {
             return Some(refuse(
                 Code::MalformedHandle,
-                "the token is not a well-formed mh1 v1 handle",
+                "the token is not a well-formed mh1 v1 handle".into(),
+                None,
                 None,
             ));
         };
@@ -190,29 +277,89 @@ impl HmacPeerPlane {
                 } else {
                     "x-murmur-audience absent or empty"
                 };
-                return Some(refuse(Code::MissingAudience, why, None));
+                return Some(refuse(Code::MissingAudience, why.into(), None, None));
             }
         };
-        // 3. MAC, constant time; a foreign `iss` folds into the same refusal. Both checks run
-        //    whatever the other says, so timing does not tell them apart either.
-        let mac_ok = self
-            .keys
-            .verify(&mac_parts(token.payload_b64, &audience), &token.mac);
+        // 3. MAC, constant time, over the asserted audience, keyed with the proof's key when a
+        //    proof is sent (D-14.4); a foreign `iss` folds into the same refusal. The checks run
+        //    whatever the others say, so timing does not tell them apart either.
+        let proof = match proof_headers {
+            [] => None,
+            [one] => Some(proof::parse(one)),
+            _ => Some(Err(Malformed {
+                key_text: None,
+                why: "x-murmur-proof sent more than once",
+            })),
+        };
+        let key_text = match &proof {
+            None => None,
+            Some(Ok(p)) => Some(p.key_text),
+            Some(Err(malformed)) => match malformed.key_text {
+                Some(key) => Some(key),
+                // No key to check the MAC over: the proof fails before the MAC is checked.
+                None => {
+                    return Some(refuse(
+                        Code::HandleNotValid,
+                        format!("proof malformed: {}", malformed.why),
+                        None,
+                        None,
+                    ));
+                }
+            },
+        };
+        let (tag, key): (&[u8], &[u8]) = match key_text {
+            Some(key) => (KEY_TAG.as_bytes(), key.as_bytes()),
+            None => (b"", b""),
+        };
+        let mac_ok = self.keys.verify(
+            &[
+                MAC_CONTEXT,
+                MAC_SEPARATOR,
+                token.payload_b64.as_bytes(),
+                MAC_SEPARATOR,
+                &audience,
+                tag,
+                key,
+            ],
+            &token.mac,
+        );
         let iss_ok = token.payload.iss == self.session_id;
-        if !(mac_ok & iss_ok) {
+        // Without a proof, a keyed MAC audience asserted as a plain one never verifies.
+        let plain_ok = key_text.is_some() || !looks_keyed(&audience);
+        if !(mac_ok & iss_ok & plain_ok) {
             return Some(refuse(
                 Code::HandleNotValid,
-                "MAC verification failed",
+                "MAC verification failed".into(),
+                None,
                 None,
             ));
         }
         let path = Some(token.payload.p.clone());
+        // 3b. The proof, when one was sent: every failure is the same `handle_not_valid` as a
+        //     failed MAC, and the trace names the check.
+        let now = match proof {
+            None => self.clock.now_ms(),
+            Some(proof) => {
+                match self.check_proof(proof, handle_id.as_deref().unwrap_or_default()) {
+                    Ok(now) => now,
+                    Err(reason) => {
+                        return Some(refuse(Code::HandleNotValid, reason, path, Some("ed25519")));
+                    }
+                }
+            }
+        };
+        let audience_proof = Some(if proof_headers.is_empty() {
+            "none"
+        } else {
+            "ed25519"
+        });
         // 4. Expiry.
-        if token.payload.exp <= self.clock.now_ms() {
+        if token.payload.exp <= now {
             return Some(refuse(
                 Code::HandleExpired,
-                "the handle's exp is in the past",
+                "the handle's exp is in the past".into(),
                 path,
+                audience_proof,
             ));
         }
         // 5. Path, through the operator plane's reader.
@@ -231,6 +378,7 @@ impl HmacPeerPlane {
             handle_id,
             path,
             audience_asserted,
+            audience_proof,
             result,
         })
     }

@@ -1,13 +1,17 @@
 //! `fetch-peer-file` (D-10): token shape → `peer_fetch.allow` (before any connection) → redeem
 //! over HTTP(S) asserting our own audience → etag check → land under `peer-in/` by temp file,
 //! fsync and rename. The bytes arrive as a file and never as text.
+//!
+//! A fetcher with an identity key (D-14.1) sends beside its audience one `x-murmur-proof`
+//! signed for this handle, now, with a fresh nonce (D-14.3), on every redeem: a minter that
+//! does not know proofs ignores the header.
 
 use super::{ABANDONED, Tool, ToolError, ToolFuture, required_string};
-use crate::backends::Filesystem;
 use crate::backends::trace::{OwedLine, Tracer};
+use crate::backends::{Clock, Filesystem, IdentityKey};
 use crate::events::PeerFileFetch;
 use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
-use crate::http::response::{AUDIENCE, GENERATION};
+use crate::http::response::{AUDIENCE, GENERATION, PROOF};
 use crate::planes::handle;
 use crate::policy::{Address, AllowList};
 use crate::refusal::Code;
@@ -30,6 +34,7 @@ pub struct FetchPeerFile {
     own_audience: String,
     max_bytes: u64,
     timeouts: PeerTimeouts,
+    identity: Option<(Arc<dyn IdentityKey>, Arc<dyn Clock>)>,
 }
 
 /// A refusal of this tool: a code string (maybe the peer's own) and trace detail.
@@ -77,7 +82,40 @@ impl FetchPeerFile {
             own_audience,
             max_bytes,
             timeouts,
+            identity: None,
         }
+    }
+
+    /// The same tool proving its redeems with `identity`, the key its card publishes, each
+    /// proof stamped with `clock`'s time (D-14.3).
+    pub fn with_identity(mut self, identity: Arc<dyn IdentityKey>, clock: Arc<dyn Clock>) -> Self {
+        self.identity = Some((identity, clock));
+        self
+    }
+
+    /// The `x-murmur-proof` value for a redeem of `handle_id` now, when this fetcher has a key.
+    ///
+    /// # Errors
+    /// `io_error` once the session has ended and the key is gone.
+    fn proof_header(&self, handle_id: &str) -> Result<Option<HeaderValue>, Failure> {
+        let Some((identity, clock)) = &self.identity else {
+            return Ok(None);
+        };
+        let value = crate::planes::proof::header_value(
+            identity.as_ref(),
+            handle_id,
+            clock.now_ms(),
+            &crate::backends::random::bytes::<{ crate::planes::proof::NONCE_BYTES }>(),
+        )
+        .ok_or_else(|| {
+            Failure::of(
+                Code::IoError,
+                "the session has ended; the identity key is gone",
+            )
+        })?;
+        HeaderValue::from_str(&value)
+            .map(Some)
+            .map_err(|_| Failure::of(Code::IoError, "the proof is not a header value"))
     }
 
     async fn run(&self, input: Value) -> Result<Value, ToolError> {
@@ -176,14 +214,13 @@ impl FetchPeerFile {
             total: self.timeouts.fetch_total,
             max_body: self.max_bytes,
         };
+        let mut headers = vec![(AUDIENCE, audience)];
+        if let Some(proof) = self.proof_header(handle_id)? {
+            headers.push((PROOF, proof));
+        }
         let response = self
             .client
-            .get(
-                &peer,
-                &format!("/resources/peer/{token}"),
-                &[(AUDIENCE, audience)],
-                limits,
-            )
+            .get(&peer, &format!("/resources/peer/{token}"), &headers, limits)
             .await
             .map_err(|e| match e {
                 ClientError::Unreachable(why) => Failure::of(Code::PeerUnreachable, why),

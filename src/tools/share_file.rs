@@ -1,10 +1,16 @@
 //! `share-file` (D-9): input → path resolution (no network) → `network.allow` → the peer's card
 //! → mint. An escaping path costs no connection; every attempt past input validation leaves one
 //! `peer_handle_mint` line.
+//!
+//! A card that publishes an identity key (D-14.2) binds the handle to
+//! `<audience>#ed25519:<key>`, so only a fresh signature by that key redeems it; a malformed
+//! key extension fails the mint `peer_unreachable`, and `require_peer_proof` refuses a keyless
+//! card with `peer_not_authenticated`. The result's `audience`, and the trace line's, stay the
+//! plain audience; the line's `audience_proof` says which binding was minted.
 
 use super::{ABANDONED, Tool, ToolError, ToolFuture, required_string};
 use crate::backends::trace::{OwedLine, Tracer};
-use crate::events::PeerHandleMint;
+use crate::events::{PeerHandleMint, WithAudienceProof};
 use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
 use crate::planes::PeerPlane;
 use crate::policy::{Address, AllowList};
@@ -25,6 +31,7 @@ pub struct ShareFile {
     tracer: Tracer,
     max_ttl_secs: u64,
     timeouts: PeerTimeouts,
+    require_peer_proof: bool,
 }
 
 struct Attempt {
@@ -33,6 +40,8 @@ struct Attempt {
     /// it, as every redeem of the handle does (D-6.2); a refused mint's records `path`.
     resolved: Option<String>,
     audience: Option<String>,
+    /// `"ed25519"` or `"none"` once the card's key extension has been read.
+    audience_proof: Option<&'static str>,
 }
 
 impl ShareFile {
@@ -52,7 +61,16 @@ impl ShareFile {
             tracer,
             max_ttl_secs,
             timeouts,
+            require_peer_proof: false,
         }
+    }
+
+    /// The same tool minting only for peers whose card publishes an identity key when
+    /// `required` (`exports.peer_files.require_peer_proof`, D-14.2); others are refused with
+    /// `peer_not_authenticated`.
+    pub fn requiring_peer_proof(mut self, required: bool) -> Self {
+        self.require_peer_proof = required;
+        self
     }
 
     async fn run(&self, input: Value) -> Result<Value, ToolError> {
@@ -72,19 +90,23 @@ impl ShareFile {
         };
         let owed = OwedLine::new(
             &self.tracer,
-            PeerHandleMint {
-                handle_id: None,
-                path: Some(crate::redact::revealing_tokens(&path)),
-                audience: None,
-                expires_at_ms: None,
-                outcome: Code::IoError.as_str(),
-                reason: Some(ABANDONED.into()),
+            WithAudienceProof {
+                event: PeerHandleMint {
+                    handle_id: None,
+                    path: Some(crate::redact::revealing_tokens(&path)),
+                    audience: None,
+                    expires_at_ms: None,
+                    outcome: Code::IoError.as_str(),
+                    reason: Some(ABANDONED.into()),
+                },
+                audience_proof: None,
             },
         );
         let mut attempt = Attempt {
             path,
             resolved: None,
             audience: None,
+            audience_proof: None,
         };
         let outcome = self.mint(&mut attempt, &peer, ttl_secs).await;
         owed.settle();
@@ -105,6 +127,10 @@ impl ShareFile {
                 outcome: refusal.code.as_str(),
                 reason: Some(refusal.reason.clone()),
             },
+        };
+        let event = WithAudienceProof {
+            event,
+            audience_proof: attempt.audience_proof,
         };
         if let Err(e) = self.tracer.emit(&event) {
             tracing::error!("trace write failed, refusing share-file: {e}");
@@ -166,18 +192,30 @@ impl ShareFile {
                 format!("agent card answered HTTP {}", card.status.as_u16()),
             ));
         }
-        let audience = serde_json::from_slice::<Value>(&card.body)
-            .ok()
-            .as_ref()
-            .and_then(crate::audience::from_card)
-            .ok_or_else(|| {
-                Refusal::new(
-                    Code::PeerUnreachable,
-                    "agent card lacks a usable name and url",
-                )
-            })?;
+        let card = serde_json::from_slice::<Value>(&card.body).unwrap_or(Value::Null);
+        let audience = crate::audience::from_card(&card).ok_or_else(|| {
+            Refusal::new(
+                Code::PeerUnreachable,
+                "agent card lacks a usable name and url",
+            )
+        })?;
         attempt.audience = Some(audience.clone());
-        self.plane.mint(&target, &audience, ttl_secs)
+        // D-14.2: a keyed card binds the key; a malformed key extension is never read as none.
+        let key = crate::audience::peer_proof_key(&card)
+            .map_err(|malformed| Refusal::new(Code::PeerUnreachable, malformed.0))?;
+        attempt.audience_proof = Some(if key.is_some() { "ed25519" } else { "none" });
+        let mac_audience = match key {
+            Some(key) => crate::audience::keyed(&audience, &key),
+            None if self.require_peer_proof => {
+                return Err(Refusal::new(
+                    Code::PeerNotAuthenticated,
+                    "the agent card publishes no identity key, and \
+                     exports.peer_files.require_peer_proof is set",
+                ));
+            }
+            None => audience,
+        };
+        self.plane.mint(&target, &mac_audience, ttl_secs)
     }
 }
 

@@ -1,0 +1,210 @@
+//! The fetcher's identity key (D-14.1): an Ed25519 key pair drawn at launch for a capsule that
+//! declares `capabilities.peer_fetch`. Its public half goes into the capsule's agent card; its
+//! secret half signs redeem proofs and never leaves the store (design habit 2).
+//!
+//! The store holds only the 32-byte seed, in a zeroizing box: `destroy` (at session end)
+//! overwrites it, and every later `sign` is `None`. *ring* expands the seed into a signing key
+//! for each signature; that expanded key lives on the stack for the length of one `sign` call
+//! and is not itself zeroed (*ring* does not zeroize its key types), which is why no expanded
+//! key is kept between calls. Expanding costs one fixed-base scalar multiplication per
+//! signature, about as much as the signature itself: the fetcher pays it once per redeem.
+
+use ring::signature::{Ed25519KeyPair, KeyPair as _};
+use std::fmt;
+use std::sync::RwLock;
+use zeroize::Zeroizing;
+
+/// Bytes of an Ed25519 public key.
+pub const PUBLIC_KEY_LEN: usize = 32;
+/// Bytes of an Ed25519 signature.
+pub const SIGNATURE_LEN: usize = 64;
+
+/// An Ed25519 key that signs and shows its public half, but never reveals its secret.
+pub trait IdentityKey: fmt::Debug + Send + Sync {
+    /// The public key. It stays readable after [`destroy`](Self::destroy): it is no secret.
+    fn public_key(&self) -> [u8; PUBLIC_KEY_LEN];
+
+    /// An Ed25519 signature over `message`, or `None` once the key is destroyed.
+    fn sign(&self, message: &[u8]) -> Option<[u8; SIGNATURE_LEN]>;
+
+    /// Zeroes the secret; every later `sign` is `None` (D-14.1, D-12).
+    fn destroy(&self);
+}
+
+/// Shared implementation: the seed in a zeroizing box behind a lock, and the public key.
+struct SeedCell {
+    seed: RwLock<Option<Zeroizing<[u8; 32]>>>,
+    public: [u8; PUBLIC_KEY_LEN],
+}
+
+impl SeedCell {
+    fn new(seed: [u8; 32]) -> Self {
+        let seed = Zeroizing::new(seed);
+        let public = Self::expand(&seed).map_or([0; PUBLIC_KEY_LEN], |pair| {
+            let mut public = [0; PUBLIC_KEY_LEN];
+            public.copy_from_slice(pair.public_key().as_ref());
+            public
+        });
+        SeedCell {
+            seed: RwLock::new(Some(seed)),
+            public,
+        }
+    }
+
+    /// The key pair of `seed`. Every 32-byte string is a valid Ed25519 seed (RFC 8032 §5.1.5),
+    /// so this never fails for a seed of that length.
+    fn expand(seed: &[u8; 32]) -> Option<Ed25519KeyPair> {
+        Ed25519KeyPair::from_seed_unchecked(seed).ok()
+    }
+
+    fn sign(&self, message: &[u8]) -> Option<[u8; SIGNATURE_LEN]> {
+        let guard = self.seed.read().unwrap_or_else(|e| e.into_inner());
+        let pair = Self::expand(guard.as_ref()?)?;
+        let mut out = [0; SIGNATURE_LEN];
+        out.copy_from_slice(pair.sign(message).as_ref());
+        Some(out)
+    }
+
+    fn destroy(&self) {
+        // Dropping the `Zeroizing` box overwrites the seed before the memory is freed.
+        self.seed.write().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// A key pair from 32 bytes of the OS random source, drawn at launch and held only in memory.
+pub struct OsRandomIdentityKey {
+    cell: SeedCell,
+}
+
+impl OsRandomIdentityKey {
+    /// Draws a fresh key (D-14.1).
+    pub fn generate() -> Self {
+        OsRandomIdentityKey {
+            cell: SeedCell::new(super::random::bytes::<32>()),
+        }
+    }
+}
+
+impl fmt::Debug for OsRandomIdentityKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OsRandomIdentityKey(<redacted>)")
+    }
+}
+
+impl IdentityKey for OsRandomIdentityKey {
+    fn public_key(&self) -> [u8; PUBLIC_KEY_LEN] {
+        self.cell.public
+    }
+    fn sign(&self, message: &[u8]) -> Option<[u8; SIGNATURE_LEN]> {
+        self.cell.sign(message)
+    }
+    fn destroy(&self) {
+        self.cell.destroy();
+    }
+}
+
+/// A key pair from a caller-chosen seed: the test double, so a test can sign as a peer.
+pub struct FixedIdentityKey {
+    cell: SeedCell,
+}
+
+impl FixedIdentityKey {
+    /// The key pair of the RFC 8032 seed `seed`.
+    pub fn new(seed: [u8; 32]) -> Self {
+        FixedIdentityKey {
+            cell: SeedCell::new(seed),
+        }
+    }
+}
+
+impl fmt::Debug for FixedIdentityKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FixedIdentityKey(<redacted>)")
+    }
+}
+
+impl IdentityKey for FixedIdentityKey {
+    fn public_key(&self) -> [u8; PUBLIC_KEY_LEN] {
+        self.cell.public
+    }
+    fn sign(&self, message: &[u8]) -> Option<[u8; SIGNATURE_LEN]> {
+        self.cell.sign(message)
+    }
+    fn destroy(&self) {
+        self.cell.destroy();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ring::signature::{ED25519, UnparsedPublicKey};
+
+    fn verifies(public: &[u8], message: &[u8], signature: &[u8]) -> bool {
+        UnparsedPublicKey::new(&ED25519, public)
+            .verify(message, signature)
+            .is_ok()
+    }
+
+    fn conformance(key: &dyn IdentityKey) {
+        let public = key.public_key();
+        let signature = key.sign(b"message").expect("a live key signs");
+        assert!(verifies(&public, b"message", &signature));
+        assert!(!verifies(&public, b"messagf", &signature));
+        let mut bad = signature;
+        bad[0] ^= 1;
+        assert!(!verifies(&public, b"message", &bad));
+        assert!(!format!("{key:?}").contains(&crate::hex::encode(&public[..4])));
+        key.destroy();
+        assert!(
+            key.sign(b"message").is_none(),
+            "a destroyed key signs nothing"
+        );
+        assert_eq!(key.public_key(), public, "the public half stays");
+    }
+
+    #[test]
+    fn os_random_key_conforms() {
+        conformance(&OsRandomIdentityKey::generate());
+    }
+
+    #[test]
+    fn fixed_key_conforms() {
+        conformance(&FixedIdentityKey::new([7; 32]));
+    }
+
+    /// RFC 8032 §7.1, TEST 1: the seed, its public key and the signature of the empty message.
+    #[test]
+    fn rfc8032_test_vector_1() {
+        let hex = |s: &str| -> Vec<u8> {
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        let seed: [u8; 32] =
+            hex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+                .try_into()
+                .unwrap();
+        let key = FixedIdentityKey::new(seed);
+        assert_eq!(
+            key.public_key().to_vec(),
+            hex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
+        );
+        assert_eq!(
+            key.sign(b"").unwrap().to_vec(),
+            hex(concat!(
+                "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e06522490155",
+                "5fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"
+            ))
+        );
+    }
+
+    #[test]
+    fn two_random_keys_differ() {
+        assert_ne!(
+            OsRandomIdentityKey::generate().public_key(),
+            OsRandomIdentityKey::generate().public_key()
+        );
+    }
+}

@@ -1,0 +1,470 @@
+//! The redeem proof codec (D-14.3): one `x-murmur-proof` header,
+//! `ed25519;key=<b64url 32 bytes>;t=<unix ms>;n=<b64url 16 bytes>;sig=<b64url 64 bytes>`, whose
+//! signature covers `murmur-peer-redeem-v1` 0x1f `<handle_id>` 0x1f `<t>` 0x1f `<n>`, with `t`
+//! and `n` exactly as the header writes them.
+//!
+//! Pure: parsing, formatting, the signed bytes and verification against the key the header
+//! names. Whether that key is the one the handle was minted for is the MAC's question (the
+//! minter checks the MAC over `<audience>#ed25519:<key>`, D-14.4); signing lives behind the
+//! [`IdentityKey`](crate::backends::IdentityKey).
+
+use crate::backends::IdentityKey;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::signature::{ED25519, UnparsedPublicKey};
+
+/// The signature's domain-separation prefix.
+pub const PROOF_CONTEXT: &[u8] = b"murmur-peer-redeem-v1";
+/// The separator between the signed fields.
+pub const PROOF_SEPARATOR: u8 = 0x1f;
+/// The header's scheme, its first parameter.
+pub const SCHEME: &str = "ed25519";
+/// How far `t` may lie from the minter's clock, either way, inclusive (D-14.4).
+pub const FRESHNESS_MS: i64 = 60_000;
+/// Random bytes in `n`.
+pub const NONCE_BYTES: usize = 16;
+/// The longest `t` read: `i64::MAX` has 19 digits.
+const MAX_T_DIGITS: usize = 19;
+
+/// A proof header whose shape is valid. Nothing about it is trusted yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proof<'a> {
+    /// The key exactly as the header writes it: the tail of the MAC audience.
+    pub key_text: &'a str,
+    /// The decoded public key.
+    pub key: [u8; 32],
+    /// `t` exactly as the header writes it: the signature covers these characters.
+    pub t_text: &'a str,
+    /// `t` as a number, Unix milliseconds.
+    pub t: i64,
+    /// `n` exactly as the header writes it.
+    pub n_text: &'a str,
+    /// The decoded nonce.
+    pub n: [u8; NONCE_BYTES],
+    /// The decoded signature.
+    pub sig: [u8; 64],
+}
+
+/// A proof header that does not parse. `key_text` is the key when the header got that far
+/// (its scheme and `key` parameter are well formed): the minter can still check the MAC over
+/// that key, and name the handle's path in its trace once the MAC verifies (D-14.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Malformed<'a> {
+    /// The well-formed key, when the header got that far.
+    pub key_text: Option<&'a str>,
+    /// What is wrong, for the trace's `reason`.
+    pub why: &'static str,
+}
+
+impl<'a> Malformed<'a> {
+    fn before_key(why: &'static str) -> Self {
+        Malformed {
+            key_text: None,
+            why,
+        }
+    }
+}
+
+/// Parses one `x-murmur-proof` value (D-14.3): parameters once each, in order, separated by `;`
+/// with no spaces; base64url strict (no padding, canonical trailing bits) and of the exact
+/// lengths; `t` in decimal with no sign and no leading zero.
+///
+/// # Errors
+/// [`Malformed`], naming the first part that is wrong.
+pub fn parse(header: &[u8]) -> Result<Proof<'_>, Malformed<'_>> {
+    let text = std::str::from_utf8(header)
+        .ok()
+        .filter(|t| t.is_ascii())
+        .ok_or(Malformed::before_key("the header is not ASCII"))?;
+    let mut parts = text.split(';');
+    if parts.next() != Some(SCHEME) {
+        return Err(Malformed::before_key("the scheme is not ed25519"));
+    }
+    let (key_text, key) = parts
+        .next()
+        .and_then(|p| p.strip_prefix("key="))
+        .and_then(|k| Some((k, decode_exact::<32>(k)?)))
+        .ok_or(Malformed::before_key(
+            "key is not the second parameter, or not 32 bytes of unpadded base64url",
+        ))?;
+    let malformed = |why| Malformed {
+        key_text: Some(key_text),
+        why,
+    };
+    let t_text = parts
+        .next()
+        .and_then(|p| p.strip_prefix("t="))
+        .ok_or(malformed("t is not the third parameter"))?;
+    let t = parse_t(t_text).ok_or(malformed(
+        "t is not a decimal number of milliseconds without sign or leading zero",
+    ))?;
+    let n_text = parts
+        .next()
+        .and_then(|p| p.strip_prefix("n="))
+        .ok_or(malformed("n is not the fourth parameter"))?;
+    let n = decode_exact::<NONCE_BYTES>(n_text)
+        .ok_or(malformed("n is not 16 bytes of unpadded base64url"))?;
+    let sig = parts
+        .next()
+        .and_then(|p| p.strip_prefix("sig="))
+        .ok_or(malformed("sig is not the fifth parameter"))
+        .and_then(|s| {
+            decode_exact::<64>(s).ok_or(malformed("sig is not 64 bytes of unpadded base64url"))
+        })?;
+    if parts.next().is_some() {
+        return Err(malformed("parameters follow sig"));
+    }
+    Ok(Proof {
+        key_text,
+        key,
+        t_text,
+        t,
+        n_text,
+        n,
+        sig,
+    })
+}
+
+/// Exactly `N` bytes of strict base64url, or `None`.
+fn decode_exact<const N: usize>(text: &str) -> Option<[u8; N]> {
+    // Unpadded base64url of N bytes is ceil(4N / 3) characters; a longer text is not decoded.
+    if text.len() != (4 * N).div_ceil(3) {
+        return None;
+    }
+    URL_SAFE_NO_PAD.decode(text).ok()?.try_into().ok()
+}
+
+/// `t`: decimal digits, no sign, no leading zero (`0` itself is allowed), fitting an `i64`.
+fn parse_t(text: &str) -> Option<i64> {
+    let digits_only = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    let canonical = text == "0" || !text.starts_with('0');
+    (digits_only && canonical && text.len() <= MAX_T_DIGITS)
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+/// The bytes a proof signs: `murmur-peer-redeem-v1` 0x1f `handle_id` 0x1f `t` 0x1f `n`.
+pub fn signed_message(handle_id: &str, t_text: &str, n_text: &str) -> Vec<u8> {
+    let mut message =
+        Vec::with_capacity(PROOF_CONTEXT.len() + 3 + handle_id.len() + t_text.len() + n_text.len());
+    for (i, part) in [
+        PROOF_CONTEXT,
+        handle_id.as_bytes(),
+        t_text.as_bytes(),
+        n_text.as_bytes(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if i > 0 {
+            message.push(PROOF_SEPARATOR);
+        }
+        message.extend_from_slice(part);
+    }
+    message
+}
+
+/// Whether `proof`'s signature over its `t` and `n` for `handle_id` verifies with the key the
+/// proof names.
+pub fn verify_signature(proof: &Proof<'_>, handle_id: &str) -> bool {
+    UnparsedPublicKey::new(&ED25519, &proof.key)
+        .verify(
+            &signed_message(handle_id, proof.t_text, proof.n_text),
+            &proof.sig,
+        )
+        .is_ok()
+}
+
+/// Whether `|now − t| ≤ 60 s` (D-14.4), without overflow for any `t`.
+pub fn is_fresh(t: i64, now_ms: i64) -> bool {
+    now_ms.abs_diff(t) <= FRESHNESS_MS.unsigned_abs()
+}
+
+/// The header value a fetcher sends for `handle_id` at `t_ms` with nonce `n`, signed by
+/// `identity`; `None` once the key is destroyed.
+pub fn header_value(
+    identity: &dyn IdentityKey,
+    handle_id: &str,
+    t_ms: i64,
+    n: &[u8; NONCE_BYTES],
+) -> Option<String> {
+    let t_text = t_ms.max(0).to_string();
+    let n_text = URL_SAFE_NO_PAD.encode(n);
+    let sig = identity.sign(&signed_message(handle_id, &t_text, &n_text))?;
+    Some(format!(
+        "{SCHEME};key={};t={t_text};n={n_text};sig={}",
+        crate::audience::encode_key(&identity.public_key()),
+        URL_SAFE_NO_PAD.encode(sig)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::FixedIdentityKey;
+
+    const HANDLE_ID: &str = "3f2a91c40b7e5d68";
+    const T: i64 = 1_787_577_327_015;
+
+    fn good() -> String {
+        header_value(&FixedIdentityKey::new([3; 32]), HANDLE_ID, T, &[5; 16]).unwrap()
+    }
+
+    /// The header's parameters: `[scheme, key=…, t=…, n=…, sig=…]`.
+    fn params() -> Vec<String> {
+        good().split(';').map(str::to_owned).collect()
+    }
+
+    fn with(index: usize, value: &str) -> String {
+        let mut p = params();
+        p[index] = value.to_owned();
+        p.join(";")
+    }
+
+    #[test]
+    fn a_signed_header_parses_and_verifies() {
+        let header = good();
+        let proof = parse(header.as_bytes()).expect("well formed");
+        assert_eq!(proof.t, T);
+        assert_eq!(proof.t_text, T.to_string());
+        assert_eq!(proof.n, [5; 16]);
+        assert_eq!(proof.n_text, URL_SAFE_NO_PAD.encode([5; 16]));
+        assert_eq!(
+            proof.key,
+            FixedIdentityKey::new([3; 32]).public_key(),
+            "the key named is the signer's"
+        );
+        assert!(verify_signature(&proof, HANDLE_ID));
+        assert!(
+            !verify_signature(&proof, "3f2a91c40b7e5d69"),
+            "another handle"
+        );
+        assert!(header.starts_with("ed25519;key="));
+    }
+
+    #[test]
+    fn the_signed_bytes_are_the_spec_layout() {
+        assert_eq!(
+            signed_message("h", "12", "nn"),
+            b"murmur-peer-redeem-v1\x1fh\x1f12\x1fnn".to_vec()
+        );
+    }
+
+    #[test]
+    fn every_malformed_shape_is_refused() {
+        let p = params();
+        let key = p[1].clone();
+        let n = p[3].clone();
+        let sig = p[4].clone();
+        let key_b64 = key.strip_prefix("key=").unwrap().to_owned();
+        let n_b64 = n.strip_prefix("n=").unwrap();
+        let sig_b64 = sig.strip_prefix("sig=").unwrap();
+        let mut non_ascii = good().into_bytes();
+        non_ascii.push(0xc3);
+        let cases: Vec<(&str, Vec<u8>, bool)> = vec![
+            // (label, header, whether the key is still known)
+            ("empty", vec![], false),
+            ("not ASCII", non_ascii, false),
+            (
+                "UTF-8 but not ASCII",
+                format!("{}é", good()).into_bytes(),
+                false,
+            ),
+            ("scheme only", b"ed25519".to_vec(), false),
+            ("scheme in capitals", with(0, "ED25519").into_bytes(), false),
+            ("another scheme", with(0, "rsa").into_bytes(), false),
+            (
+                "space after the scheme",
+                with(0, "ed25519 ").into_bytes(),
+                false,
+            ),
+            ("leading space", format!(" {}", good()).into_bytes(), false),
+            ("key missing", format!("ed25519;t={T}").into_bytes(), false),
+            ("key empty", with(1, "key=").into_bytes(), false),
+            (
+                "key name in capitals",
+                with(1, &format!("KEY={key_b64}")).into_bytes(),
+                false,
+            ),
+            (
+                "key padded",
+                with(1, &format!("{key}=")).into_bytes(),
+                false,
+            ),
+            (
+                "key short",
+                with(1, &key[..key.len() - 1]).into_bytes(),
+                false,
+            ),
+            ("key long", with(1, &format!("{key}A")).into_bytes(), false),
+            (
+                "key in the standard alphabet",
+                with(1, "key=+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/s").into_bytes(),
+                false,
+            ),
+            (
+                "key with non-canonical trailing bits",
+                with(1, &format!("key={}B", &key_b64[..42])).into_bytes(),
+                false,
+            ),
+            (
+                "t before key",
+                format!("ed25519;t={T};{key};{n};{sig}").into_bytes(),
+                false,
+            ),
+            (
+                "t missing",
+                format!("ed25519;{key};{n};{sig}").into_bytes(),
+                true,
+            ),
+            ("t empty", with(2, "t=").into_bytes(), true),
+            ("t signed", with(2, &format!("t=+{T}")).into_bytes(), true),
+            ("t negative", with(2, &format!("t=-{T}")).into_bytes(), true),
+            (
+                "t leading zero",
+                with(2, &format!("t=0{T}")).into_bytes(),
+                true,
+            ),
+            (
+                "t decimal point",
+                with(2, &format!("t={T}.0")).into_bytes(),
+                true,
+            ),
+            ("t hex", with(2, "t=0x1f").into_bytes(), true),
+            (
+                "t over i64",
+                with(2, "t=9223372036854775808").into_bytes(),
+                true,
+            ),
+            (
+                "t of 20 digits",
+                with(2, "t=10000000000000000000").into_bytes(),
+                true,
+            ),
+            (
+                "t with a space",
+                with(2, &format!("t= {T}")).into_bytes(),
+                true,
+            ),
+            (
+                "n missing",
+                format!("ed25519;{key};t={T};{sig}").into_bytes(),
+                true,
+            ),
+            ("n empty", with(3, "n=").into_bytes(), true),
+            (
+                "n padded",
+                with(3, &format!("n={n_b64}==")).into_bytes(),
+                true,
+            ),
+            (
+                "n of 15 bytes",
+                with(3, &format!("n={}", URL_SAFE_NO_PAD.encode([1; 15]))).into_bytes(),
+                true,
+            ),
+            (
+                "n of 17 bytes",
+                with(3, &format!("n={}", URL_SAFE_NO_PAD.encode([1; 17]))).into_bytes(),
+                true,
+            ),
+            (
+                "n as hex",
+                with(3, &format!("n={}", "ab".repeat(16))).into_bytes(),
+                true,
+            ),
+            (
+                "n non-canonical",
+                with(3, &format!("n={}B", &n_b64[..21])).into_bytes(),
+                true,
+            ),
+            (
+                "sig missing",
+                format!("ed25519;{key};t={T};{n}").into_bytes(),
+                true,
+            ),
+            ("sig empty", with(4, "sig=").into_bytes(), true),
+            (
+                "sig of 63 bytes",
+                with(4, &format!("sig={}", URL_SAFE_NO_PAD.encode([1; 63]))).into_bytes(),
+                true,
+            ),
+            (
+                "sig of 65 bytes",
+                with(4, &format!("sig={}", URL_SAFE_NO_PAD.encode([1; 65]))).into_bytes(),
+                true,
+            ),
+            (
+                "sig padded",
+                with(4, &format!("sig={sig_b64}==")).into_bytes(),
+                true,
+            ),
+            (
+                "n and t swapped",
+                format!("ed25519;{key};{n};t={T};{sig}").into_bytes(),
+                true,
+            ),
+            (
+                "a parameter twice",
+                format!("ed25519;{key};t={T};t={T};{n};{sig}").into_bytes(),
+                true,
+            ),
+            (
+                "a sixth parameter",
+                format!("{};x=1", good()).into_bytes(),
+                true,
+            ),
+            (
+                "a trailing separator",
+                format!("{};", good()).into_bytes(),
+                true,
+            ),
+            (
+                "spaces after separators",
+                good().replace(';', "; ").into_bytes(),
+                false,
+            ),
+            (
+                "a comma for a separator",
+                good().replace(';', ",").into_bytes(),
+                false,
+            ),
+            (
+                "a trailing space",
+                format!("{} ", good()).into_bytes(),
+                true,
+            ),
+        ];
+        for (label, header, key_known) in cases {
+            let refused = parse(&header).expect_err(label);
+            assert_eq!(
+                refused.key_text.is_some(),
+                key_known,
+                "{label}: key known ({})",
+                refused.why
+            );
+            if let Some(k) = refused.key_text {
+                assert_eq!(k, key_b64, "{label}");
+            }
+        }
+    }
+
+    #[test]
+    fn t_zero_is_a_number_and_freshness_is_inclusive() {
+        assert_eq!(parse_t("0"), Some(0));
+        assert_eq!(parse_t("00"), None);
+        assert_eq!(parse_t("9223372036854775807"), Some(i64::MAX));
+        assert!(is_fresh(T - 60_000, T));
+        assert!(is_fresh(T + 60_000, T));
+        assert!(!is_fresh(T - 60_001, T));
+        assert!(!is_fresh(T + 60_001, T));
+        assert!(!is_fresh(i64::MAX, i64::MIN));
+        assert!(!is_fresh(0, T));
+    }
+
+    #[test]
+    fn a_destroyed_key_writes_no_header() {
+        let key = FixedIdentityKey::new([3; 32]);
+        key.destroy();
+        assert_eq!(header_value(&key, HANDLE_ID, T, &[5; 16]), None);
+    }
+}

@@ -1,0 +1,1262 @@
+#![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
+//! The authenticated audience of D-14, in process:
+//!
+//! 1. redeem: a handle minted for a keyed audience (`<audience>#ed25519:<key>`) is served only
+//!    with a fresh `x-murmur-proof` signed by that key; every mutation (token, audience, key,
+//!    signature, `t`, `n`, replay, stale, future, malformed, repeated header) is the
+//!    byte-identical `403 handle_not_valid` of D-7.3, its trace line naming the check that
+//!    failed, and never reaches the filesystem (mocked with `times(0)`);
+//! 2. the bounded replay memory refuses at its cap rather than forgetting;
+//! 3. mint: `share-file` against a card responder binds a keyed card's key, fails a malformed
+//!    key extension `peer_unreachable`, and refuses keyless cards under `require_peer_proof`;
+//! 4. interop: a keyless fetcher redeems what was minted for its keyless card; our keyed
+//!    fetcher redeems from a minter that ignores the proof header; two capsules of this crate
+//!    prove end to end.
+//!
+//! Handles and proofs are built here from the spec's layouts (HMAC through `FixedKeyStore`,
+//! Ed25519 through *ring* directly), not through the crate's codecs.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use http::{Method, Response};
+use resource_plane::backends::fs::RootDir;
+use resource_plane::backends::{
+    Clock, Containment, Filesystem, FixedIdentityKey, FixedKeyStore, FsError, FsErrorKind,
+    KeyStore, ManualClock, MemoryFilesystem, RecordingTraceSink, RootPath, SystemClock,
+};
+use resource_plane::budget::ByteBudget;
+use resource_plane::http::{ListenerConfig, PlaneBody, serve};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, Redeem};
+use resource_plane::{Backends, Capsule, CapsuleConfig, Code, Manifest};
+use ring::signature::{Ed25519KeyPair, KeyPair as _};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+// ------------------------------------------------------------------------------------------------
+// Fixtures
+// ------------------------------------------------------------------------------------------------
+
+const KEY: [u8; 32] = [0x42; 32];
+const SESSION: &str = "ses_0123456789abcdef0123456789abcdef";
+const AUDIENCE: &str = "reader@127.0.0.1:9000";
+const NOW: i64 = 1_787_577_327_015;
+const MTIME: i64 = 1_787_577_000_123;
+const REPORT: &[u8] = b"# report\nproved, then served\n";
+const SEED: [u8; 32] = [0x11; 32];
+const OTHER_SEED: [u8; 32] = [0x22; 32];
+const MINTER_YAML: &str = "name: minter\nexports:\n  peer_files: { root: out/, max_ttl: 1h }\n";
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn handle_id(token: &str) -> String {
+    sha256_hex(token.as_bytes())[..16].to_owned()
+}
+
+/// The MAC segment over `payload_b64` and `audience`, by the spec's layout.
+fn mac_b64(payload_b64: &str, audience: &str) -> String {
+    let mac = FixedKeyStore::new(KEY)
+        .sign(&[
+            b"murmur-peer-handle-v1",
+            &[0x1f],
+            payload_b64.as_bytes(),
+            &[0x1f],
+            audience.as_bytes(),
+        ])
+        .expect("a live key");
+    URL_SAFE_NO_PAD.encode(mac)
+}
+
+/// A token for `p` expiring at `exp`, MAC'd over `audience` by the spec's layout.
+fn token_for(audience: &str, p: &str, exp: i64) -> String {
+    let payload = URL_SAFE_NO_PAD.encode(format!(
+        r#"{{"v":1,"iss":"{SESSION}","p":"{p}","exp":{exp},"n":"00112233445566778899aabbccddeeff"}}"#
+    ));
+    format!("mh1.{payload}.{}", mac_b64(&payload, audience))
+}
+
+/// Whether `token`'s MAC is the one the spec's layout gives over `audience`.
+fn is_bound_to(token: &str, audience: &str) -> bool {
+    let mut segments = token.split('.').skip(1);
+    let (payload, mac) = (segments.next().unwrap(), segments.next().unwrap());
+    mac_b64(payload, audience) == mac
+}
+
+/// A peer's Ed25519 key, signing proofs by the layout of D-14.3.
+struct Signer {
+    pair: Ed25519KeyPair,
+    key: String,
+}
+
+impl Signer {
+    fn new(seed: [u8; 32]) -> Self {
+        let pair = Ed25519KeyPair::from_seed_unchecked(&seed).expect("any 32 bytes are a seed");
+        let key = URL_SAFE_NO_PAD.encode(pair.public_key().as_ref());
+        Signer { pair, key }
+    }
+
+    /// `<audience>#ed25519:<key>`: the MAC audience of a handle minted for this key.
+    fn audience(&self) -> String {
+        format!("{AUDIENCE}#ed25519:{}", self.key)
+    }
+
+    fn sig(&self, handle_id: &str, t: &str, n: &str) -> String {
+        let message = format!("murmur-peer-redeem-v1\x1f{handle_id}\x1f{t}\x1f{n}");
+        URL_SAFE_NO_PAD.encode(self.pair.sign(message.as_bytes()).as_ref())
+    }
+
+    /// A proof for `token` at `t` with nonce `n`.
+    fn proof(&self, token: &str, t: i64, n: [u8; 16]) -> String {
+        let (t, n) = (t.to_string(), URL_SAFE_NO_PAD.encode(n));
+        let sig = self.sig(&handle_id(token), &t, &n);
+        format!("ed25519;key={};t={t};n={n};sig={sig}", self.key)
+    }
+}
+
+/// A nonce that differs per call.
+fn nonce(i: u8) -> [u8; 16] {
+    [i; 16]
+}
+
+// ------------------------------------------------------------------------------------------------
+// The redeem world: a capsule on a manual clock and an in-memory workdir
+// ------------------------------------------------------------------------------------------------
+
+struct World {
+    clock: Arc<ManualClock>,
+    trace: Arc<RecordingTraceSink>,
+    capsule: Capsule,
+    signer: Signer,
+}
+
+impl World {
+    fn new() -> Self {
+        let fs = Arc::new(MemoryFilesystem::new());
+        fs.add_file("out/report.md", REPORT, MTIME);
+        fs.add_file("secret", b"SENTINEL: outside the root\n", MTIME);
+        let clock = Arc::new(ManualClock::new(NOW));
+        let trace = Arc::new(RecordingTraceSink::new());
+        let mut config = CapsuleConfig::new("http://127.0.0.1:41234").expect("config");
+        config.session_id = Some(SESSION.to_owned());
+        let capsule = Capsule::launch(
+            &Manifest::from_yaml(MINTER_YAML).unwrap().manifest,
+            config,
+            Backends {
+                fs,
+                clock: clock.clone(),
+                keys: Some(Arc::new(FixedKeyStore::new(KEY))),
+                trace: trace.clone(),
+            },
+        )
+        .expect("launch");
+        World {
+            clock,
+            trace,
+            capsule,
+            signer: Signer::new(SEED),
+        }
+    }
+
+    /// A live handle for `report.md` bound to the signer's key.
+    fn keyed_token(&self) -> String {
+        token_for(&self.signer.audience(), "report.md", NOW + 600_000)
+    }
+
+    fn redeem(&self, token: &str, audience: &[&str], proofs: &[&str]) -> Response<PlaneBody> {
+        let audience: Vec<&[u8]> = audience.iter().map(|a| a.as_bytes()).collect();
+        let proofs: Vec<&[u8]> = proofs.iter().map(|p| p.as_bytes()).collect();
+        self.capsule.router().respond_with_proof(
+            &Method::GET,
+            &format!("/resources/peer/{token}"),
+            &audience,
+            &proofs,
+        )
+    }
+
+    fn last_redeem_line(&self) -> Value {
+        self.trace
+            .events()
+            .into_iter()
+            .rfind(|e| e["event_type"] == "peer_handle_redeem")
+            .expect("a redeem line")
+    }
+}
+
+/// Everything a response says but `x-murmur-handle-id` and `date`: status, headers, body.
+type Shape = (u16, Vec<(String, Vec<u8>)>, Vec<u8>);
+
+fn shape(response: &Response<PlaneBody>) -> Shape {
+    let mut headers: Vec<(String, Vec<u8>)> = response
+        .headers()
+        .iter()
+        .filter(|(n, _)| n.as_str() != "x-murmur-handle-id" && n.as_str() != "date")
+        .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
+        .collect();
+    headers.sort();
+    (
+        response.status().as_u16(),
+        headers,
+        response.body().bytes().to_vec(),
+    )
+}
+
+// ------------------------------------------------------------------------------------------------
+// 1. Redeem
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn a_fresh_proof_by_the_bound_key_redeems_and_is_traced_ed25519() {
+    let w = World::new();
+    let token = w.keyed_token();
+    let proof = w.signer.proof(&token, NOW, nonce(1));
+    let response = w.redeem(&token, &[AUDIENCE], &[&proof]);
+    assert_eq!(response.status(), 200);
+    assert_eq!(&response.body().bytes()[..], REPORT);
+    let line = w.last_redeem_line();
+    assert_eq!(line["outcome"], "ok");
+    assert_eq!(line["path"], "report.md");
+    assert_eq!(line["audience_asserted"], AUDIENCE, "the plain audience");
+    assert_eq!(line["audience_proof"], "ed25519");
+    let keys: Vec<&str> = line
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys[keys.len() - 2..],
+        ["reason", "audience_proof"],
+        "audience_proof follows the event's own fields"
+    );
+    // Either edge of the freshness window passes, with fresh nonces.
+    for (i, t) in [(2, NOW - 60_000), (3, NOW + 60_000)] {
+        let proof = w.signer.proof(&token, t, nonce(i));
+        assert_eq!(
+            w.redeem(&token, &[AUDIENCE], &[&proof]).status(),
+            200,
+            "t = {t}"
+        );
+    }
+    // The audience is matched as any audience is: trimmed and lowercased.
+    let proof = w.signer.proof(&token, NOW, nonce(4));
+    let respelt = w.redeem(&token, &[" READER@127.0.0.1:9000 "], &[&proof]);
+    assert_eq!(respelt.status(), 200);
+}
+
+#[test]
+fn a_plain_handle_redeems_without_a_proof_as_before_and_is_traced_none() {
+    let w = World::new();
+    let token = token_for(AUDIENCE, "report.md", NOW + 600_000);
+    let response = w.redeem(&token, &[AUDIENCE], &[]);
+    assert_eq!(response.status(), 200);
+    let line = w.last_redeem_line();
+    assert_eq!(line["audience_proof"], "none");
+    assert_eq!(line["path"], "report.md");
+    // The same handle with a proof: the MAC is then over a keyed audience, which it was not
+    // minted for.
+    let proof = w.signer.proof(&token, NOW, nonce(1));
+    assert_eq!(w.redeem(&token, &[AUDIENCE], &[&proof]).status(), 403);
+    assert_eq!(w.last_redeem_line()["audience_proof"], Value::Null);
+}
+
+/// One refused redeem: what is sent, and what the trace must say.
+struct Case {
+    label: &'static str,
+    token: String,
+    audience: String,
+    proofs: Vec<String>,
+    /// Whether the MAC verifies (then the line names the path and `audience_proof`).
+    mac_ok: bool,
+    /// A word the trace's reason must hold.
+    reason: &'static str,
+}
+
+fn refused_cases(w: &World) -> Vec<Case> {
+    let s = &w.signer;
+    let token = w.keyed_token();
+    let id = handle_id(&token);
+    let other = Signer::new(OTHER_SEED);
+    let good = s.proof(&token, NOW, nonce(9));
+    let (t, n) = (NOW.to_string(), URL_SAFE_NO_PAD.encode(nonce(9)));
+    let sig = s.sig(&id, &t, &n);
+    let mut flipped_sig = URL_SAFE_NO_PAD.decode(&sig).unwrap();
+    flipped_sig[10] ^= 0x01;
+    let flipped_sig = URL_SAFE_NO_PAD.encode(flipped_sig);
+    let mut flipped_mac = token.clone().into_bytes();
+    let last = flipped_mac.len() - 2;
+    flipped_mac[last] = if flipped_mac[last] == b'A' {
+        b'B'
+    } else {
+        b'A'
+    };
+    let flipped_mac = String::from_utf8(flipped_mac).unwrap();
+    let header =
+        |key: &str, t: &str, n: &str, sig: &str| format!("ed25519;key={key};t={t};n={n};sig={sig}");
+    let case = |label, token: &str, audience: &str, proofs: Vec<String>, mac_ok, reason| Case {
+        label,
+        token: token.to_owned(),
+        audience: audience.to_owned(),
+        proofs,
+        mac_ok,
+        reason,
+    };
+    vec![
+        case(
+            "token: a MAC character changed",
+            &flipped_mac,
+            AUDIENCE,
+            vec![s.proof(&flipped_mac, NOW, nonce(1))],
+            false,
+            "MAC",
+        ),
+        case(
+            "audience: another capsule's, with a good proof",
+            &token,
+            "mallory@127.0.0.1:9000",
+            vec![good.clone()],
+            false,
+            "MAC",
+        ),
+        case(
+            "key: another key's good proof",
+            &token,
+            AUDIENCE,
+            vec![other.proof(&token, NOW, nonce(1))],
+            false,
+            "MAC",
+        ),
+        case(
+            "key: the bound key named, another key's signature",
+            &token,
+            AUDIENCE,
+            vec![header(&s.key, &t, &n, &other.sig(&id, &t, &n))],
+            true,
+            "signature",
+        ),
+        case(
+            "sig: one bit flipped",
+            &token,
+            AUDIENCE,
+            vec![header(&s.key, &t, &n, &flipped_sig)],
+            true,
+            "signature",
+        ),
+        case(
+            "sig: signed for another handle",
+            &token,
+            AUDIENCE,
+            vec![header(&s.key, &t, &n, &s.sig("0000000000000000", &t, &n))],
+            true,
+            "signature",
+        ),
+        case(
+            "t: changed after signing",
+            &token,
+            AUDIENCE,
+            vec![header(&s.key, &(NOW + 1).to_string(), &n, &sig)],
+            true,
+            "signature",
+        ),
+        case(
+            "n: changed after signing",
+            &token,
+            AUDIENCE,
+            vec![header(&s.key, &t, &URL_SAFE_NO_PAD.encode(nonce(8)), &sig)],
+            true,
+            "signature",
+        ),
+        case(
+            "stale: t 60.001 s behind",
+            &token,
+            AUDIENCE,
+            vec![s.proof(&token, NOW - 60_001, nonce(2))],
+            true,
+            "fresh",
+        ),
+        case(
+            "future: t 60.001 s ahead",
+            &token,
+            AUDIENCE,
+            vec![s.proof(&token, NOW + 60_001, nonce(3))],
+            true,
+            "fresh",
+        ),
+        case(
+            "stale: t = 0",
+            &token,
+            AUDIENCE,
+            vec![s.proof(&token, 0, nonce(4))],
+            true,
+            "fresh",
+        ),
+        case(
+            "no proof: the right audience without the key",
+            &token,
+            AUDIENCE,
+            vec![],
+            false,
+            "MAC",
+        ),
+        case(
+            "no proof: the keyed audience asserted as a plain one",
+            &token,
+            &s.audience(),
+            vec![],
+            false,
+            "MAC",
+        ),
+        case(
+            "malformed after the key: t with a leading zero",
+            &token,
+            AUDIENCE,
+            vec![header(&s.key, &format!("0{t}"), &n, &sig)],
+            true,
+            "malformed",
+        ),
+        case(
+            "malformed after the key: a sixth parameter",
+            &token,
+            AUDIENCE,
+            vec![format!("{good};x=1")],
+            true,
+            "malformed",
+        ),
+        case(
+            "malformed before the key: another scheme",
+            &token,
+            AUDIENCE,
+            vec![good.replacen("ed25519", "rsa", 1)],
+            false,
+            "malformed",
+        ),
+        case(
+            "malformed before the key: not base64url",
+            &token,
+            AUDIENCE,
+            vec!["ed25519;key=!!".into()],
+            false,
+            "malformed",
+        ),
+        case(
+            "malformed: empty",
+            &token,
+            AUDIENCE,
+            vec![String::new()],
+            false,
+            "malformed",
+        ),
+        case(
+            "two proof headers, both good",
+            &token,
+            AUDIENCE,
+            vec![good.clone(), s.proof(&token, NOW, nonce(5))],
+            false,
+            "more than once",
+        ),
+    ]
+}
+
+#[test]
+fn every_proof_failure_is_the_same_403_and_its_line_names_the_check() {
+    let w = World::new();
+    // The reference: a real payload under an all-zero MAC, presented without a proof.
+    let payload = w.keyed_token().split('.').nth(1).unwrap().to_owned();
+    let forged = format!("mh1.{payload}.{}", URL_SAFE_NO_PAD.encode([0u8; 32]));
+    let reference = shape(&w.redeem(&forged, &[AUDIENCE], &[]));
+    assert_eq!(reference.0, 403, "the reference is a plain forgery");
+    for case in refused_cases(&w) {
+        let proofs: Vec<&str> = case.proofs.iter().map(String::as_str).collect();
+        let response = w.redeem(&case.token, &[&case.audience], &proofs);
+        let label = case.label;
+        assert_eq!(shape(&response), reference, "{label}: not byte-identical");
+        assert_eq!(
+            response.headers()["x-murmur-handle-id"],
+            handle_id(&case.token).as_str(),
+            "{label}"
+        );
+        let line = w.last_redeem_line();
+        assert_eq!(line["outcome"], "handle_not_valid", "{label}");
+        assert_eq!(line["bytes"], Value::Null, "{label}");
+        let reason = line["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains(case.reason), "{label}: reason {reason:?}");
+        if case.mac_ok {
+            assert_eq!(line["path"], "report.md", "{label}: the MAC verified");
+            assert_eq!(line["audience_proof"], "ed25519", "{label}");
+        } else {
+            assert_eq!(
+                line["path"],
+                Value::Null,
+                "{label}: a forgery names no path"
+            );
+            assert_eq!(line["audience_proof"], Value::Null, "{label}");
+        }
+    }
+    // None of them spent the good proof's nonce: it still redeems once, then is a replay.
+    let token = w.keyed_token();
+    let good = w.signer.proof(&token, NOW, nonce(9));
+    assert_eq!(w.redeem(&token, &[AUDIENCE], &[&good]).status(), 200);
+    let replay = w.redeem(&token, &[AUDIENCE], &[&good]);
+    assert_eq!(shape(&replay), reference, "replay: not byte-identical");
+    let line = w.last_redeem_line();
+    assert!(
+        line["reason"].as_str().unwrap().contains("replayed"),
+        "{line}"
+    );
+    assert_eq!(line["path"], "report.md");
+    assert_eq!(line["audience_proof"], "ed25519");
+    // A replay is refused while a copy could be fresh, whatever the clock does meanwhile.
+    w.clock.advance(59_000);
+    assert_eq!(w.redeem(&token, &[AUDIENCE], &[&good]).status(), 403);
+    w.clock.advance(-120_000);
+    assert_eq!(w.redeem(&token, &[AUDIENCE], &[&good]).status(), 403);
+}
+
+#[test]
+fn the_proof_is_checked_before_the_expiry() {
+    let w = World::new();
+    let expired = token_for(&w.signer.audience(), "report.md", NOW - 1);
+    let fresh = w.signer.proof(&expired, NOW, nonce(1));
+    let response = w.redeem(&expired, &[AUDIENCE], &[&fresh]);
+    assert_eq!(
+        response.status(),
+        410,
+        "a good proof reaches the expiry check"
+    );
+    assert_eq!(w.last_redeem_line()["audience_proof"], "ed25519");
+    let stale = w.signer.proof(&expired, NOW - 61_000, nonce(2));
+    assert_eq!(
+        w.redeem(&expired, &[AUDIENCE], &[&stale]).status(),
+        403,
+        "a stale proof stops before the expiry check"
+    );
+}
+
+#[test]
+fn a_keyed_audience_asserted_as_a_plain_one_never_verifies() {
+    // A MAC audience whose key has no capital letter is unchanged by lowercasing: asserted as a
+    // plain audience, it would verify without the key's signature. It is refused, and the same
+    // handle presented with a proof is judged by the proof.
+    let w = World::new();
+    let all_lowercase = format!("{AUDIENCE}#ed25519:{}", "a".repeat(43));
+    let token = token_for(&all_lowercase, "report.md", NOW + 600_000);
+    assert_eq!(w.redeem(&token, &[&all_lowercase], &[]).status(), 403);
+    assert_eq!(w.last_redeem_line()["reason"], "MAC verification failed");
+    // The control: an audience that only resembles one (41 characters after the tag) verifies.
+    let resembling = format!("{AUDIENCE}#ed25519:{}", "a".repeat(41));
+    let token = token_for(&resembling, "report.md", NOW + 600_000);
+    assert_eq!(w.redeem(&token, &[&resembling], &[]).status(), 200);
+}
+
+// ------------------------------------------------------------------------------------------------
+// No filesystem, and no clock before the proof's freshness check (mocked backends)
+// ------------------------------------------------------------------------------------------------
+
+mockall::mock! {
+    pub Fs {}
+    impl Filesystem for Fs {
+        fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError>;
+        fn check_root(&self, root: &RootPath) -> Result<(), FsError>;
+        fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
+    }
+}
+
+mockall::mock! {
+    pub Clk {}
+    impl Clock for Clk {
+        fn now_ms(&self) -> i64;
+    }
+}
+
+impl std::fmt::Debug for MockFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MockFs")
+    }
+}
+
+impl std::fmt::Debug for MockClk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MockClk")
+    }
+}
+
+fn scope() -> ExportScope {
+    ExportScope {
+        root: RootPath::parse("out/").unwrap(),
+        max_bytes: 1 << 20,
+        containment: Containment::Sealed,
+    }
+}
+
+/// A plane whose filesystem may be opened `opens` times (each finding no root) and whose
+/// clock may be read `reads` times.
+fn mocked_plane(opens: usize, reads: usize) -> HmacPeerPlane {
+    let mut fs = MockFs::new();
+    fs.expect_open_root()
+        .times(opens)
+        .returning(|_, _| Err(FsError::new(FsErrorKind::NotFound, "mock: no root")));
+    fs.expect_check_root().times(0);
+    fs.expect_land().times(0);
+    let mut clock = MockClk::new();
+    clock.expect_now_ms().times(reads).returning(|| NOW);
+    HmacPeerPlane::new(
+        Arc::new(fs),
+        Arc::new(clock),
+        Arc::new(FixedKeyStore::new(KEY)),
+        scope(),
+        SESSION.to_owned(),
+        ByteBudget::new(1 << 20),
+    )
+}
+
+fn redeem(plane: &HmacPeerPlane, case: &Case) -> Redeem {
+    let proofs: Vec<&[u8]> = case.proofs.iter().map(|p| p.as_bytes()).collect();
+    plane.redeem_with_proof(&case.token, &[case.audience.as_bytes()], &proofs)
+}
+
+#[test]
+fn refused_proofs_never_reach_the_filesystem() {
+    let w = World::new();
+    for case in refused_cases(&w) {
+        // The clock is read only once the signature has verified (the freshness check).
+        let clock_reads = usize::from(case.reason == "fresh");
+        let plane = mocked_plane(0, clock_reads);
+        let r = redeem(&plane, &case);
+        let code = r.result.as_ref().err().map(|e| e.code);
+        assert_eq!(code, Some(Code::HandleNotValid), "{}", case.label);
+        assert_eq!(r.path.is_some(), case.mac_ok, "{}", case.label);
+        drop(plane); // the mocks check their counts here
+    }
+    // A replay: the first redeem reaches the filesystem once; its copy does not.
+    let token = w.keyed_token();
+    let good = w.signer.proof(&token, NOW, nonce(1));
+    let replayed = Case {
+        label: "replay",
+        token,
+        audience: AUDIENCE.into(),
+        proofs: vec![good],
+        mac_ok: true,
+        reason: "replayed",
+    };
+    let plane = mocked_plane(1, 2);
+    let first = redeem(&plane, &replayed);
+    assert_eq!(
+        first.result.err().map(|e| e.code),
+        Some(Code::NotFound),
+        "the control"
+    );
+    let again = redeem(&plane, &replayed);
+    let refusal = again.result.expect_err("a replay");
+    assert_eq!(refusal.code, Code::HandleNotValid);
+    assert!(refusal.reason.contains("replayed"), "{}", refusal.reason);
+    assert_eq!(again.audience_proof, Some("ed25519"));
+}
+
+#[test]
+fn a_full_replay_memory_refuses_new_proofs_and_still_remembers_old_ones() {
+    let fs = Arc::new(MemoryFilesystem::new());
+    fs.add_file("out/report.md", REPORT, MTIME);
+    let clock = Arc::new(ManualClock::new(NOW));
+    let plane = HmacPeerPlane::new(
+        fs,
+        clock.clone(),
+        Arc::new(FixedKeyStore::new(KEY)),
+        scope(),
+        SESSION.to_owned(),
+        ByteBudget::new(1 << 20),
+    )
+    .with_replay_capacity(2);
+    let s = Signer::new(SEED);
+    let token = token_for(&s.audience(), "report.md", NOW + 3_600_000);
+    let redeem = |n: u8| {
+        let proof = s.proof(&token, clock.now_ms(), nonce(n));
+        plane.redeem_with_proof(&token, &[AUDIENCE.as_bytes()], &[proof.as_bytes()])
+    };
+    let reason = |r: Redeem| {
+        r.result
+            .map(|_| String::from("ok"))
+            .unwrap_or_else(|e| e.reason)
+    };
+    assert_eq!(reason(redeem(1)), "ok");
+    assert_eq!(reason(redeem(2)), "ok");
+    assert_eq!(plane.remembered_proofs(), 2);
+    assert!(
+        reason(redeem(3)).contains("full"),
+        "at the cap a new proof is refused"
+    );
+    let copy = s.proof(&token, NOW, nonce(1));
+    let replay = plane.redeem_with_proof(&token, &[AUDIENCE.as_bytes()], &[copy.as_bytes()]);
+    assert!(
+        reason(replay).contains("replayed"),
+        "nothing was forgotten to make room"
+    );
+    // Once the first pairs' window has passed, there is room again.
+    clock.advance(120_001);
+    assert_eq!(reason(redeem(3)), "ok");
+    assert_eq!(plane.remembered_proofs(), 1);
+}
+
+// ------------------------------------------------------------------------------------------------
+// 3. Mint: share-file against a card responder
+// ------------------------------------------------------------------------------------------------
+
+/// A loopback HTTP responder answering every request with `200` and `body` (JSON).
+async fn card_responder(body: String) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                     connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+fn card(name: &str, url: &str, extensions: Option<Value>) -> String {
+    let mut card = json!({"name": name, "url": url});
+    if let Some(extensions) = extensions {
+        card["capabilities"] = json!({"extensions": extensions});
+    }
+    card.to_string()
+}
+
+fn proof_extension(alg: &str, key: &str) -> Value {
+    json!({"uri": "urn:resource-plane:peer-proof:v1", "required": false,
+           "params": {"alg": alg, "key": key}})
+}
+
+/// A minter on the manual clock of a [`World`], granted the network to loopback.
+fn minter(require_peer_proof: bool) -> World {
+    let yaml = format!(
+        "name: minter\nexports:\n  peer_files: {{ root: out/, max_ttl: 1h, require_peer_proof: {require_peer_proof} }}\n\
+         capabilities:\n  network: {{ allow: [\"127.0.0.1\"] }}\n"
+    );
+    let fs = Arc::new(MemoryFilesystem::new());
+    fs.add_file("out/report.md", REPORT, MTIME);
+    let clock = Arc::new(ManualClock::new(NOW));
+    let trace = Arc::new(RecordingTraceSink::new());
+    let mut config = CapsuleConfig::new("http://127.0.0.1:41234").expect("config");
+    config.session_id = Some(SESSION.to_owned());
+    let capsule = Capsule::launch(
+        &Manifest::from_yaml(&yaml).unwrap().manifest,
+        config,
+        Backends {
+            fs,
+            clock: clock.clone(),
+            keys: Some(Arc::new(FixedKeyStore::new(KEY))),
+            trace: trace.clone(),
+        },
+    )
+    .expect("launch");
+    World {
+        clock,
+        trace,
+        capsule,
+        signer: Signer::new(SEED),
+    }
+}
+
+fn mint_lines(w: &World) -> Vec<Value> {
+    w.trace
+        .events()
+        .into_iter()
+        .filter(|e| e["event_type"] == "peer_handle_mint")
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_card_binds_its_key_and_the_result_keeps_the_plain_audience() {
+    let w = minter(false);
+    let signer = Signer::new(SEED);
+    let peer = card_responder(card(
+        "Reader",
+        "http://127.0.0.1:9000",
+        Some(json!([{"uri": "urn:other"}, proof_extension("Ed25519", &signer.key)])),
+    ))
+    .await;
+    let result = w
+        .capsule
+        .tools()
+        .call("share-file", json!({"path": "report.md", "peer": peer}))
+        .await
+        .expect("minted");
+    assert_eq!(
+        result["audience"], AUDIENCE,
+        "the result's audience is plain"
+    );
+    let lines = mint_lines(&w);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["outcome"], "ok");
+    assert_eq!(
+        lines[0]["audience"], AUDIENCE,
+        "the line's audience is plain"
+    );
+    assert_eq!(lines[0]["audience_proof"], "ed25519");
+    let token = result["handle"].as_str().unwrap();
+    assert!(
+        is_bound_to(token, &signer.audience()),
+        "MAC'd over <audience>#ed25519:<key>"
+    );
+    assert!(!is_bound_to(token, AUDIENCE));
+    let proof = signer.proof(token, NOW, nonce(1));
+    assert_eq!(w.redeem(token, &[AUDIENCE], &[&proof]).status(), 200);
+    assert_eq!(w.redeem(token, &[AUDIENCE], &[]).status(), 403, "no proof");
+    let other = Signer::new(OTHER_SEED).proof(token, NOW, nonce(2));
+    assert_eq!(
+        w.redeem(token, &[AUDIENCE], &[&other]).status(),
+        403,
+        "another key"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_key_extension_fails_the_mint_peer_unreachable() {
+    let key = Signer::new(SEED).key;
+    let good = proof_extension("Ed25519", &key);
+    let cases = [
+        ("two of them", json!([good.clone(), good.clone()])),
+        (
+            "alg in lower case",
+            json!([proof_extension("ed25519", &key)]),
+        ),
+        ("another alg", json!([proof_extension("RS256", &key)])),
+        (
+            "a padded key",
+            json!([proof_extension("Ed25519", &format!("{key}="))]),
+        ),
+        (
+            "a short key",
+            json!([proof_extension("Ed25519", &key[..42])]),
+        ),
+        (
+            "a 33-byte key",
+            json!([proof_extension(
+                "Ed25519",
+                &URL_SAFE_NO_PAD.encode([1u8; 33])
+            )]),
+        ),
+        (
+            "no params",
+            json!([{"uri": "urn:resource-plane:peer-proof:v1"}]),
+        ),
+        (
+            "a key that is not a string",
+            json!([{"uri": "urn:resource-plane:peer-proof:v1", "params": {"alg": "Ed25519", "key": 5}}]),
+        ),
+    ];
+    for (label, extensions) in cases {
+        let w = minter(false);
+        let peer = card_responder(card("reader", "http://127.0.0.1:9000", Some(extensions))).await;
+        let error = w
+            .capsule
+            .tools()
+            .call("share-file", json!({"path": "report.md", "peer": peer}))
+            .await
+            .expect_err(label);
+        assert_eq!(error.code, "peer_unreachable", "{label}");
+        let lines = mint_lines(&w);
+        assert_eq!(lines.len(), 1, "{label}");
+        assert_eq!(lines[0]["outcome"], "peer_unreachable", "{label}");
+        assert_eq!(
+            lines[0]["audience"], AUDIENCE,
+            "{label}: derived before the key"
+        );
+        assert_eq!(lines[0]["audience_proof"], Value::Null, "{label}");
+        assert_eq!(lines[0]["handle_id"], Value::Null, "{label}");
+        assert!(
+            lines[0]["reason"].as_str().unwrap().contains("peer-proof"),
+            "{label}: {}",
+            lines[0]["reason"]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_peer_proof_refuses_a_keyless_card_and_mints_for_a_keyed_one() {
+    let w = minter(true);
+    let keyless = card_responder(card("reader", "http://127.0.0.1:9000", None)).await;
+    let error = w
+        .capsule
+        .tools()
+        .call("share-file", json!({"path": "report.md", "peer": keyless}))
+        .await
+        .expect_err("keyless");
+    assert_eq!(error.code, "peer_not_authenticated");
+    assert!(!error.message.contains("mh1."));
+    let line = &mint_lines(&w)[0];
+    assert_eq!(line["outcome"], "peer_not_authenticated");
+    assert_eq!(line["audience"], AUDIENCE);
+    assert_eq!(line["audience_proof"], "none");
+    assert_eq!(line["path"], "report.md");
+
+    let keyed = card_responder(card(
+        "reader",
+        "http://127.0.0.1:9000",
+        Some(json!([proof_extension("Ed25519", &Signer::new(SEED).key)])),
+    ))
+    .await;
+    w.capsule
+        .tools()
+        .call("share-file", json!({"path": "report.md", "peer": keyed}))
+        .await
+        .expect("a keyed card is minted for");
+    assert_eq!(mint_lines(&w)[1]["audience_proof"], "ed25519");
+
+    // Without the flag, a keyless card is minted for, as before.
+    let w = minter(false);
+    w.capsule
+        .tools()
+        .call("share-file", json!({"path": "report.md", "peer": keyless}))
+        .await
+        .expect("keyless without the flag");
+    assert_eq!(mint_lines(&w)[0]["audience_proof"], "none");
+}
+
+// ------------------------------------------------------------------------------------------------
+// 4. Interop and end to end, on real listeners
+// ------------------------------------------------------------------------------------------------
+
+async fn bind() -> (TcpListener, u16) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+struct Node {
+    capsule: Arc<Capsule>,
+    trace: Arc<RecordingTraceSink>,
+}
+
+impl Node {
+    fn launch(yaml: &str, url: &str, fs: Arc<dyn Filesystem>, session: Option<&str>) -> Node {
+        let mut config = CapsuleConfig::new(url).expect("config");
+        config.session_id = session.map(str::to_owned);
+        let trace = Arc::new(RecordingTraceSink::new());
+        let capsule = Capsule::launch(
+            &Manifest::from_yaml(yaml).unwrap().manifest,
+            config,
+            Backends {
+                fs,
+                clock: Arc::new(SystemClock),
+                keys: Some(Arc::new(FixedKeyStore::new(KEY))),
+                trace: trace.clone(),
+            },
+        )
+        .expect("launch");
+        Node {
+            capsule: Arc::new(capsule),
+            trace,
+        }
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let router = self.capsule.router();
+        tokio::spawn(async move {
+            let _ = serve(
+                listener,
+                router,
+                ListenerConfig::default(),
+                std::future::pending(),
+            )
+            .await;
+        });
+    }
+
+    fn lines(&self, event_type: &str) -> Vec<Value> {
+        self.trace
+            .events()
+            .into_iter()
+            .filter(|e| e["event_type"] == event_type)
+            .collect()
+    }
+}
+
+fn memory_with_report() -> Arc<MemoryFilesystem> {
+    let fs = Arc::new(MemoryFilesystem::new());
+    fs.add_file("out/report.md", REPORT, MTIME);
+    fs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_capsules_prove_end_to_end() {
+    let (minter_listener, minter_port) = bind().await;
+    let (fetcher_listener, fetcher_port) = bind().await;
+    let minter = Node::launch(
+        "name: minter\nexports:\n  peer_files: { root: out/, require_peer_proof: true }\n\
+         capabilities:\n  network: { allow: [\"127.0.0.1\"] }\n",
+        &format!("http://127.0.0.1:{minter_port}"),
+        memory_with_report(),
+        None,
+    );
+    let fetcher = Node::launch(
+        &format!(
+            "name: reader\ncapabilities:\n  peer_fetch: {{ allow: [\"127.0.0.1:{minter_port}\"] }}\n"
+        ),
+        &format!("http://127.0.0.1:{fetcher_port}"),
+        Arc::new(MemoryFilesystem::new()),
+        None,
+    );
+    minter.serve(minter_listener);
+    fetcher.serve(fetcher_listener);
+
+    // The fetcher's card publishes its key; the minter's (no peer_fetch) does not.
+    let key = fetcher
+        .capsule
+        .identity_key()
+        .expect("a peer_fetch capsule has a key");
+    assert_eq!(minter.capsule.identity_key(), None);
+    let card = fetcher
+        .capsule
+        .router()
+        .respond(&Method::GET, "/.well-known/agent-card.json", &[]);
+    let card: Value = serde_json::from_slice(&card.body().bytes()).unwrap();
+    assert_eq!(
+        card["capabilities"],
+        json!({"extensions": [{"uri": "urn:resource-plane:peer-proof:v1", "required": false,
+                               "params": {"alg": "Ed25519", "key": key}}]})
+    );
+
+    let shared = minter
+        .capsule
+        .tools()
+        .call(
+            "share-file",
+            json!({"path": "report.md", "peer": format!("127.0.0.1:{fetcher_port}")}),
+        )
+        .await
+        .expect("minted for a keyed peer");
+    assert_eq!(shared["audience"], fetcher.capsule.audience());
+    let token = shared["handle"].as_str().unwrap();
+    let fetched = fetcher
+        .capsule
+        .tools()
+        .call(
+            "fetch-peer-file",
+            json!({"peer": format!("127.0.0.1:{minter_port}"), "handle": token}),
+        )
+        .await
+        .expect("fetched with a proof");
+    assert_eq!(fetched["sha256"], sha256_hex(REPORT));
+    assert_eq!(
+        minter.lines("peer_handle_mint")[0]["audience_proof"],
+        "ed25519"
+    );
+    let redeem = &minter.lines("peer_handle_redeem")[0];
+    assert_eq!(redeem["outcome"], "ok");
+    assert_eq!(redeem["audience_proof"], "ed25519");
+    assert_eq!(redeem["audience_asserted"], fetcher.capsule.audience());
+    assert_eq!(fetcher.lines("peer_file_fetch")[0]["outcome"], "ok");
+
+    // The intercepted handle, replayed with the right audience and no key, is refused.
+    let stolen = minter.capsule.router().respond(
+        &Method::GET,
+        &format!("/resources/peer/{token}"),
+        &[fetcher.capsule.audience().as_bytes()],
+    );
+    assert_eq!(stolen.status(), 403);
+
+    // Once the fetcher's session has ended, its key signs nothing: the fetch fails closed.
+    fetcher.capsule.end_session();
+    let after = fetcher
+        .capsule
+        .tools()
+        .call(
+            "fetch-peer-file",
+            json!({"peer": format!("127.0.0.1:{minter_port}"), "handle": token}),
+        )
+        .await
+        .expect_err("no key, no proof");
+    assert_eq!(after.code, "io_error");
+    assert_eq!(
+        minter.lines("peer_handle_redeem").len(),
+        2,
+        "nothing more reached the minter"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyless_fetcher_redeems_a_handle_minted_for_its_keyless_card() {
+    // A fetcher that does not know D-14: a card without the extension, no proof header.
+    let w = minter(false);
+    let keyless = card_responder(card("reader", "http://127.0.0.1:9000", None)).await;
+    let shared = w
+        .capsule
+        .tools()
+        .call("share-file", json!({"path": "report.md", "peer": keyless}))
+        .await
+        .expect("minted");
+    let token = shared["handle"].as_str().unwrap();
+    assert!(
+        is_bound_to(token, AUDIENCE),
+        "MAC'd over the plain audience"
+    );
+    let response = w.redeem(token, &[AUDIENCE], &[]);
+    assert_eq!(response.status(), 200);
+    assert_eq!(&response.body().bytes()[..], REPORT);
+    assert_eq!(w.last_redeem_line()["audience_proof"], "none");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_keyed_fetcher_redeems_from_a_minter_that_ignores_the_proof() {
+    // The minter knows no proofs: it minted over the plain audience (it read no key from the
+    // card) and answers redeems through `Router::respond`, which never sees the proof header.
+    let (listener, minter_port) = bind().await;
+    let minter = Node::launch(
+        MINTER_YAML,
+        &format!("http://127.0.0.1:{minter_port}"),
+        memory_with_report(),
+        Some(SESSION),
+    );
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let router = minter.capsule.router();
+    let record = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let router = router.clone();
+            let record = record.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |request: http::Request<hyper::body::Incoming>| {
+                        let router = router.clone();
+                        let record = record.clone();
+                        async move {
+                            let headers = request.headers();
+                            if let Some(proof) = headers.get("x-murmur-proof") {
+                                record
+                                    .lock()
+                                    .unwrap()
+                                    .push(proof.to_str().unwrap().to_owned());
+                            }
+                            let audience: Vec<Vec<u8>> = headers
+                                .get_all("x-murmur-audience")
+                                .iter()
+                                .map(|v| v.as_bytes().to_vec())
+                                .collect();
+                            let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
+                            let path = request.uri().path().to_owned();
+                            let response = router.respond(request.method(), &path, &audience);
+                            Ok::<_, std::convert::Infallible>(response)
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(false)
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+    let fetcher = Node::launch(
+        &format!(
+            "name: reader\ncapabilities:\n  peer_fetch: {{ allow: [\"127.0.0.1:{minter_port}\"] }}\n"
+        ),
+        "http://127.0.0.1:9000",
+        Arc::new(MemoryFilesystem::new()),
+        None,
+    );
+    let token = token_for(AUDIENCE, "report.md", SystemClock.now_ms() + 600_000);
+    let fetched = fetcher
+        .capsule
+        .tools()
+        .call(
+            "fetch-peer-file",
+            json!({"peer": format!("127.0.0.1:{minter_port}"), "handle": token}),
+        )
+        .await
+        .expect("an old minter serves our keyed fetcher");
+    assert_eq!(fetched["sha256"], sha256_hex(REPORT));
+    assert_eq!(
+        minter.lines("peer_handle_redeem")[0]["audience_proof"],
+        "none"
+    );
+
+    // The fetcher did send a proof: one header, for this handle, by the key its card publishes,
+    // stamped within a few seconds of now.
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let key = fetcher.capsule.identity_key().unwrap();
+    let params: Vec<&str> = seen[0].split(';').collect();
+    assert_eq!(params[0], "ed25519");
+    assert_eq!(params[1], format!("key={key}"));
+    let t = params[2].strip_prefix("t=").unwrap();
+    let n = params[3].strip_prefix("n=").unwrap();
+    let sig = URL_SAFE_NO_PAD
+        .decode(params[4].strip_prefix("sig=").unwrap())
+        .unwrap();
+    assert!((SystemClock.now_ms() - t.parse::<i64>().unwrap()).abs() < 30_000);
+    assert_eq!(URL_SAFE_NO_PAD.decode(n).unwrap().len(), 16);
+    let message = format!(
+        "murmur-peer-redeem-v1\x1f{}\x1f{t}\x1f{n}",
+        handle_id(&token)
+    );
+    ring::signature::UnparsedPublicKey::new(
+        &ring::signature::ED25519,
+        URL_SAFE_NO_PAD.decode(&key).unwrap(),
+    )
+    .verify(message.as_bytes(), &sig)
+    .expect("the proof verifies with the published key");
+}
+
+#[test]
+fn an_injected_identity_key_is_the_one_the_card_publishes() {
+    let mut config = CapsuleConfig::new("http://127.0.0.1:9000").unwrap();
+    config.identity = Some(Arc::new(FixedIdentityKey::new(SEED)));
+    let capsule = Capsule::launch(
+        &Manifest::from_yaml("name: reader\ncapabilities:\n  peer_fetch: { allow: [\"h\"] }\n")
+            .unwrap()
+            .manifest,
+        config,
+        Backends {
+            fs: Arc::new(MemoryFilesystem::new()),
+            clock: Arc::new(ManualClock::new(NOW)),
+            keys: None,
+            trace: Arc::new(RecordingTraceSink::new()),
+        },
+    )
+    .unwrap();
+    assert_eq!(capsule.identity_key(), Some(Signer::new(SEED).key));
+    let card = capsule
+        .router()
+        .respond(&Method::GET, "/.well-known/agent-card.json", &[]);
+    let card: Value = serde_json::from_slice(&card.body().bytes()).unwrap();
+    assert_eq!(
+        card["capabilities"]["extensions"][0]["params"]["key"],
+        Signer::new(SEED).key
+    );
+    assert!(
+        !format!("{capsule:?}").contains(&hex_of(&SEED)),
+        "no secret in Debug"
+    );
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
