@@ -118,6 +118,10 @@ pub struct WithAudienceProof<E> {
 
 impl TraceEvent for WithAudienceProof<PeerHandleMint> {
     const EVENT_TYPE: &'static str = PeerHandleMint::EVENT_TYPE;
+
+    fn mints_a_handle(&self) -> bool {
+        self.event.mints_a_handle()
+    }
 }
 
 impl TraceEvent for WithAudienceProof<PeerHandleRedeem> {
