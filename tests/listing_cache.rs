@@ -317,3 +317,75 @@ fn a_listing_stops_when_its_request_is_dropped() {
     );
     assert!(after_a_second < 400, "{after_a_second} files read");
 }
+
+/// D-13.3: a 304 for a file whose key the cache holds (from a listing, or from an earlier 200
+/// read) is decided from its descriptor's metadata: the file is opened, never read. A file the
+/// cache does not know is read and hashed as for a 200, and a changed file is a 200 again.
+#[test]
+fn a_304_from_the_cache_reads_nothing() {
+    use resource_plane::planes::{IfNoneMatch, ReadOutcome};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("listed"), vec![7u8; 300_000]).unwrap();
+    std::fs::write(out.join("polled"), "polled").unwrap();
+    std::thread::sleep(Duration::from_millis(2100));
+    let (plane, counts) = counting_plane_opens(dir.path(), Containment::Advisory);
+    let etag = |bytes: &[u8]| format!("\"sha256:{}\"", resource_plane::hex::sha256_hex(bytes));
+    let condition = |tag: &str| IfNoneMatch::parse(&[tag.as_bytes()]);
+
+    plane
+        .list(&resource_plane::planes::Cancel::default())
+        .unwrap();
+    counts.reads.store(0, Ordering::SeqCst);
+    let listed = condition(&etag(&[7u8; 300_000]));
+    assert!(matches!(
+        plane.read_if("listed", &listed).unwrap(),
+        ReadOutcome::NotModified { .. }
+    ));
+    assert!(matches!(
+        plane.read_if("listed", &condition("*")).unwrap(),
+        ReadOutcome::NotModified { .. }
+    ));
+    assert_eq!(
+        counts.reads.load(Ordering::SeqCst),
+        0,
+        "nothing read for the 304s"
+    );
+
+    // A file polled by reads alone: the first 200 caches its hash, the 304s after read nothing.
+    std::fs::write(out.join("fresh"), "fresh").unwrap();
+    let fresh = condition(&etag(b"fresh"));
+    assert!(matches!(
+        plane.read_if("fresh", &fresh).unwrap(),
+        ReadOutcome::NotModified { .. }
+    ));
+    assert!(
+        counts.reads.load(Ordering::SeqCst) > 0,
+        "unknown to the cache: read"
+    );
+    let polled = condition(&etag(b"polled"));
+    assert!(matches!(
+        plane.read_if("polled", &polled).unwrap(),
+        ReadOutcome::NotModified { .. }
+    ));
+    counts.reads.store(0, Ordering::SeqCst);
+    for _ in 0..3 {
+        assert!(matches!(
+            plane.read_if("polled", &polled).unwrap(),
+            ReadOutcome::NotModified { .. }
+        ));
+    }
+    assert_eq!(
+        counts.reads.load(Ordering::SeqCst),
+        0,
+        "cached by the first read"
+    );
+
+    // Rewritten: the key changes, the file is read, and the old etag no longer matches.
+    std::fs::write(out.join("polled"), "changed").unwrap();
+    match plane.read_if("polled", &polled).unwrap() {
+        ReadOutcome::File(file) => assert_eq!(&file.bytes[..], b"changed"),
+        ReadOutcome::NotModified { .. } => panic!("a changed file is not a 304"),
+    }
+}

@@ -93,6 +93,19 @@ pub fn listing(body: crate::planes::ListingBody) -> Response<PlaneBody> {
     base(200, JSON, PlaneBody::listing(body))
 }
 
+/// `304 Not Modified` for a file whose etag matched (D-13.1): the validator headers of the
+/// `200` it replaces, no body, and neither `content-type` nor `content-length`.
+pub fn not_modified(sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
+    let mut response = Response::new(PlaneBody::default());
+    *response.status_mut() = StatusCode::NOT_MODIFIED;
+    *response.headers_mut() = http::HeaderMap::with_capacity(HEADER_ROOM);
+    let headers = response.headers_mut();
+    headers.insert(ETAG, etag(sha256));
+    headers.insert(MTIME_MS, HeaderValue::from(mtime_ms));
+    headers.insert(CONNECTION, CLOSE);
+    response
+}
+
 /// A file's bytes (`200`) with the validator headers of the spec.
 pub fn file(body: PlaneBody, sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
     let mut response = base(200, OCTETS, body);

@@ -9,9 +9,11 @@ use crate::backends::trace::{TraceEvent, Tracer};
 use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead, WithAudienceProof};
 use crate::generation::Generation;
 use crate::path::{percent_decode_strict, strip_query};
-use crate::planes::{Cancel, ListingBody, ListingHead, PeerPlane, ReadMode, ResourcePlane};
+use crate::planes::{
+    Cancel, IfNoneMatch, ListingBody, ListingHead, PeerPlane, ReadMode, ReadOutcome, ResourcePlane,
+};
 use crate::refusal::{Code, Refusal};
-use http::header::HeaderValue;
+use http::header::{HeaderValue, IF_NONE_MATCH};
 use http::{Method, Request, Response};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +22,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// and every listing, move to the blocking pool. Small reads are cheaper inline than the two
 /// context switches of a hand-off.
 pub const INLINE_READ_LIMIT: u64 = 256 * 1024;
+
+/// The request headers the planes read, as sent, each value in order.
+struct Asked<'a> {
+    /// `x-murmur-audience`.
+    audience: &'a [&'a [u8]],
+    /// `x-murmur-proof`.
+    proof: &'a [&'a [u8]],
+    /// `If-None-Match`, parsed (D-13).
+    if_none_match: &'a IfNoneMatch,
+}
 
 /// Where a raw request path leads (D-4.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,17 +145,25 @@ impl Router {
                 .collect()
         };
         let (audience, proof) = (values(AUDIENCE), values(PROOF));
+        let if_none_match = {
+            let lines = values(IF_NONE_MATCH);
+            let lines: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
+            IfNoneMatch::parse(&lines)
+        };
         drop(request);
         {
             let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
             let proof: Vec<&[u8]> = proof.iter().map(Vec::as_slice).collect();
+            let asked = Asked {
+                audience: &audience,
+                proof: &proof,
+                if_none_match: &if_none_match,
+            };
             let inline = ReadMode::Inline {
                 limit: INLINE_READ_LIMIT,
             };
             let never = Cancel::default();
-            if let Some(response) =
-                self.respond_in(&method, &path, &audience, &proof, inline, &never)
-            {
+            if let Some(response) = self.respond_in(&method, &path, &asked, inline, &never) {
                 return response;
             }
         }
@@ -154,15 +174,13 @@ impl Router {
         let response = tokio::task::spawn_blocking(move || {
             let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
             let proof: Vec<&[u8]> = proof.iter().map(Vec::as_slice).collect();
+            let asked = Asked {
+                audience: &audience,
+                proof: &proof,
+                if_none_match: &if_none_match,
+            };
             router
-                .respond_in(
-                    &method,
-                    &path,
-                    &audience,
-                    &proof,
-                    ReadMode::Blocking,
-                    &cancel,
-                )
+                .respond_in(&method, &path, &asked, ReadMode::Blocking, &cancel)
                 .expect("a blocking answer is always given")
         })
         .await
@@ -191,11 +209,15 @@ impl Router {
         audience: &[&[u8]],
         proof: &[&[u8]],
     ) -> Response<PlaneBody> {
+        let asked = Asked {
+            audience,
+            proof,
+            if_none_match: &IfNoneMatch::absent(),
+        };
         self.respond_in(
             method,
             raw_path,
-            audience,
-            proof,
+            &asked,
             ReadMode::Blocking,
             &Cancel::default(),
         )
@@ -209,11 +231,11 @@ impl Router {
         &self,
         method: &Method,
         raw_path: &str,
-        audience: &[&[u8]],
-        proof: &[&[u8]],
+        asked: &Asked<'_>,
         mode: ReadMode,
         cancel: &Cancel,
     ) -> Option<Response<PlaneBody>> {
+        let (audience, proof) = (asked.audience, asked.proof);
         let generation = self.mounted.generation.current();
         let response = match Route::of(raw_path) {
             Route::Foreign => response::refusal(Code::NotFound, None, None),
@@ -226,7 +248,7 @@ impl Router {
             }
             Route::Listing if mode != ReadMode::Blocking && method == Method::GET => return None,
             Route::Listing => self.listing(method, generation, cancel),
-            Route::Read(raw) => self.read(method, raw, generation, mode)?,
+            Route::Read(raw) => self.read(method, raw, asked.if_none_match, generation, mode)?,
             Route::OtherResource => {
                 let path = Some(recorded_path(strip_query(raw_path), false));
                 let refusal = if method == Method::GET {
@@ -343,6 +365,7 @@ impl Router {
         &self,
         method: &Method,
         raw: &str,
+        if_none_match: &IfNoneMatch,
         generation: u64,
         mode: ReadMode,
     ) -> Option<Response<PlaneBody>> {
@@ -361,15 +384,32 @@ impl Router {
                 )),
                 Some(plane) => {
                     let served = match mode {
-                        ReadMode::Blocking => plane.read(raw),
-                        ReadMode::Inline { limit } => plane.read_inline(raw, limit)?,
+                        ReadMode::Blocking => plane.read_if(raw, if_none_match),
+                        ReadMode::Inline { limit } => {
+                            plane.read_inline_if(raw, if_none_match, limit)?
+                        }
                     };
-                    served.map(|file| (plane.clone(), file))
+                    served.map(|outcome| (plane.clone(), outcome))
                 }
             }
         };
         match result {
-            Ok((plane, file)) => {
+            Ok((plane, ReadOutcome::NotModified { sha256, mtime_ms })) => {
+                let event = ResourceRead {
+                    path: Some(decoded),
+                    outcome: "not_modified",
+                    bytes: Some(0),
+                    sha256: Some(sha256.clone()),
+                    generation,
+                    containment_achieved: self.containment(),
+                    reason: None,
+                };
+                let mut not_modified = response::not_modified(&sha256, mtime_ms);
+                let root = plane.scope().root.declared();
+                self.plane_headers(&mut not_modified, generation, Some(root));
+                Some(self.traced(&event, not_modified, generation, None))
+            }
+            Ok((plane, ReadOutcome::File(file))) => {
                 let event = ResourceRead {
                     path: Some(decoded),
                     outcome: "ok",

@@ -162,6 +162,24 @@ impl HashCache {
         }
     }
 
+    /// Caches one hash that a read took (D-13.3) of a file whose descriptor reported `meta`,
+    /// under the listing's rules (the racy-git rule), without forgetting anything else. The
+    /// entry counts as seen by the newest listing so far, so a listing in progress keeps it.
+    pub fn insert(&self, meta: &FileMeta, sha256: &[u8; 32], hashed_at_ns: i128) {
+        if !admits(meta, hashed_at_ns) {
+            return;
+        }
+        let cached = Cached {
+            key: Key::of(meta),
+            sha256: *sha256,
+            seen: AtomicU64::new(self.listings.load(Ordering::Relaxed)),
+        };
+        self.shard(meta)
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((meta.dev, meta.ino), cached);
+    }
+
     /// Entries held.
     pub fn len(&self) -> usize {
         self.shards

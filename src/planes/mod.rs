@@ -5,6 +5,7 @@
 //! into responses and trace lines, so every plane implementation gets the same wire behaviour.
 
 mod cancel;
+mod condition;
 pub mod handle;
 pub mod hash_cache;
 mod listing;
@@ -15,6 +16,7 @@ pub mod replay;
 mod resource;
 
 pub use cancel::{Cancel, CancelOnDrop};
+pub use condition::IfNoneMatch;
 pub(crate) use listing::ListingHead;
 pub use listing::{Listing, ListingBody, ListingEntry};
 pub use peer::HmacPeerPlane;
@@ -54,6 +56,70 @@ pub trait ResourcePlane: Debug + Send + Sync {
     fn read_inline(&self, raw_path: &str, limit: u64) -> Option<Result<ServedFile, Refusal>> {
         let _ = (raw_path, limit);
         None
+    }
+
+    /// [`read`](Self::read) under an `If-None-Match` condition (D-13): every refusal exactly as
+    /// for a read, then [`ReadOutcome::NotModified`] when the file's etag matches. Blocking. The
+    /// default reads the file and compares; a plane that knows a file's hash without reading
+    /// it (the crate's own, from its listing cache) answers a 304 at the cost of an `fstat`.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    fn read_if(&self, raw_path: &str, if_none_match: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+        self.read(raw_path)
+            .map(|file| ReadOutcome::compare(file, if_none_match))
+    }
+
+    /// [`read_if`](Self::read_if) on an async worker, or `None` to move it to a blocking thread
+    /// (see [`read_inline`](Self::read_inline)). The default compares what `read_inline`
+    /// answers.
+    fn read_inline_if(
+        &self,
+        raw_path: &str,
+        if_none_match: &IfNoneMatch,
+        limit: u64,
+    ) -> Option<Result<ReadOutcome, Refusal>> {
+        self.read_inline(raw_path, limit)
+            .map(|read| read.map(|file| ReadOutcome::compare(file, if_none_match)))
+    }
+}
+
+/// What a conditional read answers.
+#[derive(Debug)]
+pub enum ReadOutcome {
+    /// The file (`200`).
+    File(ServedFile),
+    /// The condition matched (`304`): the file's hash and modification time.
+    NotModified {
+        /// Lowercase hex sha256 of the file: the etag and the trace's `sha256`.
+        sha256: String,
+        /// `x-murmur-mtime-ms`.
+        mtime_ms: i64,
+    },
+}
+
+impl ReadOutcome {
+    /// `file`, or [`NotModified`](Self::NotModified) when `if_none_match` matches its etag.
+    ///
+    /// ```
+    /// use resource_plane::planes::{IfNoneMatch, ReadOutcome, ServedFile};
+    ///
+    /// let file = ServedFile { bytes: "x".into(), sha256: "ab".repeat(32), mtime_ms: 7 };
+    /// let condition = IfNoneMatch::parse(&[b"*"]);
+    /// assert!(matches!(
+    ///     ReadOutcome::compare(file, &condition),
+    ///     ReadOutcome::NotModified { mtime_ms: 7, .. }
+    /// ));
+    /// ```
+    pub fn compare(file: ServedFile, if_none_match: &IfNoneMatch) -> Self {
+        if if_none_match.matches(&file.sha256) {
+            ReadOutcome::NotModified {
+                sha256: file.sha256,
+                mtime_ms: file.mtime_ms,
+            }
+        } else {
+            ReadOutcome::File(file)
+        }
     }
 }
 

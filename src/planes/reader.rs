@@ -2,6 +2,7 @@
 //! type-check, size-check and read one file from one descriptor, and walk a root for a listing.
 
 use super::cancel::Cancel;
+use super::condition::IfNoneMatch;
 use super::hash_cache::{CacheView, HashCache};
 use super::listing::{ENTRY_BYTES, Listing, ListingBuilder};
 use crate::backends::fs::{Containment, FileMeta, Filesystem, OpenFile, RootPath};
@@ -155,6 +156,51 @@ pub fn read_file(
     budget: Option<&ByteBudget>,
     mode: ReadMode,
 ) -> Result<Option<ServedFile>, Refusal> {
+    let answer = read_file_if(
+        fs,
+        scope,
+        target,
+        budget,
+        mode,
+        &IfNoneMatch::absent(),
+        None,
+    )?;
+    Ok(answer.map(|answer| match answer {
+        ReadAnswer::File { served, .. } => served,
+        ReadAnswer::NotModified { .. } => unreachable!("no condition, so no 304"),
+    }))
+}
+
+/// What a conditional read found.
+#[derive(Debug)]
+pub(crate) enum ReadAnswer {
+    /// The file, and the descriptor's metadata when the bytes served are exactly the size it
+    /// gave (the hash may then be cached under it).
+    File {
+        served: ServedFile,
+        cacheable: Option<FileMeta>,
+    },
+    /// The condition matched: the file's hash and modification time, nothing read when the
+    /// hash came from the cache.
+    NotModified { sha256: String, mtime_ms: i64 },
+}
+
+/// [`read_file`] under an `If-None-Match` condition (D-13): every refusal first, exactly as a
+/// read decides it; then, when `cache` holds the hash for the descriptor's metadata and the
+/// condition matches it, [`ReadAnswer::NotModified`] without reading a byte; else the file is
+/// read and hashed as for a 200, and the caller compares.
+///
+/// # Errors
+/// As [`read_file`].
+pub(crate) fn read_file_if(
+    fs: &dyn Filesystem,
+    scope: &ExportScope,
+    target: &RelPath,
+    budget: Option<&ByteBudget>,
+    mode: ReadMode,
+    condition: &IfNoneMatch,
+    cache: Option<&HashCache>,
+) -> Result<Option<ReadAnswer>, Refusal> {
     // Blocking reads open, fill and hash at most one per core at a time (see `FillSlots`).
     let mut filling = match (mode, budget) {
         (ReadMode::Blocking, Some(budget)) => Some(budget.fill_slot()),
@@ -169,6 +215,18 @@ pub fn read_file(
                 Code::TooLarge,
                 format!("{} bytes exceeds max_bytes {}", meta.size, scope.max_bytes),
             ));
+        }
+        if attempt == 0
+            && !condition.is_absent()
+            && let Some(sha256) = cache.and_then(|cache| cache.get(&meta))
+        {
+            let sha256 = crate::hex::encode(&sha256);
+            if condition.matches(&sha256) {
+                return Ok(Some(ReadAnswer::NotModified {
+                    sha256,
+                    mtime_ms: meta.mtime_ms,
+                }));
+            }
         }
         // Inline, a read never takes the last attempt, which may read up to max_bytes: the
         // async worker would stall every connection it serves.
@@ -233,10 +291,13 @@ pub fn read_file(
         }
         let sha256 = crate::hex::encode(&Sha256::digest(&buffer[start..]));
         drop(filling);
-        return Ok(Some(ServedFile {
-            bytes: budgeted(buffer, start, permit),
-            sha256,
-            mtime_ms: meta.mtime_ms,
+        return Ok(Some(ReadAnswer::File {
+            served: ServedFile {
+                bytes: budgeted(buffer, start, permit),
+                sha256,
+                mtime_ms: meta.mtime_ms,
+            },
+            cacheable: (read == meta.size).then_some(meta),
         }));
     }
 }

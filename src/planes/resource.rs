@@ -2,8 +2,8 @@
 
 use super::ResourcePlane;
 use super::hash_cache::HashCache;
-use super::reader::{self, ExportScope, ReadMode, ServedFile};
-use super::{Cancel, Listing};
+use super::reader::{self, ExportScope, ReadAnswer, ReadMode, ServedFile};
+use super::{Cancel, IfNoneMatch, Listing, ReadOutcome};
 use crate::backends::Clock;
 use crate::backends::fs::Filesystem;
 use crate::budget::ByteBudget;
@@ -41,19 +41,49 @@ impl OperatorPlane {
 }
 
 impl OperatorPlane {
-    fn read_in(&self, raw_path: &str, mode: ReadMode) -> Option<Result<ServedFile, Refusal>> {
+    /// One read under `condition`: refusals first, a 304 from the cache without reading when
+    /// it can, else the read, whose hash is cached when D-3.6's rules allow (D-13.3).
+    fn read_in(
+        &self,
+        raw_path: &str,
+        condition: &IfNoneMatch,
+        mode: ReadMode,
+    ) -> Option<Result<ReadOutcome, Refusal>> {
         let target = match decode_request_path(raw_path) {
             Ok(target) => target,
             Err(refusal) => return Some(Err(refusal)),
         };
-        reader::read_file(
+        let answer = reader::read_file_if(
             self.fs.as_ref(),
             &self.scope,
             &target,
             Some(&self.budget),
             mode,
-        )
-        .transpose()
+            condition,
+            Some(&self.hashes),
+        );
+        Some(answer.transpose()?.map(|answer| match answer {
+            ReadAnswer::NotModified { sha256, mtime_ms } => {
+                ReadOutcome::NotModified { sha256, mtime_ms }
+            }
+            ReadAnswer::File { served, cacheable } => {
+                if let (Some(meta), Some(sha256)) =
+                    (cacheable, crate::hex::decode32(&served.sha256))
+                {
+                    let now_ns = i128::from(self.clock.now_ms()) * 1_000_000;
+                    self.hashes.insert(&meta, &sha256, now_ns);
+                }
+                ReadOutcome::compare(served, condition)
+            }
+        }))
+    }
+}
+
+/// The file of a read with no condition.
+fn file(outcome: ReadOutcome) -> ServedFile {
+    match outcome {
+        ReadOutcome::File(file) => file,
+        ReadOutcome::NotModified { .. } => unreachable!("no condition, so no 304"),
     }
 }
 
@@ -74,11 +104,25 @@ impl ResourcePlane for OperatorPlane {
     }
 
     fn read(&self, raw_path: &str) -> Result<ServedFile, Refusal> {
-        self.read_in(raw_path, ReadMode::Blocking)
-            .expect("a blocking read always answers")
+        self.read_if(raw_path, &IfNoneMatch::absent()).map(file)
     }
 
     fn read_inline(&self, raw_path: &str, limit: u64) -> Option<Result<ServedFile, Refusal>> {
-        self.read_in(raw_path, ReadMode::Inline { limit })
+        self.read_inline_if(raw_path, &IfNoneMatch::absent(), limit)
+            .map(|read| read.map(file))
+    }
+
+    fn read_if(&self, raw_path: &str, if_none_match: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+        self.read_in(raw_path, if_none_match, ReadMode::Blocking)
+            .expect("a blocking read always answers")
+    }
+
+    fn read_inline_if(
+        &self,
+        raw_path: &str,
+        if_none_match: &IfNoneMatch,
+        limit: u64,
+    ) -> Option<Result<ReadOutcome, Refusal>> {
+        self.read_in(raw_path, if_none_match, ReadMode::Inline { limit })
     }
 }
