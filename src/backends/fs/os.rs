@@ -583,6 +583,9 @@ impl RootDir for OsRootDir {
         let mut pending = Vec::new();
         list_dir(&root, None, with_meta, found, &mut pending)
             .map_err(|e| fs_error(e, self.class, "read export root"))?;
+        if with_meta && !pending.is_empty() && self.walk_shared(&mut pending, found) {
+            return Ok(());
+        }
         // Depth-first with an explicit stack of paths, not of descriptors, and no recursion,
         // however deep the tree an agent built. Only the directory listed last stays open: its
         // children, which the stack hands out next, open beneath it by name; any other
@@ -616,7 +619,100 @@ const SUBDIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::CLOEXEC);
 
+/// Threads that read directories and stat their names at once in a walk that takes metadata:
+/// the stats are path lookups in the kernel, which the cores do side by side.
+fn stat_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4))
+}
+
+/// The directories a shared walk has still to read, and how many are being read.
+struct WalkQueue {
+    dirs: Vec<RelPath>,
+    busy: usize,
+}
+
+fn lock_queue(queue: &std::sync::Mutex<WalkQueue>) -> std::sync::MutexGuard<'_, WalkQueue> {
+    queue.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl OsRootDir {
+    /// Reads the directories in `pending` (and every directory beneath them) on
+    /// [`stat_threads`] threads at once, each opening its directory beneath the root as the
+    /// sequential walk does and handing its candidates, with their stats, to `found` on the
+    /// calling thread a directory at a time. Each thread holds one directory descriptor at a
+    /// time, whatever the tree's depth. `false`, with `pending` untouched, when no thread
+    /// could be started: the caller walks alone.
+    fn walk_shared(
+        &self,
+        pending: &mut Vec<RelPath>,
+        found: &mut dyn FnMut(RelPath, Option<FileMeta>),
+    ) -> bool {
+        type Batch = Vec<(RelPath, Option<FileMeta>)>;
+        let queue = std::sync::Mutex::new(WalkQueue {
+            dirs: std::mem::take(pending),
+            busy: 0,
+        });
+        let changed = std::sync::Condvar::new();
+        let (send, receive) = std::sync::mpsc::sync_channel::<Batch>(stat_threads() * 4);
+        let started = std::thread::scope(|threads| {
+            let work = |send: std::sync::mpsc::SyncSender<Batch>| loop {
+                let path = {
+                    let mut state = lock_queue(&queue);
+                    loop {
+                        if let Some(path) = state.dirs.pop() {
+                            state.busy += 1;
+                            break path;
+                        }
+                        if state.busy == 0 {
+                            changed.notify_all();
+                            return;
+                        }
+                        state = changed.wait(state).unwrap_or_else(|e| e.into_inner());
+                    }
+                };
+                let (mut batch, mut subdirs) = (Vec::new(), Vec::new());
+                // An unreadable or vanished subdirectory is omitted, not fatal (D-3.3).
+                if let Ok(dir) = self.open_subdir(&path) {
+                    let _ = list_dir(
+                        &dir,
+                        Some(&path),
+                        true,
+                        &mut |path, meta| batch.push((path, meta)),
+                        &mut subdirs,
+                    );
+                }
+                {
+                    let mut state = lock_queue(&queue);
+                    state.dirs.append(&mut subdirs);
+                    state.busy -= 1;
+                    changed.notify_all();
+                }
+                if !batch.is_empty() && send.send(batch).is_err() {
+                    return;
+                }
+            };
+            let started = (0..stat_threads())
+                .filter(|_| {
+                    let send = send.clone();
+                    std::thread::Builder::new()
+                        .spawn_scoped(threads, move || work(send))
+                        .is_ok()
+                })
+                .count();
+            drop(send);
+            for batch in receive {
+                for (path, meta) in batch {
+                    found(path, meta);
+                }
+            }
+            started
+        });
+        if started == 0 {
+            *pending = queue.into_inner().unwrap_or_else(|e| e.into_inner()).dirs;
+        }
+        started > 0
+    }
+
     /// Opens the directory at `path` beneath the root for reading its entries, following no
     /// symlink on the way in any class (D-3.2).
     fn open_subdir(&self, path: &RelPath) -> Result<OwnedFd, Errno> {
@@ -729,5 +825,79 @@ mod tests {
         }
         let fs = OsFilesystem::open(scratch.path()).expect("open the workdir");
         assert!(fs.proc_fds.is_some(), "the held handle is used on Linux");
+    }
+
+    /// The walk that stats (threads sharing the directories) finds exactly what the plain
+    /// walk finds, in any order, with the stat of each regular file as its open sees it and
+    /// none for a symlink; FIFOs and directory symlinks are never candidates.
+    #[test]
+    fn the_shared_walk_finds_what_the_plain_walk_finds_with_each_files_stat() {
+        use crate::backends::fs::{Containment, Filesystem, RootPath};
+        let scratch = tempfile::tempdir().expect("scratch");
+        let out = scratch.path().join("out");
+        let mut deep = out.clone();
+        for level in 0..30 {
+            deep = deep.join(format!("l{level}"));
+            std::fs::create_dir_all(&deep).expect("mkdir");
+            std::fs::write(deep.join("f"), format!("{level}")).expect("write");
+        }
+        for d in 0..20 {
+            let dir = out.join(format!("d{d}"));
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            for f in 0..15 {
+                std::fs::write(dir.join(format!("f{f}")), vec![b'x'; f]).expect("write");
+            }
+        }
+        std::os::unix::fs::symlink("d1/f3", out.join("link")).expect("symlink");
+        std::os::unix::fs::symlink("d2", out.join("dirlink")).expect("symlink");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            out.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        let fs = OsFilesystem::open(scratch.path()).expect("open the workdir");
+        let root = fs
+            .open_root(
+                &RootPath::parse("out").expect("root"),
+                Containment::Advisory,
+            )
+            .expect("open root");
+        let mut plain: Vec<String> = root
+            .walk()
+            .expect("walk")
+            .into_iter()
+            .map(RelPath::into_string)
+            .collect();
+        plain.sort();
+        let mut shared = Vec::new();
+        root.walk_with_meta(true, &mut |path, meta| shared.push((path, meta)))
+            .expect("walk with stats");
+        shared.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        let names: Vec<&str> = shared.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, plain);
+        // Symlinks are candidates (the caller decides them), with no stat.
+        assert_eq!(plain.len(), 30 + 20 * 15 + 2);
+        for (path, meta) in &shared {
+            match meta {
+                None => assert!(["link", "dirlink"].contains(&path.as_str()), "{path}"),
+                Some(meta) => {
+                    let opened = root.open_file(path).expect("a regular file").meta();
+                    assert_eq!(
+                        (meta.dev, meta.ino, meta.size, meta.mtime_ns, meta.ctime_ns),
+                        (
+                            opened.dev,
+                            opened.ino,
+                            opened.size,
+                            opened.mtime_ns,
+                            opened.ctime_ns
+                        ),
+                        "{path}"
+                    );
+                }
+            }
+        }
     }
 }
