@@ -9,6 +9,7 @@
 //! | `resolve` | decode + kernel-contained open of `sub/deep/f` (no read) | one `openat` of the same path |
 //! | `etag/<size>` | the etag (sha256 → lowercase hex) | sha256 alone |
 //! | `mac` | verifying a token's MAC through the `KeyStore` | HMAC-SHA256 of the same bytes with a prepared key |
+//! | `not_modified/<file>` | a 304 for a cached 4 KiB and a cached 1 GiB file (D-13.3: the same cost) | `read_4k`: a 200 of the 4 KiB file |
 //! | `list/<n>` | a listing of `n` files (cold: fresh cache; warm: repeat) | walk + open + read + sha256 of every file |
 #![allow(clippy::disallowed_methods)] // benches build their own worlds with std::fs
 
@@ -372,6 +373,48 @@ fn listing(c: &mut Criterion) {
 }
 
 /// Walk + open + read + sha256, single-threaded, sorted: the floor a listing is compared to.
+/// D-13.3: a 304 for a file whose key the hash cache holds costs an open and an `fstat`,
+/// whatever the file's size: a cached 1 GiB file (sparse) beside a cached 4 KiB one, with a
+/// plain 4 KiB read for scale.
+fn conditional(c: &mut Criterion) {
+    use resource_plane::planes::{IfNoneMatch, ReadOutcome};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("out")).unwrap();
+    std::fs::write(dir.path().join("out/4k.bin"), vec![0x5a; 4096]).unwrap();
+    std::fs::File::create(dir.path().join("out/1g.bin"))
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2100)); // out of the racy window
+    let plane = OperatorPlane::new(
+        Arc::new(OsFilesystem::open(dir.path()).unwrap()),
+        Arc::new(SystemClock),
+        ExportScope {
+            root: RootPath::parse("out").unwrap(),
+            max_bytes: 2 << 30,
+            containment: Containment::Sealed,
+        },
+        ByteBudget::new(1 << 30),
+    );
+    plane
+        .list(&resource_plane::planes::Cancel::default())
+        .unwrap();
+    let mut group = c.benchmark_group("not_modified");
+    for name in ["4k.bin", "1g.bin"] {
+        let any = IfNoneMatch::parse(&[b"*"]);
+        group.bench_function(name, |b| {
+            b.iter(|| match plane.read_if(name, &any).unwrap() {
+                ReadOutcome::NotModified { sha256, .. } => sha256,
+                ReadOutcome::File(_) => panic!("a cached file is a 304"),
+            })
+        });
+    }
+    group.bench_function("read_4k", |b| {
+        b.iter(|| plane.read("4k.bin").unwrap().sha256)
+    });
+    group.finish();
+}
+
 fn floor_walk(root: &Path) -> usize {
     let mut stack = vec![root.to_path_buf()];
     let mut files = Vec::new();
@@ -458,6 +501,7 @@ fn main() {
     etag(&mut c);
     mac(&mut c);
     listing(&mut c);
+    conditional(&mut c);
     c.final_summary();
     ratio_report();
     redeem_overhead_interleaved(&w);
