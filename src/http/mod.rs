@@ -10,5 +10,5 @@ pub mod stall_guard;
 pub mod version_gate;
 
 pub use body::PlaneBody;
-pub use listener::{ListenerConfig, serve};
-pub use router::{Route, Router};
+pub use listener::{ListenerConfig, serve, serve_with};
+pub use router::{InvalidBasePath, Route, Router, RouterFuture, WithFallback};
