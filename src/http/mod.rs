@@ -1,5 +1,6 @@
-//! HTTP: the router (a function from request to response), response building, the listener a
-//! standalone process runs, and the outbound client for peers.
+//! HTTP: the router (a function from request to response, and a tower service), response
+//! building, the listener (its hardening in front of the router or any other tower service),
+//! and the outbound client for peers.
 
 pub mod body;
 pub mod client;
