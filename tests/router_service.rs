@@ -810,6 +810,22 @@ async fn a_service_that_is_not_the_router_gets_the_whole_hardening() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_service_closes_its_connection_without_an_answer_and_serving_goes_on() {
+    let failing = tower::service_fn(|request: Request<hyper::body::Incoming>| async move {
+        if request.uri().path() == "/fail" {
+            return Err(std::io::Error::other("the runtime's route failed"));
+        }
+        Ok(Response::new(Full::new(Bytes::from_static(b"fine"))))
+    });
+    let server = start_with(failing, ListenerConfig::default()).await;
+    let failed = exchange(server.addr, b"GET /fail HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(String::from_utf8_lossy(&failed), "");
+    let fine = Reply::parse(&exchange(server.addr, b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n").await);
+    assert_eq!((fine.status, fine.body.as_slice()), (200, &b"fine"[..]));
+    server.stop().await.expect("a clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_not_complete_within_the_header_timeout_is_dropped() {
     let calls = Arc::new(AtomicUsize::new(0));
     let config = ListenerConfig {

@@ -146,6 +146,23 @@ pub async fn serve(
 /// The service is cloned for each request (one per connection); its error, if it fails,
 /// closes that connection without an answer, and the next connection goes on.
 ///
+/// ```
+/// use http_body_util::Full;
+/// use resource_plane::http::{ListenerConfig, serve_with};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// // A runtime's own routes, with no plane at all (`Router::with_fallback` adds the planes).
+/// let own = tower::service_fn(|_request: http::Request<hyper::body::Incoming>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(bytes::Bytes::from("ok"))))
+/// });
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let shutdown = std::future::ready(()); // a real runtime waits for its signal here
+/// serve_with(listener, own, ListenerConfig::default(), shutdown).await?;
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Errors
 /// An accept error that is not [`transient`]: the listener cannot go on, and neither should
 /// the process that relies on it. Transient ones (out of descriptors, a connection reset before

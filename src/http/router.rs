@@ -247,9 +247,11 @@ impl Router {
     ///
     /// The match is on the raw bytes, before any decoding, as routing is (D-4.2): a path is
     /// under `/capsules/a` when it is `/capsules/a` itself or goes on with a raw `/`, so
-    /// `/capsules/ab/…` and `/capsules/a%2Fresources/…` are not under it. `/capsules/a` itself
-    /// and `/capsules/a/` route as `` and `/`: no route of the router's. Traces record the path
-    /// relative to the plane, as without a base path (D-6.2).
+    /// `/capsules/ab/…` and `/capsules/a%2Fresources/…` are not under it; neither is
+    /// `/capsules/a//resources/…` (what follows the base is routed as sent, and `//resources`
+    /// is no route). `/capsules/a` itself and `/capsules/a/` are under it, and no route of the
+    /// router's (404). Traces record the path relative to the plane, as without a base path
+    /// (D-6.2).
     ///
     /// Use it when nothing in front of the router strips the prefix; under axum's
     /// `nest_service`, which strips it, mount the router itself.
