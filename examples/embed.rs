@@ -1,17 +1,16 @@
 //! How a capsule runtime embeds resource-plane: build a `Capsule` from the manifest and four
-//! backends at launch, mount its router on the runtime's own hyper listener beside the
-//! runtime's own routes, and offer the granted tools to the model.
+//! backends at launch, put its router in front of the runtime's own routes
+//! (`Router::with_fallback`), serve both behind the listener's hardening (`serve_with`), and
+//! offer the granted tools to the model.
 //!
 //! Run: `cargo run --example embed -- <workdir>` then
-//! `curl -s http://127.0.0.1:<port>/resources/files`.
+//! `curl -s http://127.0.0.1:<port>/resources/files`; Ctrl-C stops it after a drain.
 #![allow(clippy::disallowed_methods)] // an example runtime is a composition root
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, combinators::BoxBody};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
 use resource_plane::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
-use resource_plane::http::Router;
+use resource_plane::http::{ListenerConfig, serve_with};
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -45,31 +44,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "serving {workdir} at {url}; tools for the model: {:?}",
         capsule.tools().names()
     );
-    let router = capsule.router();
 
-    loop {
-        let (stream, _) = listener.accept().await?;
-        let router = router.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let router = router.clone();
-                async move {
-                    // The runtime keeps its own routes and hands ours to the router.
-                    let response: hyper::Response<BoxBody<Bytes, Infallible>> =
-                        if Router::claims(request.uri().path()) {
-                            router.handle(request).await.map(|b| b.boxed())
-                        } else {
-                            hyper::Response::new(
-                                Full::new(Bytes::from_static(b"the runtime's own route\n")).boxed(),
-                            )
-                        };
-                    Ok::<_, Infallible>(response)
-                }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .keep_alive(false)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+    // The runtime keeps its own routes; the paths the planes claim go to the router.
+    let own = tower::service_fn(|_request: hyper::Request<hyper::body::Incoming>| async {
+        let body = Full::new(Bytes::from_static(b"the runtime's own route\n"));
+        Ok::<_, Infallible>(hyper::Response::new(body))
+    });
+    let app = capsule.router().with_fallback(own);
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    serve_with(listener, app, ListenerConfig::default(), shutdown).await?;
+    capsule.end_session();
+    Ok(())
 }

@@ -1,14 +1,22 @@
 //! The listener (D-4.1, D-4.6): hyper 1, HTTP/1 only, keep-alive off, a timer with a header read
 //! timeout, a head size limit (answered 431 by hyper), a cap on concurrent connections (excess
 //! connections wait in the accept backlog), and graceful shutdown with a drain deadline.
+//!
+//! The hardening is the service's to share: [`serve_with`] puts it in front of any tower
+//! service (a runtime's own routes, an axum app, the router [`with_fallback`] to the runtime's
+//! routes); [`serve`] is `serve_with` for the router alone.
+//!
+//! [`with_fallback`]: super::Router::with_fallback
 
 use super::router::Router;
 use super::stall_guard::{DEFAULT_SEND_TIMEOUT, StallGuard};
 use super::version_gate::VersionGate;
-use hyper::service::service_fn;
+use http::{Request, Response};
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use std::convert::Infallible;
+use hyper_util::service::TowerToHyperService;
+use std::error::Error as StdError;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,19 +110,81 @@ impl Builders {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and drains.
+/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and drains:
+/// [`serve_with`] for the router alone.
 ///
 /// # Errors
-/// An accept error that is not [`transient`]: the listener cannot go on, and neither should
-/// the process that relies on it. Transient ones (out of descriptors, a connection reset before
-/// it was accepted) are logged and retried with a backoff of [`ACCEPT_BACKOFF_MIN`] doubling
-/// up to [`ACCEPT_BACKOFF_MAX`], reset by the next accepted connection.
+/// As [`serve_with`].
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     config: ListenerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    serve_with(listener, router, config, shutdown).await
+}
+
+/// Serves any tower `service` on `listener` behind the listener's hardening until `shutdown`
+/// resolves, then stops accepting and drains. A runtime puts its own routes here, alone, in an
+/// axum app, or beside the planes with [`Router::with_fallback`]; every connection gets what a
+/// `serve` connection gets (D-4.1, D-4.5, D-4.6):
+///
+/// * HTTP/1.0 and 1.1 only, one request per connection, `connection: close` on every answer;
+///   a first line naming another HTTP version (the HTTP/2 preface among them) is answered 505
+///   by [`VersionGate`] before the service sees anything;
+/// * a raw `#` in the request target reaches the service escaped as `%23` (the gate again): a
+///   request target has no fragment, and hyper alone would cut it off, so that
+///   `GET /resources/files/r.md#frag` read `r.md`. Here it is a request for the name
+///   `r.md#frag` (404 `not_found` unless that file exists), whatever service answers it;
+/// * a head larger than `max_head_bytes` is answered 431, one not complete within
+///   `header_read_timeout` is dropped, both before the service sees anything;
+/// * at most `max_connections` connections at once (more wait in the accept backlog);
+/// * a response that makes no progress for `send_timeout` is cut ([`StallGuard`]);
+/// * on shutdown: no more accepts, connections still reading their first bytes closed,
+///   requests in flight given `drain_deadline` to finish.
+///
+/// The service is cloned for each request (one per connection); its error, if it fails,
+/// closes that connection without an answer, and the next connection goes on.
+///
+/// ```
+/// use http_body_util::Full;
+/// use resource_plane::http::{ListenerConfig, serve_with};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// // A runtime's own routes, with no plane at all (`Router::with_fallback` adds the planes).
+/// let own = tower::service_fn(|_request: http::Request<hyper::body::Incoming>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(bytes::Bytes::from("ok"))))
+/// });
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let shutdown = std::future::ready(()); // a real runtime waits for its signal here
+/// serve_with(listener, own, ListenerConfig::default(), shutdown).await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+/// An accept error that is not [`transient`]: the listener cannot go on, and neither should
+/// the process that relies on it. Transient ones (out of descriptors, a connection reset before
+/// it was accepted) are logged and retried with a backoff of [`ACCEPT_BACKOFF_MIN`] doubling
+/// up to [`ACCEPT_BACKOFF_MAX`], reset by the next accepted connection.
+pub async fn serve_with<S, ResBody>(
+    listener: TcpListener,
+    service: S,
+    config: ListenerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<ResBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn StdError + Send + Sync>>,
+    ResBody: http_body::Body + Send + 'static,
+    ResBody::Data: Send,
+    ResBody::Error: Into<Box<dyn StdError + Send + Sync>>,
+{
     let slots = Arc::new(Semaphore::new(config.max_connections));
     let graceful = GracefulShutdown::new();
     // Tells connections still being primed (not yet hyper's, so not yet watched) to give up:
@@ -153,11 +223,7 @@ pub async fn serve(
                 }
             },
         };
-        let router = router.clone();
-        let service = service_fn(move |request| {
-            let router = router.clone();
-            async move { Ok::<_, Infallible>(router.handle(request).await) }
-        });
+        let service = TowerToHyperService::new(service.clone());
         let watcher = graceful.watcher();
         let builders = builders.clone();
         let mut stop = stop.clone();

@@ -1,5 +1,6 @@
-//! HTTP: the router (a function from request to response), response building, the listener a
-//! standalone process runs, and the outbound client for peers.
+//! HTTP: the router (a function from request to response, and a tower service), response
+//! building, the listener (its hardening in front of the router or any other tower service),
+//! and the outbound client for peers.
 
 pub mod body;
 pub mod client;
@@ -10,5 +11,5 @@ pub mod stall_guard;
 pub mod version_gate;
 
 pub use body::PlaneBody;
-pub use listener::{ListenerConfig, serve};
-pub use router::{Route, Router};
+pub use listener::{ListenerConfig, serve, serve_with};
+pub use router::{InvalidBasePath, Route, Router, RouterFuture, WithFallback};

@@ -1,6 +1,10 @@
 //! The router: HTTP as a function (design habit 5). Routing is on the raw path, the method is
 //! checked first, and every request under `/resources` leaves exactly one trace line before its
 //! response leaves, or fails closed with `500 io_error` (D-4, D-6.3, D-6.4).
+//!
+//! The router is a [`tower_service::Service`] for a request of any body type, so a runtime can
+//! nest it in its own app (axum's `nest_service`), mount it under a base path of its own
+//! ([`Router::with_base_path`]), or put it beside its own routes ([`Router::with_fallback`]).
 
 use super::body::PlaneBody;
 use super::response::{self, AUDIENCE, CONTAINMENT, EXPORT_ROOT, GENERATION, HANDLE_ID, PROOF};
@@ -15,8 +19,15 @@ use crate::planes::{
 use crate::refusal::{Code, Refusal};
 use http::header::{HeaderValue, IF_NONE_MATCH};
 use http::{Method, Request, Response};
+use http_body_util::Either;
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use tower_service::Service;
 
 /// The largest file a read or redeem serves on the async worker that received it; larger files,
 /// and every listing, move to the blocking pool. Small reads are cheaper inline than the two
@@ -90,12 +101,123 @@ pub(crate) struct Mounted {
     pub(crate) agent_card: Vec<u8>,
 }
 
-/// Answers requests for the capsule's `/resources/` planes and its agent card. Cheap to clone.
+/// Answers requests for the capsule's `/resources/` planes and its agent card. Cheap to clone
+/// (every clone shares the planes, the trace and the counts), `Send`, `Sync` and `'static`.
+///
+/// Three ways to mount it:
+///
+/// * as a [`tower_service::Service`] for `http::Request<B>` of any body type `B` (the body is
+///   never read): `Response = Response<PlaneBody>`, `Error = Infallible`, always ready. axum's
+///   `Router::nest_service("/capsules/a", router)` hands it the path with the prefix cut off,
+///   which is what it routes on;
+/// * under a base path of its own, [`with_base_path`](Self::with_base_path), when nothing in
+///   front of it strips the prefix;
+/// * beside the runtime's own routes, [`with_fallback`](Self::with_fallback): the paths it
+///   [`answers`](Self::answers) go to it, every other path to the runtime's service.
+///
+/// ```
+/// use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+/// use std::sync::Arc;
+/// use tower_service::Service;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let manifest = Manifest::from_yaml(
+///     "name: reporter\nexports: { files: { root: out/, mode: read-only } }",
+/// ).unwrap().manifest;
+/// let fs = Arc::new(MemoryFilesystem::new());
+/// fs.add_file("out/report.md", "hello", 1_700_000_000_000);
+/// let trace = Arc::new(RecordingTraceSink::new());
+/// let capsule = Capsule::launch(
+///     &manifest,
+///     CapsuleConfig::new("http://127.0.0.1:41234").unwrap(),
+///     Backends { fs, clock: Arc::new(ManualClock::new(0)), keys: None, trace: trace.clone() },
+/// ).unwrap();
+///
+/// // A Service over any body type; here a String the router never reads.
+/// let mut router = capsule.router().with_base_path("/capsules/a").unwrap();
+/// let request = http::Request::get("/capsules/a/resources/files/report.md")
+///     .body(String::from("ignored"))
+///     .unwrap();
+/// let response = router.call(request).await.unwrap();
+/// assert_eq!(response.status(), 200);
+/// assert_eq!(&response.body().bytes()[..], b"hello");
+/// // The trace records the path relative to the plane, as without a base path (D-6.2).
+/// assert_eq!(trace.events()[0]["path"], "report.md");
+///
+/// // Outside the base path: not the router's (404, nothing traced).
+/// let request = http::Request::get("/resources/files/report.md").body(()).unwrap();
+/// assert_eq!(router.call(request).await.unwrap().status(), 404);
+/// assert_eq!(trace.events().len(), 1);
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Router {
     mounted: Arc<Mounted>,
     /// Responses given, shared by every clone.
     answered: Arc<AtomicU64>,
+    /// The raw path prefix requests arrive under, cut before routing; `None`: none.
+    base: Option<Arc<str>>,
+}
+
+/// A base path [`Router::with_base_path`] refuses, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidBasePath {
+    /// The base path as given.
+    pub base: String,
+    /// What is wrong with it.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for InvalidBasePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid base path {:?}: {}", self.base, self.reason)
+    }
+}
+
+impl std::error::Error for InvalidBasePath {}
+
+/// The future of the router's [`Service::call`]: it holds no part of the request (the headers
+/// the planes read are copied out in `call`, the body is dropped there), so it is `Send` and
+/// `'static` whatever the body type.
+pub type RouterFuture =
+    Pin<Box<dyn Future<Output = Result<Response<PlaneBody>, Infallible>> + Send + 'static>>;
+
+/// What the router reads of a request, copied out of it, so that the answer needs nothing of
+/// the request itself (its body type above all).
+struct Asking {
+    method: Method,
+    /// The raw path relative to the plane (the base path cut off; empty when outside it).
+    path: String,
+    audience: Vec<Vec<u8>>,
+    proof: Vec<Vec<u8>>,
+    if_none_match: IfNoneMatch,
+}
+
+impl Asking {
+    fn of<B>(router: &Router, request: &Request<B>) -> Asking {
+        let values = |name| -> Vec<Vec<u8>> {
+            request
+                .headers()
+                .get_all(name)
+                .iter()
+                .map(|v| v.as_bytes().to_vec())
+                .collect()
+        };
+        let if_none_match = {
+            let lines = values(IF_NONE_MATCH);
+            let lines: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
+            IfNoneMatch::parse(&lines)
+        };
+        Asking {
+            method: request.method().clone(),
+            path: router.local_path(request.uri().path()).to_owned(),
+            audience: values(AUDIENCE),
+            proof: values(PROOF),
+            if_none_match,
+        }
+    }
 }
 
 /// What a session did, for its closing log line (D-15.1).
@@ -113,6 +235,93 @@ impl Router {
         Router {
             mounted: Arc::new(mounted),
             answered: Arc::new(AtomicU64::new(0)),
+            base: None,
+        }
+    }
+
+    /// This router answering under `base` instead of at the root: `base` is cut off the raw
+    /// path before routing, so `/capsules/a/resources/files/x` reads `x`, and a path not under
+    /// `base` is not the router's ([`Route::Foreign`]: 404 `not_found`, nothing traced). The
+    /// clone shares the planes, trace and counts of `self`; its base replaces any base `self`
+    /// had.
+    ///
+    /// The match is on the raw bytes, before any decoding, as routing is (D-4.2): a path is
+    /// under `/capsules/a` when it is `/capsules/a` itself or goes on with a raw `/`, so
+    /// `/capsules/ab/…` and `/capsules/a%2Fresources/…` are not under it; neither is
+    /// `/capsules/a//resources/…` (what follows the base is routed as sent, and `//resources`
+    /// is no route). `/capsules/a` itself and `/capsules/a/` are under it, and no route of the
+    /// router's (404). Traces record the path relative to the plane, as without a base path
+    /// (D-6.2).
+    ///
+    /// Use it when nothing in front of the router strips the prefix; under axum's
+    /// `nest_service`, which strips it, mount the router itself.
+    ///
+    /// # Errors
+    /// [`InvalidBasePath`] when `base` does not start with `/`, has an empty, `.` or `..`
+    /// segment, is `/` alone, or holds a byte other than an RFC 3986 path character (`%` too:
+    /// a prefix matched on raw bytes must have one spelling). One trailing `/` is allowed and
+    /// ignored: `/capsules/a/` is `/capsules/a`.
+    pub fn with_base_path(&self, base: &str) -> Result<Router, InvalidBasePath> {
+        let refuse = |reason| InvalidBasePath {
+            base: base.to_owned(),
+            reason,
+        };
+        let Some(rest) = base.strip_prefix('/') else {
+            return Err(refuse("it must start with `/`"));
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.is_empty() {
+            return Err(refuse("it names no segment (mount the router itself)"));
+        }
+        for segment in rest.split('/') {
+            match segment {
+                "" => return Err(refuse("it has an empty segment")),
+                "." | ".." => return Err(refuse("it has a `.` or `..` segment")),
+                _ if !segment.bytes().all(is_plain_path_byte) => {
+                    return Err(refuse(
+                        "it holds a byte other than a letter, digit or one of -._~!$&'()*+,;=:@",
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(Router {
+            base: Some(Arc::from(&base[..rest.len() + 1])),
+            ..self.clone()
+        })
+    }
+
+    /// The base path this router answers under ([`with_base_path`](Self::with_base_path)).
+    pub fn base_path(&self) -> Option<&str> {
+        self.base.as_deref()
+    }
+
+    /// `raw_path` relative to the base path: the rest after it, or `""` (which no route
+    /// claims) when `raw_path` is not under it.
+    fn local_path<'a>(&self, raw_path: &'a str) -> &'a str {
+        let Some(base) = self.base.as_deref() else {
+            return raw_path;
+        };
+        match raw_path.strip_prefix(base) {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+            _ => "",
+        }
+    }
+
+    /// Whether this router answers `raw_path`, its base path considered: what
+    /// [`claims`](Self::claims) says of the path relative to the base, `false` outside it.
+    pub fn answers(&self, raw_path: &str) -> bool {
+        Router::claims(self.local_path(raw_path))
+    }
+
+    /// This router in front of `fallback`: requests for the paths it
+    /// [`answers`](Self::answers) (everything under `/resources` and the agent card, below its
+    /// base path) go to the router, every other request to `fallback`, body and all. See
+    /// [`WithFallback`].
+    pub fn with_fallback<F>(&self, fallback: F) -> WithFallback<F> {
+        WithFallback {
+            router: self.clone(),
+            fallback,
         }
     }
 
@@ -132,25 +341,24 @@ impl Router {
     }
 
     /// Answers one request. File I/O and the trace write run on the blocking pool; the request
-    /// body is never read.
+    /// body is never read. The base path, if any, is cut off first
+    /// ([`with_base_path`](Self::with_base_path)).
     pub async fn handle<B>(&self, request: Request<B>) -> Response<PlaneBody> {
-        let method = request.method().clone();
-        let path = request.uri().path().to_owned();
-        let values = |name| -> Vec<Vec<u8>> {
-            request
-                .headers()
-                .get_all(name)
-                .iter()
-                .map(|v| v.as_bytes().to_vec())
-                .collect()
-        };
-        let (audience, proof) = (values(AUDIENCE), values(PROOF));
-        let if_none_match = {
-            let lines = values(IF_NONE_MATCH);
-            let lines: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
-            IfNoneMatch::parse(&lines)
-        };
+        let asking = Asking::of(self, &request);
         drop(request);
+        self.answer(asking).await
+    }
+
+    /// Answers what was asked: inline when that needs no file I/O beyond a small read, else
+    /// on the blocking pool.
+    async fn answer(&self, asking: Asking) -> Response<PlaneBody> {
+        let Asking {
+            method,
+            path,
+            audience,
+            proof,
+            if_none_match,
+        } = asking;
         {
             let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
             let proof: Vec<&[u8]> = proof.iter().map(Vec::as_slice).collect();
@@ -190,7 +398,8 @@ impl Router {
     }
 
     /// Answers one request synchronously (blocking), with no `x-murmur-proof`. `audience` holds
-    /// every `x-murmur-audience` value sent, in order.
+    /// every `x-murmur-audience` value sent, in order. The base path, if any, is cut off
+    /// `raw_path` first.
     pub fn respond(
         &self,
         method: &Method,
@@ -216,7 +425,7 @@ impl Router {
         };
         self.respond_in(
             method,
-            raw_path,
+            self.local_path(raw_path),
             &asked,
             ReadMode::Blocking,
             &Cancel::default(),
@@ -224,9 +433,9 @@ impl Router {
         .expect("a blocking answer is always given")
     }
 
-    /// Answers one request in `mode`; `None` (nothing traced, nothing read) when an inline
-    /// answer would have to read a large file, list the root or check a redeem proof. A
-    /// listing stops when `cancel` is raised.
+    /// Answers one request for `raw_path` (relative to the base path) in `mode`; `None`
+    /// (nothing traced, nothing read) when an inline answer would have to read a large file,
+    /// list the root or check a redeem proof. A listing stops when `cancel` is raised.
     fn respond_in(
         &self,
         method: &Method,
@@ -554,6 +763,132 @@ impl Router {
         if let Some(root) = export_root {
             headers.insert(EXPORT_ROOT, response::header_text(root));
         }
+    }
+}
+
+/// A byte a base path may hold in a segment: an RFC 3986 `pchar` other than `%` (unreserved and
+/// sub-delims, `:` and `@`).
+fn is_plain_path_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&byte)
+}
+
+/// The router as a tower service, for a request of any body type (the body is dropped unread
+/// in `call`). Always ready; never fails: every refusal is a response.
+impl<B> Service<Request<B>> for Router {
+    type Response = Response<PlaneBody>;
+    type Error = Infallible;
+    type Future = RouterFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> RouterFuture {
+        let asking = Asking::of(self, &request);
+        drop(request);
+        let router = self.clone();
+        Box::pin(async move { Ok(router.answer(asking).await) })
+    }
+}
+
+/// A [`Router`] in front of a runtime's own service ([`Router::with_fallback`]): a request for a
+/// path the router [`answers`](Router::answers) goes to the router, any other to the fallback,
+/// unchanged. The decision is on the raw path, as routing is (D-4.2).
+///
+/// A tower service for `http::Request<B>` when the fallback is one (and is `Clone + Send +
+/// 'static`, with a `Send` future): its response body is
+/// [`Either`]`<`[`PlaneBody`]`, FB>` (`Left` from the planes, `Right` from the fallback), its error the
+/// fallback's. It is always ready: the fallback is cloned for each request it gets and made
+/// ready then, so a request for the planes never waits on the fallback's readiness.
+///
+/// ```
+/// use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+/// use http_body_util::Either;
+/// use std::sync::Arc;
+/// use tower::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// # let manifest = Manifest::from_yaml(
+/// #     "name: reporter\nexports: { files: { root: out/, mode: read-only } }",
+/// # ).unwrap().manifest;
+/// # let fs = Arc::new(MemoryFilesystem::new());
+/// # fs.add_file("out/report.md", "hello", 1_700_000_000_000);
+/// # let trace = Arc::new(RecordingTraceSink::new());
+/// # let capsule = Capsule::launch(
+/// #     &manifest,
+/// #     CapsuleConfig::new("http://127.0.0.1:41234").unwrap(),
+/// #     Backends { fs, clock: Arc::new(ManualClock::new(0)), keys: None, trace },
+/// # ).unwrap();
+/// // The runtime's own routes: anything the planes do not claim.
+/// let own = tower::service_fn(|request: http::Request<String>| async move {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(format!("runtime: {}", request.uri())))
+/// });
+/// let app = capsule.router().with_fallback(own);
+///
+/// let planes = app.clone().oneshot(http::Request::get("/resources/files/report.md")
+///     .body(String::new()).unwrap()).await.unwrap();
+/// assert_eq!(planes.status(), 200);
+/// assert!(matches!(planes.body(), Either::Left(_)));
+///
+/// let own = app.oneshot(http::Request::get("/healthz").body(String::new()).unwrap())
+///     .await.unwrap();
+/// assert!(matches!(own.into_body(), Either::Right(text) if text == "runtime: /healthz"));
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct WithFallback<F> {
+    router: Router,
+    fallback: F,
+}
+
+impl<F> WithFallback<F> {
+    /// The router requests for the planes go to.
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// The service every other request goes to.
+    pub fn fallback(&self) -> &F {
+        &self.fallback
+    }
+}
+
+/// The future of [`WithFallback`]'s `call`.
+pub type WithFallbackFuture<FB, E> =
+    Pin<Box<dyn Future<Output = Result<Response<Either<PlaneBody, FB>>, E>> + Send + 'static>>;
+
+impl<B, F, FB> Service<Request<B>> for WithFallback<F>
+where
+    B: Send + 'static,
+    F: Service<Request<B>, Response = Response<FB>> + Clone + Send + 'static,
+    F::Future: Send + 'static,
+    F::Error: 'static,
+    FB: 'static,
+{
+    type Response = Response<Either<PlaneBody, FB>>;
+    type Error = F::Error;
+    type Future = WithFallbackFuture<FB, F::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), F::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if self.router.answers(request.uri().path()) {
+            let planes = Service::call(&mut self.router, request);
+            return Box::pin(async move {
+                let Ok(response) = planes.await;
+                Ok(response.map(Either::Left))
+            });
+        }
+        let mut fallback = self.fallback.clone();
+        Box::pin(async move {
+            std::future::poll_fn(|cx| fallback.poll_ready(cx)).await?;
+            let response = fallback.call(request).await?;
+            Ok(response.map(Either::Right))
+        })
     }
 }
 
