@@ -565,9 +565,17 @@ pub struct FetchPeerFileOutput {
     /// sha256 of the file, 64 lowercase hex: the peer's etag said the same.
     pub sha256: String,
     /// The minter's `x-murmur-generation` when it sent one (D-5); `None` (`null`) otherwise.
+    /// Always present in the JSON form, so reading one back requires it.
+    #[serde(deserialize_with = "present_or_null")]
     pub generation: Option<u64>,
     /// The peer as given, trimmed.
     pub peer: String,
+}
+
+/// An `Option` field that must be present, `null` or not (serde reads a missing `Option` as
+/// `None` unless told otherwise).
+fn present_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Option::<u64>::deserialize(d)
 }
 
 impl FetchPeerFileOutput {
