@@ -134,8 +134,16 @@ where
         without.as_object_mut().unwrap().remove(&field);
         let serde_needs_it = serde_json::from_value::<T>(without.clone()).is_err();
         let schema_needs_it = !violations(schema, &without, "$").is_empty();
-        assert_eq!(serde_needs_it, required.contains(&field), "serde on `{field}`");
-        assert_eq!(schema_needs_it, required.contains(&field), "schema on `{field}`");
+        assert_eq!(
+            serde_needs_it,
+            required.contains(&field),
+            "serde on `{field}`"
+        );
+        assert_eq!(
+            schema_needs_it,
+            required.contains(&field),
+            "schema on `{field}`"
+        );
     }
 }
 
@@ -198,7 +206,10 @@ fn ttl_forms_in_the_schema_and_the_typed_input() {
     let parsed: ShareFileInput =
         serde_json::from_value(json!({"path": "r.md", "peer": "h:1", "ttl": null, "x": 1}))
             .unwrap();
-    assert_eq!(parsed.ttl, None, "null is absent; unknown fields are ignored");
+    assert_eq!(
+        parsed.ttl, None,
+        "null is absent; unknown fields are ignored"
+    );
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -222,7 +233,10 @@ impl Node {
     }
 
     fn share_tool(&self) -> &ShareFile {
-        self.capsule.tools().typed::<ShareFile>().expect("share-file")
+        self.capsule
+            .tools()
+            .typed::<ShareFile>()
+            .expect("share-file")
     }
 
     fn fetch_tool(&self) -> &FetchPeerFile {
@@ -360,13 +374,19 @@ fn the_function_list_holds_exactly_the_granted_tools() {
         assert_eq!(names, expected, "{yaml}");
         assert_eq!(tools.names(), expected);
         for function in list.as_array().unwrap() {
-            assert_eq!(keys(function), keys(&json!({"name":0,"description":0,"parameters":0})));
+            assert_eq!(
+                keys(function),
+                keys(&json!({"name":0,"description":0,"parameters":0}))
+            );
             let tool = tools.get(function["name"].as_str().unwrap()).unwrap();
             assert_eq!(function["description"], tool.description());
             assert!(tool.description().contains("never"), "{}", tool.name());
             let mut parameters = tool.input_schema();
             parameters.as_object_mut().unwrap().remove("$schema");
             assert_eq!(function["parameters"], parameters);
+            // In the schema's own order, as a model reads it.
+            let order: Vec<&String> = function["parameters"].as_object().unwrap().keys().collect();
+            assert_eq!(order, ["title", "type", "properties", "required"]);
             assert_eq!(function["parameters"]["type"], "object");
         }
         assert_eq!(
@@ -473,16 +493,61 @@ async fn malformed_inputs_keep_their_codes_messages_and_order() {
         ("share-file", json!([]), "invalid_input", invalid),
         ("share-file", json!("report.md"), "invalid_input", invalid),
         ("share-file", json!({}), "invalid_input", path_msg),
-        ("share-file", json!({"path": 5, "peer": "h:1"}), "invalid_input", path_msg),
-        ("share-file", json!({"path": "  ", "peer": "h:1"}), "invalid_input", path_msg),
-        ("share-file", json!({"path": "r.md", "peer": null}), "invalid_input", peer_msg),
-        ("share-file", json!({"path": "r.md", "peer": "h:1", "ttl": true}), "invalid_ttl", ttl_msg),
-        ("share-file", json!({"path": "r.md", "peer": "h:1", "ttl": 1.5}), "invalid_ttl", ttl_msg),
-        ("share-file", json!({"path": "r.md", "peer": "h:1", "ttl": -1}), "invalid_ttl", ttl_msg),
-        ("share-file", json!({"path": "r.md", "peer": "h:1", "ttl": "1h30m"}), "invalid_ttl", ttl_msg),
+        (
+            "share-file",
+            json!({"path": 5, "peer": "h:1"}),
+            "invalid_input",
+            path_msg,
+        ),
+        (
+            "share-file",
+            json!({"path": "  ", "peer": "h:1"}),
+            "invalid_input",
+            path_msg,
+        ),
+        (
+            "share-file",
+            json!({"path": "r.md", "peer": null}),
+            "invalid_input",
+            peer_msg,
+        ),
+        (
+            "share-file",
+            json!({"path": "r.md", "peer": "h:1", "ttl": true}),
+            "invalid_ttl",
+            ttl_msg,
+        ),
+        (
+            "share-file",
+            json!({"path": "r.md", "peer": "h:1", "ttl": 1.5}),
+            "invalid_ttl",
+            ttl_msg,
+        ),
+        (
+            "share-file",
+            json!({"path": "r.md", "peer": "h:1", "ttl": -1}),
+            "invalid_ttl",
+            ttl_msg,
+        ),
+        (
+            "share-file",
+            json!({"path": "r.md", "peer": "h:1", "ttl": "1h30m"}),
+            "invalid_ttl",
+            ttl_msg,
+        ),
         ("fetch-peer-file", json!(null), "invalid_input", invalid),
-        ("fetch-peer-file", json!({"handle": "mh1.a.b"}), "invalid_input", peer_msg),
-        ("fetch-peer-file", json!({"peer": "h:1", "handle": 7}), "invalid_input", handle_msg),
+        (
+            "fetch-peer-file",
+            json!({"handle": "mh1.a.b"}),
+            "invalid_input",
+            peer_msg,
+        ),
+        (
+            "fetch-peer-file",
+            json!({"peer": "h:1", "handle": 7}),
+            "invalid_input",
+            handle_msg,
+        ),
     ];
     for (tool, input, code, message) in cases {
         let error = node.capsule.tools().call(tool, input.clone()).await;
@@ -504,8 +569,14 @@ async fn malformed_inputs_keep_their_codes_messages_and_order() {
     assert!(error.message.starts_with("`peer` must be host"), "{error}");
     // The typed calls refuse the same way.
     let share = node.share_tool();
-    let error = share.share(ShareFileInput::new("", "h:1")).await.unwrap_err();
-    assert_eq!((error.code.clone(), error.message.as_str()), (Code::InvalidInput.into(), path_msg));
+    let error = share
+        .share(ShareFileInput::new("", "h:1"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (error.code.clone(), error.message.as_str()),
+        (Code::InvalidInput.into(), path_msg)
+    );
     let error = share
         .share(ShareFileInput::new("r.md", "h:1").with_ttl(Ttl::from("5min")))
         .await
@@ -541,7 +612,11 @@ async fn peer_refusals_are_typed_and_keep_their_wire_strings() {
         .unwrap_err();
     assert_eq!(error.code, ToolErrorCode::Peer("handle_not_valid".into()));
     assert_eq!(error.code_str(), "handle_not_valid");
-    assert_ne!(error.code, Code::HandleNotValid, "the peer's word, not ours");
+    assert_ne!(
+        error.code,
+        Code::HandleNotValid,
+        "the peer's word, not ours"
+    );
     assert_eq!(
         error.to_string(),
         "handle_not_valid: the peer refused the handle: handle_not_valid"
@@ -687,23 +762,30 @@ async fn a_dropped_typed_call_is_cancelled_or_abandoned_as_the_session_says() {
     assert_eq!(lines[0]["reason"], CANCELLED);
 
     let tools = minter.capsule.tools();
-    let mut share = Box::pin(
-        minter
-            .share_tool()
-            .share_with(ShareFileInput::new("report.md", &silent), tools.call_options()),
+    let mut share = Box::pin(minter.share_tool().share_with(
+        ShareFileInput::new("report.md", &silent),
+        tools.call_options(),
+    ));
+    assert!(
+        tokio::time::timeout(SHORT_DEADLINE, &mut share)
+            .await
+            .is_err()
     );
-    assert!(tokio::time::timeout(SHORT_DEADLINE, &mut share).await.is_err());
     tools.mark_session_ended();
     drop(share);
     // A call with options outside the session knows nothing of its end.
-    let outside = minter
-        .share_tool()
-        .share_with(ShareFileInput::new("report.md", &silent), Default::default());
+    let outside = minter.share_tool().share_with(
+        ShareFileInput::new("report.md", &silent),
+        Default::default(),
+    );
     assert!(tokio::time::timeout(SHORT_DEADLINE, outside).await.is_err());
     let reasons: Vec<Value> = minter
         .lines("peer_handle_mint")
         .iter()
         .map(|l| l["reason"].clone())
         .collect();
-    assert_eq!(reasons, [json!(CANCELLED), json!(ABANDONED), json!(CANCELLED)]);
+    assert_eq!(
+        reasons,
+        [json!(CANCELLED), json!(ABANDONED), json!(CANCELLED)]
+    );
 }

@@ -385,9 +385,11 @@ impl FetchPeerFile {
 /// ([`ToolErrorCode::peer`]: `[a-z0-9_]`, at most 64 bytes, never `ok`, which is reserved for
 /// success), else `http_<status>` (D-10.3).
 fn peer_refusal(status: u16, body: &[u8]) -> Failure {
-    let code = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("error").and_then(Value::as_str).and_then(ToolErrorCode::peer));
+    let code = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
+        v.get("error")
+            .and_then(Value::as_str)
+            .and_then(ToolErrorCode::peer)
+    });
     match code {
         Some(code) => Failure {
             message: format!("the peer refused the handle: {code}"),

@@ -110,7 +110,7 @@ pub trait Tool: Any + Debug + Send + Sync {
     fn function(&self) -> Value {
         let mut parameters = self.input_schema();
         if let Some(schema) = parameters.as_object_mut() {
-            schema.remove("$schema");
+            schema.shift_remove("$schema");
         }
         json!({
             "name": self.name(),

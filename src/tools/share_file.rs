@@ -10,8 +10,7 @@
 
 use super::call::{DEADLINE_MESSAGE, within};
 use super::{
-    CallOptions, SCHEMA_DIALECT, Tool, ToolError, ToolFuture, checked_text, json_object,
-    json_text,
+    CallOptions, SCHEMA_DIALECT, Tool, ToolError, ToolFuture, checked_text, json_object, json_text,
 };
 use crate::backends::trace::{OwedLine, Tracer};
 use crate::events::{PeerHandleMint, WithAudienceProof};
