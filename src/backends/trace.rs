@@ -285,21 +285,23 @@ impl Tracer {
 const LINE_CAPACITY: usize = 384;
 
 /// The trace line an attempt owes if it never writes its own: a tool call whose future is
-/// dropped mid-way (the console abandons it when the session ends past the drain deadline)
-/// still leaves one line (D-6, D-9.3), written as the guard drops. [`settle`](Self::settle)
-/// releases it once the attempt writes its real line.
-#[derive(Debug)]
-pub struct OwedLine<'a, E: TraceEvent> {
+/// dropped mid-way (a runtime gives up on it, or the console abandons it when the session ends
+/// past the drain deadline) still leaves one line (D-6, D-9.3), written as the guard drops.
+/// The line is built only then, so its `reason` can say why the attempt ended unfinished.
+/// [`settle`](Self::settle) releases it once the attempt writes its real line.
+pub struct OwedLine<'a, E: TraceEvent, F: FnOnce() -> E> {
     tracer: &'a Tracer,
-    line: Option<E>,
+    line: Option<F>,
+    event: std::marker::PhantomData<fn() -> E>,
 }
 
-impl<'a, E: TraceEvent> OwedLine<'a, E> {
-    /// Owes `line` on `tracer` until settled.
-    pub fn new(tracer: &'a Tracer, line: E) -> Self {
+impl<'a, E: TraceEvent, F: FnOnce() -> E> OwedLine<'a, E, F> {
+    /// Owes the line `line` builds on `tracer` until settled.
+    pub fn new(tracer: &'a Tracer, line: F) -> Self {
         OwedLine {
             tracer,
             line: Some(line),
+            event: std::marker::PhantomData,
         }
     }
 
@@ -309,12 +311,21 @@ impl<'a, E: TraceEvent> OwedLine<'a, E> {
     }
 }
 
-impl<E: TraceEvent> Drop for OwedLine<'_, E> {
+impl<E: TraceEvent, F: FnOnce() -> E> Debug for OwedLine<'_, E, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwedLine")
+            .field("event_type", &E::EVENT_TYPE)
+            .field("owed", &self.line.is_some())
+            .finish()
+    }
+}
+
+impl<E: TraceEvent, F: FnOnce() -> E> Drop for OwedLine<'_, E, F> {
     fn drop(&mut self) {
         if let Some(line) = self.line.take()
-            && let Err(e) = self.tracer.emit(&line)
+            && let Err(e) = self.tracer.emit(&line())
         {
-            tracing::error!("trace write failed for an abandoned attempt: {e}");
+            tracing::error!("trace write failed for an unfinished attempt: {e}");
         }
     }
 }

@@ -29,8 +29,8 @@ pub(crate) async fn answer(capsule: &Capsule, line: &str) -> Value {
             let input = request.get("input").cloned().unwrap_or(Value::Null);
             match capsule.tools().call(tool, input).await {
                 Ok(result) => json!({"ok": true, "result": result}),
-                Err(ToolError { code, message }) => {
-                    json!({"ok": false, "error": {"code": code, "message": message}})
+                Err(ToolError { code, message, .. }) => {
+                    json!({"ok": false, "error": {"code": code.as_str(), "message": message}})
                 }
             }
         }
@@ -47,8 +47,11 @@ pub(crate) async fn answer(capsule: &Capsule, line: &str) -> Value {
 /// * End of input: the lines read before it are still answered, all within `drain` of the
 ///   moment input ended, as a session ending on a signal drains.
 ///
-/// A call that outlasts the deadline is abandoned without an answer (its future is dropped,
-/// which records the attempt as abandoned): the session is ending.
+/// A call that outlasts the deadline is abandoned without an answer: the session is ending.
+/// The tools are told so first ([`ToolInventory::mark_session_ended`]), so that dropping the
+/// call's future records its attempt as abandoned, not cancelled.
+///
+/// [`ToolInventory::mark_session_ended`]: resource_plane::tools::ToolInventory::mark_session_ended
 pub(crate) async fn run(
     capsule: &Capsule,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -92,6 +95,7 @@ pub(crate) async fn run(
                 Ok(answer) => answer,
                 Err(_) => {
                     tracing::warn!("a console call outlasted the drain deadline; abandoned");
+                    capsule.tools().mark_session_ended();
                     break;
                 }
             },

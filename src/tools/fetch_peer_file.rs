@@ -6,7 +6,11 @@
 //! signed for this handle, now, with a fresh nonce (D-14.3), on every redeem: a minter that
 //! does not know proofs ignores the header.
 
-use super::{ABANDONED, Tool, ToolError, ToolFuture, required_string};
+use super::call::{DEADLINE_MESSAGE, within};
+use super::{
+    CallOptions, SCHEMA_DIALECT, Tool, ToolError, ToolErrorCode, ToolFuture, checked_text,
+    json_object, json_text,
+};
 use crate::backends::trace::{OwedLine, Tracer};
 use crate::backends::{Clock, Filesystem, IdentityKey};
 use crate::events::PeerFileFetch;
@@ -16,6 +20,7 @@ use crate::planes::handle;
 use crate::policy::{Address, AllowList};
 use crate::refusal::Code;
 use http::header::HeaderValue;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -24,7 +29,61 @@ pub const LANDING_DIR: &str = "peer-in";
 /// The longest sanitised basename kept.
 const MAX_BASENAME: usize = 120;
 
-/// Redeems a peer's handle and stores the bytes as a file.
+/// `fetch-peer-file`: redeems a peer's handle and stores the bytes as a file. Registered only
+/// when the manifest declares `capabilities.peer_fetch` (D-12).
+///
+/// **Where the file lands** (D-10.4): `peer-in/<handle_id>-<basename>` under the workdir,
+/// [`LANDING_DIR`] being `peer-in`, `handle_id` the first 16 hex of sha256(handle), and the
+/// basename the last `/`-separated part of the handle payload's (unverified) `p`, as
+/// [`sanitised_basename`] cleans it: each character outside `[A-Za-z0-9._-]` becomes `_`, the
+/// result is cut to 120 characters, and it is `file` when empty, `.`, `..` or when the payload
+/// does not decode. A handle from `out/Q3 report.md` lands as
+/// `peer-in/1eceb5b4b9d1215b-Q3_report.md`. The file is written to a temporary file, fsynced
+/// and renamed over that name (a second fetch of the same handle replaces it); no symlink is
+/// followed on the way (`path_refused`). The result names the file, its size and sha256; the
+/// bytes never appear in it.
+///
+/// Refusal codes: `invalid_input`, `malformed_handle`, `peer_not_allowed`,
+/// `peer_unreachable`, the peer's own refusal code or `http_<status>`
+/// ([`ToolErrorCode::Peer`], [`ToolErrorCode::Http`]), `too_large`, `etag_mismatch`,
+/// `path_refused`, and `io_error` (landing, the trace (D-6.4), a deadline).
+///
+/// ```
+/// use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::refusal::Code;
+/// use resource_plane::tools::{FetchPeerFile, FetchPeerFileInput, Tool};
+/// use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let manifest = Manifest::from_yaml(
+///     "name: reader\ncapabilities: { peer_fetch: { allow: [\"127.0.0.1:41234\"] } }",
+/// ).unwrap().manifest;
+/// let trace = Arc::new(RecordingTraceSink::new());
+/// let capsule = Capsule::launch(
+///     &manifest,
+///     CapsuleConfig::new("http://127.0.0.1:41235").unwrap(),
+///     Backends {
+///         fs: Arc::new(MemoryFilesystem::new()),
+///         clock: Arc::new(ManualClock::new(0)),
+///         keys: None,
+///         trace: trace.clone(),
+///     },
+/// ).unwrap();
+/// let fetch = capsule.tools().typed::<FetchPeerFile>().expect("peer_fetch grants it");
+/// assert_eq!(fetch.output_schema()["required"][0], "path");
+///
+/// // Not a token: refused before any connection, with its one trace line.
+/// let input = FetchPeerFileInput::new("127.0.0.1:41234", "not-a-token");
+/// assert_eq!(fetch.fetch(input).await.unwrap_err().code, Code::MalformedHandle);
+/// // A peer outside capabilities.peer_fetch.allow is never contacted.
+/// let input = FetchPeerFileInput::new("198.51.100.7:80", "mh1.eyJ2IjoxfQ.QUJD");
+/// assert_eq!(fetch.fetch(input).await.unwrap_err().code, Code::PeerNotAllowed);
+/// let outcomes: Vec<_> = trace.events().iter().map(|e| e["outcome"].clone()).collect();
+/// assert_eq!(outcomes, ["malformed_handle", "peer_not_allowed"]);
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct FetchPeerFile {
     allow: AllowList,
@@ -37,9 +96,9 @@ pub struct FetchPeerFile {
     identity: Option<(Arc<dyn IdentityKey>, Arc<dyn Clock>)>,
 }
 
-/// A refusal of this tool: a code string (maybe the peer's own) and trace detail.
+/// A refusal of this tool: a code (maybe the peer's own), its public message and trace detail.
 struct Failure {
-    code: String,
+    code: ToolErrorCode,
     message: String,
     reason: String,
 }
@@ -47,11 +106,20 @@ struct Failure {
 impl Failure {
     fn of(code: Code, reason: impl Into<String>) -> Self {
         Failure {
-            code: code.as_str().into(),
+            code: ToolErrorCode::Code(code),
             message: code.message().into(),
             reason: reason.into(),
         }
     }
+}
+
+/// A body received and checked, ready to land.
+struct Received {
+    /// The file's name in the landing directory.
+    name: String,
+    body: bytes::Bytes,
+    sha256: String,
+    generation: Option<u64>,
 }
 
 struct Landed {
@@ -118,26 +186,47 @@ impl FetchPeerFile {
             .map_err(|_| Failure::of(Code::IoError, "the proof is not a header value"))
     }
 
-    async fn run(&self, input: Value) -> Result<Value, ToolError> {
-        if !input.is_object() {
-            return Err(ToolError::of(Code::InvalidInput));
-        }
-        let peer_text = required_string(&input, "peer")?;
-        let token = required_string(&input, "handle")?;
+    /// Redeems `input`'s handle at its peer and lands the file (D-10), without a deadline.
+    ///
+    /// # Errors
+    /// See [`FetchPeerFile`].
+    pub async fn fetch(&self, input: FetchPeerFileInput) -> Result<FetchPeerFileOutput, ToolError> {
+        self.fetch_with(input, CallOptions::default()).await
+    }
+
+    /// Redeems `input`'s handle at its peer and lands the file (D-10), with `options`. A
+    /// deadline bounds the wait on the peer; a body already received and checked is landed.
+    ///
+    /// # Errors
+    /// See [`FetchPeerFile`].
+    pub async fn fetch_with(
+        &self,
+        input: FetchPeerFileInput,
+        options: CallOptions,
+    ) -> Result<FetchPeerFileOutput, ToolError> {
+        let peer_text = checked_text(&input.peer, "peer")?;
+        let token = checked_text(&input.handle, "handle")?;
         let handle_id = crate::hex::handle_id(&token);
-        let owed = OwedLine::new(
-            &self.tracer,
-            PeerFileFetch {
-                peer: Some(peer_text.clone()),
-                handle_id: Some(handle_id.clone()),
-                stored_path: None,
-                bytes: None,
-                sha256: None,
-                outcome: Code::IoError.as_str().into(),
-                reason: Some(ABANDONED.into()),
-            },
-        );
-        let outcome = self.fetch(&peer_text, &token, &handle_id).await;
+        let deadline = options.deadline();
+        let (owed_peer, owed_handle_id) = (peer_text.clone(), handle_id.clone());
+        let owed = OwedLine::new(&self.tracer, move || PeerFileFetch {
+            peer: Some(owed_peer),
+            handle_id: Some(owed_handle_id),
+            stored_path: None,
+            bytes: None,
+            sha256: None,
+            outcome: Code::IoError.as_str().into(),
+            reason: Some(options.unfinished_reason().into()),
+        });
+        let outcome = match within(deadline, self.receive(&peer_text, &token, &handle_id)).await {
+            Ok(Ok(received)) => self.land(received).await,
+            Ok(Err(failure)) => Err(failure),
+            Err(expired) => Err(Failure {
+                code: ToolErrorCode::Code(Code::IoError),
+                message: DEADLINE_MESSAGE.into(),
+                reason: expired.reason(),
+            }),
+        };
         owed.settle();
         let event = match &outcome {
             Ok(landed) => PeerFileFetch {
@@ -155,7 +244,7 @@ impl FetchPeerFile {
                 stored_path: None,
                 bytes: None,
                 sha256: None,
-                outcome: failure.code.clone(),
+                outcome: failure.code.to_string(),
                 reason: Some(failure.reason.clone()),
             },
         };
@@ -173,26 +262,31 @@ impl FetchPeerFile {
             return Err(ToolError::of(Code::IoError));
         }
         match outcome {
-            Ok(landed) => Ok(json!({
-                "path": landed.stored_path,
-                "bytes": landed.bytes,
-                "sha256": landed.sha256,
-                "generation": landed.generation,
-                "peer": peer_text,
-            })),
-            Err(failure) => Err(ToolError {
-                code: failure.code,
-                message: failure.message,
+            Ok(landed) => Ok(FetchPeerFileOutput {
+                path: landed.stored_path,
+                bytes: landed.bytes,
+                sha256: landed.sha256,
+                generation: landed.generation,
+                peer: peer_text,
             }),
+            Err(failure) => Err(ToolError::new(failure.code, failure.message)),
         }
     }
 
-    async fn fetch(
+    /// The JSON call: the input read into its typed form, then [`fetch_with`](Self::fetch_with).
+    async fn run(&self, input: Value, options: CallOptions) -> Result<Value, ToolError> {
+        let input = FetchPeerFileInput::from_json(&input)?;
+        let output = self.fetch_with(input, options).await?;
+        Ok(serde_json::to_value(output).expect("strings and integers always serialise"))
+    }
+
+    /// Everything up to landing: token shape → allow → redeem → etag (D-10.1 to D-10.3).
+    async fn receive(
         &self,
         peer_text: &str,
         token: &str,
         handle_id: &str,
-    ) -> Result<Landed, Failure> {
+    ) -> Result<Received, Failure> {
         if !handle::has_token_shape(token) {
             return Err(Failure::of(
                 Code::MalformedHandle,
@@ -257,9 +351,19 @@ impl FetchPeerFile {
             "{handle_id}-{}",
             sanitised_basename(handle::unverified_path(token).as_deref())
         );
+        Ok(Received {
+            name,
+            body: response.body,
+            sha256,
+            generation,
+        })
+    }
+
+    /// Lands a received body under [`LANDING_DIR`] (D-10.4): temp file, fsync, rename.
+    async fn land(&self, received: Received) -> Result<Landed, Failure> {
         let fs = self.fs.clone();
-        let body = response.body.clone();
-        let landing_name = name.clone();
+        let body = received.body.clone();
+        let landing_name = received.name.clone();
         tokio::task::spawn_blocking(move || fs.land(LANDING_DIR, &landing_name, &body))
             .await
             .map_err(|e| Failure::of(Code::IoError, format!("landing task failed: {e}")))?
@@ -268,29 +372,24 @@ impl FetchPeerFile {
                 Failure::of(refusal.code, refusal.reason)
             })?;
         Ok(Landed {
-            stored_path: format!("{LANDING_DIR}/{name}"),
-            name,
-            bytes: response.body.len() as u64,
-            sha256,
-            generation,
+            stored_path: format!("{LANDING_DIR}/{}", received.name),
+            name: received.name,
+            bytes: received.body.len() as u64,
+            sha256: received.sha256,
+            generation: received.generation,
         })
     }
 }
 
 /// The outcome for a non-200 answer: the peer's JSON `error` code when it looks like one
-/// (`[a-z0-9_]`, at most 64 bytes, never `ok`, which is reserved for success), else
-/// `http_<status>` (D-10.3).
+/// ([`ToolErrorCode::peer`]: `[a-z0-9_]`, at most 64 bytes, never `ok`, which is reserved for
+/// success), else `http_<status>` (D-10.3).
 fn peer_refusal(status: u16, body: &[u8]) -> Failure {
-    let code = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_owned))
-        .filter(|c| c != "ok")
-        .filter(|c| {
-            !c.is_empty()
-                && c.len() <= 64
-                && c.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit())
-        });
+    let code = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
+        v.get("error")
+            .and_then(Value::as_str)
+            .and_then(ToolErrorCode::peer)
+    });
     match code {
         Some(code) => Failure {
             message: format!("the peer refused the handle: {code}"),
@@ -298,7 +397,7 @@ fn peer_refusal(status: u16, body: &[u8]) -> Failure {
             code,
         },
         None => Failure {
-            code: format!("http_{status}"),
+            code: ToolErrorCode::Http(status),
             message: format!("the peer answered HTTP {status}"),
             reason: format!("peer answered HTTP {status} without an error code"),
         },
@@ -331,8 +430,192 @@ impl Tool for FetchPeerFile {
         "fetch-peer-file"
     }
 
-    fn call(&self, input: Value) -> ToolFuture<'_> {
-        Box::pin(self.run(input))
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        FetchPeerFileInput::json_schema()
+    }
+
+    fn output_schema(&self) -> Value {
+        FetchPeerFileOutput::json_schema()
+    }
+
+    fn call_with(&self, input: Value, options: CallOptions) -> ToolFuture<'_> {
+        Box::pin(self.run(input, options))
+    }
+}
+
+/// What the model reads about `fetch-peer-file`.
+const DESCRIPTION: &str = "Fetch a file another capsule shared with you. Redeems the handle \
+(an `mh1.` token) that peer gave you, at that peer, and stores the file in your workdir as \
+`peer-in/<handle_id>-<name>`. Returns that path, the file's size in bytes, its sha256, the \
+peer's generation and the peer; never the file's contents: read the file at the returned path \
+when you need them. Use this when a peer has given you a handle. `peer` is the capsule that \
+gave it (`host:port` or its http(s) URL); `handle` is the token exactly as given. It contacts \
+only peers that capabilities.peer_fetch.allow admits, follows no redirect, stores nothing \
+whose sha256 does not match the peer's etag, and writes nowhere but `peer-in/`.";
+
+/// The input of `fetch-peer-file` (D-10.1). Unknown fields are ignored, as the JSON call
+/// ignores them. Its `Debug` names the handle by `handle_id` only.
+///
+/// ```
+/// use resource_plane::tools::FetchPeerFileInput;
+///
+/// let input = FetchPeerFileInput::new("127.0.0.1:41234", "mh1.eyJ2IjoxfQ.QUJD");
+/// assert_eq!(
+///     serde_json::to_value(&input).unwrap(),
+///     serde_json::json!({"peer": "127.0.0.1:41234", "handle": "mh1.eyJ2IjoxfQ.QUJD"})
+/// );
+/// assert!(!format!("{input:?}").contains("mh1."));
+/// ```
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FetchPeerFileInput {
+    /// The capsule that minted the handle: `host`, `host:port`, or an `http(s)` URL whose
+    /// path, query and fragment are ignored; trimmed, non-empty. It must be in
+    /// `capabilities.peer_fetch.allow` (`peer_not_allowed` otherwise, with no connection).
+    pub peer: String,
+    /// The token as the peer gave it: `mh1.` and base64url characters and dots, at most
+    /// 4 KiB, surrounding whitespace trimmed (`malformed_handle` otherwise).
+    pub handle: String,
+}
+
+impl FetchPeerFileInput {
+    /// A fetch of `handle` from `peer`.
+    pub fn new(peer: impl Into<String>, handle: impl Into<String>) -> Self {
+        FetchPeerFileInput {
+            peer: peer.into(),
+            handle: handle.into(),
+        }
+    }
+
+    /// The input of a JSON call: a non-string `peer` or `handle` reads as empty text, which
+    /// the typed call refuses `invalid_input` with the message a missing field has always had.
+    ///
+    /// # Errors
+    /// `invalid_input` when `input` is not a JSON object.
+    pub(crate) fn from_json(input: &Value) -> Result<Self, ToolError> {
+        json_object(input)?;
+        Ok(FetchPeerFileInput {
+            peer: json_text(input, "peer"),
+            handle: json_text(input, "handle"),
+        })
+    }
+
+    /// The JSON Schema of the input (draft 2020-12).
+    pub fn json_schema() -> Value {
+        json!({
+            "$schema": SCHEMA_DIALECT,
+            "title": "fetch-peer-file input",
+            "type": "object",
+            "properties": {
+                "peer": {
+                    "type": "string",
+                    "pattern": "\\S",
+                    "description": "The capsule that gave you the handle: `host`, \
+                        `host:port`, or an http(s) URL (its path is ignored), e.g. \
+                        `127.0.0.1:41234`. Surrounding whitespace is trimmed."
+                },
+                "handle": {
+                    "type": "string",
+                    "pattern": "^\\s*mh1\\.[A-Za-z0-9_.-]*\\s*$",
+                    "description": "The handle exactly as the peer gave it: `mh1.` then \
+                        base64url characters and dots, at most 4096 characters."
+                }
+            },
+            "required": ["peer", "handle"]
+        })
+    }
+}
+
+impl std::fmt::Debug for FetchPeerFileInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FetchPeerFileInput")
+            .field("peer", &self.peer)
+            .field(
+                "handle",
+                &format_args!("<handle:{}>", crate::hex::handle_id(self.handle.trim())),
+            )
+            .finish()
+    }
+}
+
+/// The result of `fetch-peer-file` (D-10.4): `{"path","bytes","sha256","generation","peer"}`;
+/// the bytes themselves are in the file at `path`, never here.
+///
+/// ```
+/// use resource_plane::tools::FetchPeerFileOutput;
+///
+/// let output: FetchPeerFileOutput = serde_json::from_value(serde_json::json!({
+///     "path": "peer-in/1eceb5b4b9d1215b-report.md", "bytes": 6,
+///     "sha256": "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03",
+///     "generation": null, "peer": "127.0.0.1:41234"
+/// })).unwrap();
+/// assert_eq!(output.generation, None);
+/// assert!(output.path.starts_with("peer-in/"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FetchPeerFileOutput {
+    /// Where the file landed, relative to the workdir: `peer-in/<handle_id>-<basename>` (see
+    /// [`FetchPeerFile`]).
+    pub path: String,
+    /// The file's size.
+    pub bytes: u64,
+    /// sha256 of the file, 64 lowercase hex: the peer's etag said the same.
+    pub sha256: String,
+    /// The minter's `x-murmur-generation` when it sent one (D-5); `None` (`null`) otherwise.
+    /// Always present in the JSON form, so reading one back requires it.
+    #[serde(deserialize_with = "present_or_null")]
+    pub generation: Option<u64>,
+    /// The peer as given, trimmed.
+    pub peer: String,
+}
+
+/// An `Option` field that must be present, `null` or not (serde reads a missing `Option` as
+/// `None` unless told otherwise).
+fn present_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Option::<u64>::deserialize(d)
+}
+
+impl FetchPeerFileOutput {
+    /// The JSON Schema of the result (draft 2020-12).
+    pub fn json_schema() -> Value {
+        json!({
+            "$schema": SCHEMA_DIALECT,
+            "title": "fetch-peer-file result",
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "pattern": "^peer-in/[0-9a-f]{16}-[A-Za-z0-9._-]{1,120}$",
+                    "description": "Where the file landed, relative to your workdir."
+                },
+                "bytes": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "The file's size in bytes."
+                },
+                "sha256": {
+                    "type": "string",
+                    "pattern": "^[0-9a-f]{64}$",
+                    "description": "The file's sha256, lowercase hex."
+                },
+                "generation": {
+                    "type": ["integer", "null"],
+                    "minimum": 0,
+                    "description": "The peer's generation counter when it sent the file, \
+                        or null."
+                },
+                "peer": {
+                    "type": "string",
+                    "description": "The peer, as given."
+                }
+            },
+            "required": ["path", "bytes", "sha256", "generation", "peer"]
+        })
     }
 }
 
@@ -356,12 +639,14 @@ mod tests {
     fn peer_codes() {
         assert_eq!(
             peer_refusal(403, br#"{"error":"handle_not_valid"}"#).code,
-            "handle_not_valid"
+            ToolErrorCode::Peer("handle_not_valid".into())
         );
-        assert_eq!(peer_refusal(502, b"<html>").code, "http_502");
+        assert_eq!(peer_refusal(502, b"<html>").code, ToolErrorCode::Http(502));
         assert_eq!(
             peer_refusal(400, br#"{"error":"Evil Code!"}"#).code,
             "http_400"
         );
+        assert_eq!(peer_refusal(500, br#"{"error":"ok"}"#).code, "http_500");
+        assert_eq!(peer_refusal(418, br#"{"error":7}"#).code, "http_418");
     }
 }
