@@ -61,9 +61,11 @@ pub mod planes;
 pub mod policy;
 pub mod redact;
 pub mod refusal;
+#[cfg(feature = "test-util")]
+pub mod test_util;
 pub mod tools;
 pub mod units;
 
-pub use capsule::{Backends, Capsule, CapsuleConfig};
-pub use manifest::Manifest;
+pub use capsule::{Backends, Capsule, CapsuleBuilder, CapsuleConfig};
+pub use manifest::{LaunchError, Manifest};
 pub use refusal::{Code, Refusal};
