@@ -852,7 +852,7 @@ mod tests {
             let e = Manifest::from_yaml_with(yaml, ParseOptions::STRICT).expect_err(yaml);
             assert_eq!(e.code(), "E-MAN-003", "{yaml}");
             assert_eq!(e.message(), message, "{yaml}");
-            assert!(e.hint.contains("README § Manifest"), "{}", e.hint);
+            assert!(e.hint().contains("README § Manifest"), "{}", e.hint());
             // Read leniently, the key is only a warning (the block may still lack a field).
             if let Err(e) = Manifest::from_yaml(yaml) {
                 assert!(!e.message().contains("unknown key"), "{yaml}: {e}");
