@@ -76,9 +76,10 @@ impl ResourcePlane for GeneratedReports {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The manifest still declares the export: it decides what a capsule serves.
-    let manifest =
-        Manifest::from_yaml("name: reporter\nexports: { files: { root: reports/, mode: read-only } }")?
-            .manifest;
+    let manifest = Manifest::from_yaml(
+        "name: reporter\nexports: { files: { root: reports/, mode: read-only } }",
+    )?
+    .manifest;
     let plane = GeneratedReports {
         scope: ExportScope {
             root: RootPath::parse("reports/")?,
@@ -133,12 +134,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let post = router
         .handle(http::Request::post("/resources/files/q3/summary.md").body(())?)
         .await;
-    println!(
-        "escape -> {}, POST -> {}",
-        escape.status(),
-        post.status()
+    println!("escape -> {}, POST -> {}", escape.status(), post.status());
+    assert_eq!(
+        (escape.status().as_u16(), post.status().as_u16()),
+        (403, 405)
     );
-    assert_eq!((escape.status().as_u16(), post.status().as_u16()), (403, 405));
 
     for line in trace.lines() {
         println!("trace: {line}");

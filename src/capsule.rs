@@ -356,8 +356,9 @@ impl<'m> CapsuleBuilder<'m> {
         }
         manifest.check_launch(fs.as_ref())?;
         check_url(&url)?;
-        let audience = audience::audience(&manifest.name, &url)
-            .ok_or_else(|| LaunchError::malformed("name", "a non-empty string without control characters"))?;
+        let audience = audience::audience(&manifest.name, &url).ok_or_else(|| {
+            LaunchError::malformed("name", "a non-empty string without control characters")
+        })?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let settings = self.settings;
         let session_id = settings

@@ -116,7 +116,11 @@ impl TestCapsule {
             .resolve_for_mint(path)
             .and_then(|target| plane.mint(&target, &audience.to_ascii_lowercase(), ttl_secs))
             .unwrap_or_else(|refused| {
-                panic!("mint {path:?}: {} ({})", refused.code.as_str(), refused.reason)
+                panic!(
+                    "mint {path:?}: {} ({})",
+                    refused.code.as_str(),
+                    refused.reason
+                )
             });
         minted.token
     }

@@ -167,7 +167,11 @@ fn building_and_launching_reads_no_certificate_store() {
         "/resources/files/a.md",
         "/.well-known/agent-card.json",
     ] {
-        assert_eq!(router.respond(&Method::GET, path, &[]).status(), 200, "{path}");
+        assert_eq!(
+            router.respond(&Method::GET, path, &[]).status(),
+            200,
+            "{path}"
+        );
     }
     assert!(
         !trust.roots_loaded(),
@@ -284,14 +288,28 @@ async fn a_runtime_resource_plane_answers_through_the_router() {
         .iter()
         .map(|e| e["path"].as_str().unwrap())
         .collect();
-    assert_eq!(paths, ["a.md", "b/two.md", "big.md"], "sorted by the listing");
+    assert_eq!(
+        paths,
+        ["a.md", "b/two.md", "big.md"],
+        "sorted by the listing"
+    );
     assert_eq!(body["root"], "generated");
 
     let refused = [
-        (Method::GET, "/resources/files/..%2Fsecret", 403, "outside_root"),
+        (
+            Method::GET,
+            "/resources/files/..%2Fsecret",
+            403,
+            "outside_root",
+        ),
         (Method::GET, "/resources/files/missing.md", 404, "not_found"),
         (Method::GET, "/resources/files/big.md", 413, "too_large"),
-        (Method::DELETE, "/resources/files/a.md", 405, "method_not_allowed"),
+        (
+            Method::DELETE,
+            "/resources/files/a.md",
+            405,
+            "method_not_allowed",
+        ),
         (Method::POST, "/resources/files", 405, "method_not_allowed"),
     ];
     for (method, path, status, code) in &refused {
@@ -383,7 +401,11 @@ fn a_runtime_peer_plane_mints_and_redeems_through_the_capsule() {
         .resolve_for_mint("report.md")
         .and_then(|path| mounted.mint(&path, READER, 60))
         .expect("a mint");
-    assert_eq!(plane.mints.load(Ordering::SeqCst), 1, "the runtime's plane minted");
+    assert_eq!(
+        plane.mints.load(Ordering::SeqCst),
+        1,
+        "the runtime's plane minted"
+    );
 
     let path = format!("/resources/peer/{}", minted.token);
     let served = capsule
@@ -391,7 +413,10 @@ fn a_runtime_peer_plane_mints_and_redeems_through_the_capsule() {
         .respond(&Method::GET, &path, &[READER.as_bytes()]);
     assert_eq!(served.status(), 200);
     assert_eq!(&served.body().bytes()[..], b"quarterly\n");
-    assert_eq!(served.headers()["x-murmur-handle-id"], minted.handle_id.as_str());
+    assert_eq!(
+        served.headers()["x-murmur-handle-id"],
+        minted.handle_id.as_str()
+    );
     assert_eq!(plane.redeems.load(Ordering::SeqCst), 1);
     let events = trace.events();
     assert_eq!(events.len(), 1);
@@ -427,7 +452,10 @@ fn a_builder_missing_a_required_setting_names_it() {
     let backends = memory_backends();
     let cases = [
         (Capsule::builder(&m), "filesystem"),
-        (Capsule::builder(&m).filesystem(backends.fs.clone()), "trace"),
+        (
+            Capsule::builder(&m).filesystem(backends.fs.clone()),
+            "trace",
+        ),
         (
             Capsule::builder(&m)
                 .filesystem(backends.fs.clone())
@@ -442,7 +470,10 @@ fn a_builder_missing_a_required_setting_names_it() {
             "{refused:?}"
         );
         assert_eq!(refused.code(), "E-CLI-001");
-        assert!(refused.to_string().contains(&format!("`{missing}`")), "{refused}");
+        assert!(
+            refused.to_string().contains(&format!("`{missing}`")),
+            "{refused}"
+        );
     }
     // The clock and the keys have defaults: these three are all a launch needs.
     Capsule::builder(&m)
@@ -466,7 +497,10 @@ fn a_replacement_plane_needs_its_export_declared() {
         matches!(&refused, LaunchError::UndeclaredPlane { export, .. } if *export == "exports.files"),
         "{refused:?}"
     );
-    assert!(refused.to_string().starts_with("error[E-CLI-001]: "), "{refused}");
+    assert!(
+        refused.to_string().starts_with("error[E-CLI-001]: "),
+        "{refused}"
+    );
 
     let files_only = manifest(FILES_YAML);
     let fs = Arc::new(MemoryFilesystem::new());

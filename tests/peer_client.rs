@@ -20,12 +20,12 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use resource_plane::backends::fs::Filesystem;
+use resource_plane::backends::tls::PeerTls;
 use resource_plane::backends::{MemoryFilesystem, OsFilesystem, RecordingTraceSink, SystemClock};
 use resource_plane::http::client::PeerTimeouts;
 use resource_plane::http::{ListenerConfig, serve};
 use resource_plane::tools::ToolError;
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
-use resource_plane::backends::tls::PeerTls;
 use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -314,7 +314,10 @@ impl DiskFetcher {
             &fetcher_yaml(allow),
             "http://127.0.0.1:9",
             Arc::new(fs),
-            |c| c.peer_timeouts(peer_timeouts).fetch_max_bytes(fetch_max_bytes),
+            |c| {
+                c.peer_timeouts(peer_timeouts)
+                    .fetch_max_bytes(fetch_max_bytes)
+            },
         );
         DiskFetcher { node, dir }
     }
@@ -624,7 +627,9 @@ async fn https_share_and_fetch_end_to_end() {
     let acceptor = ca.acceptor(&["localhost", "127.0.0.1"]);
     let (listener_a, port_a) = bind().await;
     let (listener_b, port_b) = bind().await;
-    let a = memory_minter(&format!("https://localhost:{port_a}"), |c| c.peer_tls(ca.client_tls()).peer_timeouts(generous()));
+    let a = memory_minter(&format!("https://localhost:{port_a}"), |c| {
+        c.peer_tls(ca.client_tls()).peer_timeouts(generous())
+    });
     let b_fs = Arc::new(MemoryFilesystem::new());
     let b = launch(
         &fetcher_yaml(&format!(
@@ -730,7 +735,9 @@ async fn https_peer_signed_by_an_untrusted_ca_is_unreachable() {
     let (card_listener, card_port) = bind().await;
     let card_peer = tls_fetcher("\"localhost\"", other.client_tls());
     serve_https(card_listener, &card_peer, trusted.acceptor(&["localhost"]));
-    let minter = memory_minter("http://127.0.0.1:9", |c| c.peer_tls(other.client_tls()).peer_timeouts(generous()));
+    let minter = memory_minter("http://127.0.0.1:9", |c| {
+        c.peer_tls(other.client_tls()).peer_timeouts(generous())
+    });
     let share = minter
         .call(
             "share-file",
@@ -1117,7 +1124,9 @@ async fn an_etag_of_the_right_hash_in_the_wrong_form_is_etag_mismatch() {
 
 /// A minter over memory, allowed to reach loopback, with the given card timeout.
 fn card_minter(card_total: Duration) -> Node {
-    memory_minter("http://127.0.0.1:9", |c| c.peer_timeouts(timeouts(GENEROUS, card_total, GENEROUS)))
+    memory_minter("http://127.0.0.1:9", |c| {
+        c.peer_timeouts(timeouts(GENEROUS, card_total, GENEROUS))
+    })
 }
 
 /// Shares `report.md` with a raw peer answering `card`; returns the minter, the result and the

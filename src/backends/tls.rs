@@ -489,7 +489,9 @@ mod tests {
         );
         // A well-formed block whose contents are no certificate cannot be an anchor.
         let junk = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
-        let e = PeerTls::system().add_pem(junk).expect_err("not a certificate");
+        let e = PeerTls::system()
+            .add_pem(junk)
+            .expect_err("not a certificate");
         assert!(matches!(e, TlsError::NotAnAnchor { .. }), "{e:?}");
     }
 
@@ -506,7 +508,10 @@ mod tests {
         handshake(trust.client_config(), server.clone()).expect("a peer signed by the CA");
         assert!(trust.roots_loaded() && clone.roots_loaded());
         let debug = format!("{trust:?}");
-        assert!(debug.contains("system_roots: false") && debug.contains("added: 1"), "{debug}");
+        assert!(
+            debug.contains("system_roots: false") && debug.contains("added: 1"),
+            "{debug}"
+        );
 
         let (_, other_server) = ca_and_server();
         let refused = handshake(trust.client_config(), other_server).expect_err("another CA");

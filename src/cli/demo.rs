@@ -6,12 +6,12 @@
 //! handles by `handle_id`, never by token.
 
 use resource_plane::backends::fs::Containment;
+use resource_plane::backends::tls::PeerTls;
 use resource_plane::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
 use resource_plane::http::client::{Limits, PeerClient, PeerResponse};
 use resource_plane::http::response::AUDIENCE;
 use resource_plane::http::{ListenerConfig, serve};
 use resource_plane::policy::Address;
-use resource_plane::backends::tls::PeerTls;
 use resource_plane::{Capsule, Manifest};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -283,7 +283,11 @@ mod tests {
             assert!(!error.message().is_empty() && !error.hint().is_empty());
             assert_eq!(
                 error.to_string(),
-                format!("error[{code}]: {}\n  hint: {}", error.message(), error.hint())
+                format!(
+                    "error[{code}]: {}\n  hint: {}",
+                    error.message(),
+                    error.hint()
+                )
             );
         }
     }

@@ -330,7 +330,7 @@ impl Manifest {
                     Some(Value::String(m)) if m == "read-only" => {}
                     _ => {
                         return Err(LaunchError::malformed(
-                            &f.field("mode"),
+                            f.field("mode"),
                             "exactly read-only",
                         ));
                     }
@@ -347,7 +347,7 @@ impl Manifest {
                     None => None,
                     Some(v) => Some(parse_duration_secs(v).ok_or_else(|| {
                         LaunchError::malformed(
-                            &f.field("max_ttl"),
+                            f.field("max_ttl"),
                             "a positive duration: seconds, or digits with one of s, m, h, d (15m)",
                         )
                     })?),
@@ -358,7 +358,7 @@ impl Manifest {
                     Some(Value::Bool(required)) => *required,
                     Some(_) => {
                         return Err(LaunchError::malformed(
-                            &f.field("require_peer_proof"),
+                            f.field("require_peer_proof"),
                             "true or false",
                         ));
                     }
@@ -574,12 +574,12 @@ fn parse_root(f: &Fields<'_>) -> Res<RootPath> {
         // YAML reads `8`, `1.50` or `true` as a number or a boolean, whose text may not be
         // what was written (`1.50` is 1.5): refused, saying how to write it, not "required".
         Some(_) => Err(LaunchError::malformed(
-            &f.field("root"),
+            f.field("root"),
             "a relative path inside the workdir written as a string: quote a name YAML reads \
              as a number or a boolean ('8')",
         )),
         None => Err(LaunchError::malformed(
-            &f.field("root"),
+            f.field("root"),
             "a relative path inside the workdir such as out/ or . (required)",
         )),
     }
@@ -590,7 +590,7 @@ fn parse_max_bytes(f: &Fields<'_>) -> Res<u64> {
         None => Ok(DEFAULT_MAX_BYTES),
         Some(v) => parse_byte_size(v).ok_or_else(|| {
             LaunchError::malformed(
-                &f.field("max_bytes"),
+                f.field("max_bytes"),
                 "a positive integer, or digits with one suffix Ki, Mi or Gi (10Mi)",
             )
         }),
@@ -611,7 +611,9 @@ fn parse_allow(f: &Fields<'_>) -> Res<AllowList> {
             Value::String(s) => AllowRule::parse(s).map_err(|refused| refused.accepted()),
             _ => Err(ENTRY),
         };
-        rules.push(rule.map_err(|accepted| LaunchError::malformed(format!("{field}[{i}]"), accepted))?);
+        rules.push(
+            rule.map_err(|accepted| LaunchError::malformed(format!("{field}[{i}]"), accepted))?,
+        );
     }
     AllowList::new(rules).ok_or_else(|| LaunchError::malformed(&field, NON_EMPTY))
 }
@@ -668,7 +670,8 @@ mod tests {
             let e = peer(&format!(", require_peer_proof: {bad}")).expect_err(bad);
             assert_eq!(e.code(), "E-MAN-003", "{bad}");
             assert_eq!(
-                e.message(), "exports.peer_files.require_peer_proof: true or false",
+                e.message(),
+                "exports.peer_files.require_peer_proof: true or false",
                 "{bad}"
             );
         }
@@ -1221,7 +1224,11 @@ mod tests {
                 "{}",
                 e.message()
             );
-            assert!(e.message().contains("control characters"), "{}", e.message());
+            assert!(
+                e.message().contains("control characters"),
+                "{}",
+                e.message()
+            );
         }
 
         let e = Manifest::from_yaml("name: x\ncapabilities: { peer_fetch: { allow: [5] } }")
@@ -1323,7 +1330,13 @@ mod tests {
     #[test]
     fn cap_008_sleep_needs_short_ttl() {
         let fs = MemoryFilesystem::new();
-        let refused = |yaml: &str| parse(yaml).unwrap().check_launch(&fs).err().map(|e| e.code());
+        let refused = |yaml: &str| {
+            parse(yaml)
+                .unwrap()
+                .check_launch(&fs)
+                .err()
+                .map(|e| e.code())
+        };
         let base = "name: x\nlifecycle: { after_task: sleep }\nexports: { peer_files: { root: out";
         assert_eq!(refused(&format!("{base} }} }}")), Some("E-CAP-008"));
         assert_eq!(
