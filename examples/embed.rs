@@ -33,7 +33,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let manifest = Manifest::from_yaml(MANIFEST)?.manifest;
     let trace = std::env::temp_dir().join("resource-plane-embed-trace.jsonl");
     let capsule = Capsule::builder(&manifest)
-        .filesystem(Arc::new(OsFilesystem::open(std::path::Path::new(&workdir))?))
+        .filesystem(Arc::new(OsFilesystem::open(std::path::Path::new(
+            &workdir,
+        ))?))
         .clock(Arc::new(SystemClock))
         .trace(Arc::new(JsonlTraceSink::open(&trace)?))
         .advertised_url(url.clone())

@@ -337,7 +337,9 @@ impl<'m> CapsuleBuilder<'m> {
     /// In this order: `E-CLI-001` [`LaunchError::Incomplete`] for a missing filesystem, trace
     /// sink or advertised URL; `E-CLI-001` [`LaunchError::UndeclaredPlane`] for a replacement
     /// plane whose export the manifest does not declare; `E-CAP-008`, `E-CAP-007` (D-1.8,
-    /// D-1.9); `E-CLI-001` [`LaunchError::AdvertisedUrl`] when no audience can be formed.
+    /// D-1.9); `E-CLI-001` [`LaunchError::AdvertisedUrl`] for an advertised URL that is not an
+    /// http(s) URL with a host; `E-MAN-003` naming `name` when the manifest's name cannot head
+    /// an audience (only a [`Manifest`] built by hand can hold one).
     pub fn launch(self) -> Result<Capsule, LaunchError> {
         let missing = |setting| LaunchError::Incomplete { setting };
         let fs = self.fs.ok_or(missing("filesystem"))?;
@@ -481,7 +483,7 @@ impl Capsule {
     /// .launch()`. Creates nothing on the filesystem and reads no file.
     ///
     /// # Errors
-    /// `E-CAP-008`, `E-CAP-007`, or `E-CLI-001` when no audience can be formed (see
+    /// `E-CAP-008`, `E-CAP-007`, or `E-MAN-003` for a name that cannot head an audience (see
     /// [`CapsuleBuilder::launch`]).
     pub fn launch(
         manifest: &Manifest,

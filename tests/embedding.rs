@@ -582,3 +582,21 @@ fn the_launch_checks_refuse_through_the_builder() {
          absolute symlink (README § Manifest)"
     );
 }
+
+/// A manifest built by hand (its fields are public) with a name no audience can carry is
+/// refused as the parser would refuse it.
+#[test]
+fn a_hand_built_manifest_whose_name_cannot_head_an_audience_is_refused() {
+    let mut bad = manifest(FILES_YAML);
+    bad.name = "line\nbreak".into();
+    let refused = Capsule::builder(&bad)
+        .backends(memory_backends())
+        .advertised_url("http://127.0.0.1:1")
+        .launch()
+        .expect_err("a control character in the name");
+    assert!(
+        matches!(&refused, LaunchError::Malformed { field, .. } if field == "name"),
+        "{refused:?}"
+    );
+    assert_eq!(refused.code(), "E-MAN-003");
+}

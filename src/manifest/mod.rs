@@ -329,10 +329,7 @@ impl Manifest {
                 match f.get("mode") {
                     Some(Value::String(m)) if m == "read-only" => {}
                     _ => {
-                        return Err(LaunchError::malformed(
-                            f.field("mode"),
-                            "exactly read-only",
-                        ));
+                        return Err(LaunchError::malformed(f.field("mode"), "exactly read-only"));
                     }
                 }
                 files = Some(FilesExport {
