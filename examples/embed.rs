@@ -1,5 +1,5 @@
-//! How a capsule runtime embeds resource-plane: build a `Capsule` from the manifest and four
-//! backends at launch, put its router in front of the runtime's own routes
+//! How a capsule runtime embeds resource-plane: build a `Capsule` from the manifest and its
+//! backends at launch (`Capsule::builder`), put its router in front of the runtime's own routes
 //! (`Router::with_fallback`), serve both behind the listener's hardening (`serve_with`), and
 //! offer the granted tools to the model.
 //!
@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use resource_plane::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
 use resource_plane::http::{ListenerConfig, serve_with};
-use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+use resource_plane::{Capsule, Manifest};
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -27,19 +27,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
 
-    // Launch: the manifest plus four backends. A refused launch is a LaunchError.
+    // Launch: the manifest, the backends and the advertised URL. A refused launch is a
+    // LaunchError whose Display is the binary's `error[…]` and `  hint:` lines.
     let manifest = Manifest::from_yaml(MANIFEST)?.manifest;
     let trace = std::env::temp_dir().join("resource-plane-embed-trace.jsonl");
-    let capsule = Capsule::launch(
-        &manifest,
-        CapsuleConfig::new(url.clone())?,
-        Backends {
-            fs: Arc::new(OsFilesystem::open(std::path::Path::new(&workdir))?),
-            clock: Arc::new(SystemClock),
-            keys: None,
-            trace: Arc::new(JsonlTraceSink::open(&trace)?),
-        },
-    )?;
+    let capsule = Capsule::builder(&manifest)
+        .filesystem(Arc::new(OsFilesystem::open(std::path::Path::new(
+            &workdir,
+        ))?))
+        .clock(Arc::new(SystemClock))
+        .trace(Arc::new(JsonlTraceSink::open(&trace)?))
+        .advertised_url(url.clone())
+        .launch()?;
     println!(
         "serving {workdir} at {url}; tools for the model: {:?}",
         capsule.tools().names()

@@ -23,13 +23,8 @@ pub fn config(cases: u32) -> ProptestConfig {
     }
 }
 
-/// A capsule configuration built once per process: building one loads the system's TLS roots,
-/// which is far slower than a property case.
+/// The capsule configuration every property case launches with. Building one reads nothing
+/// (the system's TLS roots are read at the first https handshake, which no case makes).
 pub fn capsule_config() -> resource_plane::CapsuleConfig {
-    static CONFIG: std::sync::OnceLock<resource_plane::CapsuleConfig> = std::sync::OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            resource_plane::CapsuleConfig::new("http://127.0.0.1:41234").expect("config")
-        })
-        .clone()
+    resource_plane::CapsuleConfig::new("http://127.0.0.1:41234").expect("config")
 }

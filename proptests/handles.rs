@@ -153,8 +153,7 @@ impl World {
             .expect("manifest")
             .manifest;
         let trace = Arc::new(RecordingTraceSink::new());
-        let mut config = common::capsule_config();
-        config.session_id = Some(SESSION.to_owned());
+        let config = common::capsule_config().session_id(SESSION);
         let capsule = Capsule::launch(
             &manifest,
             config,

@@ -635,8 +635,7 @@ fn manifest() -> Manifest {
 }
 
 fn launch(fs: Arc<dyn Filesystem>, class: Containment) -> Capsule {
-    let mut config = common::capsule_config();
-    config.containment = class;
+    let config = common::capsule_config().containment(class);
     Capsule::launch(
         &manifest(),
         config,

@@ -1,10 +1,14 @@
-//! The registration API: a runtime builds one [`Capsule`] at launch from a manifest and four
-//! backends, and gets back a router to mount and the tools its model may see.
+//! The registration API: a runtime builds one [`Capsule`] at launch from a manifest, four
+//! backends and a [`CapsuleConfig`] (or through [`Capsule::builder`], which can also replace
+//! either plane with its own), and gets back a router to mount and the tools its model may see.
 
 use crate::audience;
 use crate::backends::fs::{Containment, Filesystem};
+use crate::backends::tls::PeerTls;
 use crate::backends::trace::{TraceSink, Tracer};
-use crate::backends::{Clock, IdentityKey, KeyStore, OsRandomIdentityKey, OsRandomKeyStore};
+use crate::backends::{
+    Clock, IdentityKey, KeyStore, OsRandomIdentityKey, OsRandomKeyStore, SystemClock,
+};
 use crate::budget::ByteBudget;
 use crate::generation::Generation;
 use crate::http::client::{PeerClient, PeerTimeouts};
@@ -13,6 +17,13 @@ use crate::manifest::{LaunchError, Manifest};
 use crate::planes::{ExportScope, HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
 use crate::tools::{FetchPeerFile, ShareFile, ToolInventory};
 use std::sync::Arc;
+
+/// The fetcher's own body cap when none is set: 10 MiB (D-10.2).
+pub const DEFAULT_FETCH_MAX_BYTES: u64 = 10 * 1024 * 1024;
+/// The bytes in-flight reads may hold at once when no budget is set: 256 MiB (D-4.6).
+pub const DEFAULT_INFLIGHT_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
+/// The containment class assumed when none is set: `advisory`, the weakest claim.
+pub const DEFAULT_CONTAINMENT: Containment = Containment::Advisory;
 
 /// The four injectable backends.
 #[derive(Debug, Clone)]
@@ -28,45 +39,423 @@ pub struct Backends {
     pub trace: Arc<dyn TraceSink>,
 }
 
-/// What the embedding runtime knows about this session.
+/// Everything a launch takes besides the manifest, the backends and the advertised URL.
 #[derive(Debug, Clone)]
-pub struct CapsuleConfig {
-    /// The containment class the runtime achieved, taken as given.
-    pub containment: Containment,
-    /// The capsule's own advertised URL: its card's `url` and its audience's tail.
-    pub advertised_url: String,
-    /// The fetcher's own body cap (D-10.2).
-    pub fetch_max_bytes: u64,
-    /// Bytes that in-flight reads may hold at once (D-4.6).
-    pub inflight_budget_bytes: u64,
-    /// Trust for https peers.
-    pub peer_tls: Arc<rustls::ClientConfig>,
-    /// The session id; `None` draws a fresh `ses_<32 hex>`.
-    pub session_id: Option<String>,
-    /// Time limits for the card fetch and the redeem.
-    pub peer_timeouts: PeerTimeouts,
-    /// The identity key a capsule that declares `capabilities.peer_fetch` publishes in its card
-    /// and proves its redeems with (D-14.1); `None` draws a fresh [`OsRandomIdentityKey`] at
-    /// launch. Unused without `capabilities.peer_fetch`. It sits here rather than in
-    /// [`Backends`] so that struct keeps its four fields.
-    pub identity: Option<Arc<dyn IdentityKey>>,
+struct Settings {
+    containment: Containment,
+    fetch_max_bytes: u64,
+    inflight_budget_bytes: u64,
+    peer_tls: PeerTls,
+    session_id: Option<String>,
+    peer_timeouts: PeerTimeouts,
+    identity: Option<Arc<dyn IdentityKey>>,
 }
 
-impl CapsuleConfig {
-    /// Defaults: `advisory`, 10 MiB fetch cap, 256 MiB in-flight budget, system TLS roots.
-    ///
-    /// # Errors
-    /// When the TLS configuration cannot be built.
-    pub fn new(advertised_url: impl Into<String>) -> Result<Self, String> {
-        Ok(CapsuleConfig {
-            containment: Containment::Advisory,
-            advertised_url: advertised_url.into(),
-            fetch_max_bytes: 10 * 1024 * 1024,
-            inflight_budget_bytes: 256 * 1024 * 1024,
-            peer_tls: crate::backends::tls::client_config(&[])?,
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            containment: DEFAULT_CONTAINMENT,
+            fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
+            inflight_budget_bytes: DEFAULT_INFLIGHT_BUDGET_BYTES,
+            peer_tls: PeerTls::system(),
             session_id: None,
             peer_timeouts: PeerTimeouts::default(),
             identity: None,
+        }
+    }
+}
+
+/// What the embedding runtime knows about this session: its advertised URL and the settings
+/// below, each with a named default. Building one reads nothing: the system's certificate
+/// store is read at the first https handshake with a peer, if ever (see [`PeerTls`]).
+///
+/// ```
+/// use resource_plane::backends::Containment;
+/// use resource_plane::CapsuleConfig;
+///
+/// let config = CapsuleConfig::new("http://127.0.0.1:41234")
+///     .unwrap()
+///     .containment(Containment::Scoped)
+///     .fetch_max_bytes(1 << 20);
+/// assert_eq!(config.advertised_url(), "http://127.0.0.1:41234");
+/// assert_eq!(
+///     CapsuleConfig::new("ftp://x").unwrap_err().code(),
+///     "E-CLI-001",
+/// );
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CapsuleConfig {
+    advertised_url: String,
+    settings: Settings,
+}
+
+impl CapsuleConfig {
+    /// A configuration advertising `advertised_url` (the card's `url` and the audience's tail),
+    /// every other setting at its default: [`DEFAULT_CONTAINMENT`],
+    /// [`DEFAULT_FETCH_MAX_BYTES`], [`DEFAULT_INFLIGHT_BUDGET_BYTES`], [`PeerTls::system`],
+    /// a fresh session id, [`PeerTimeouts::default`], a fresh identity key. Reads nothing.
+    ///
+    /// # Errors
+    /// [`LaunchError::AdvertisedUrl`] (`E-CLI-001`) when `advertised_url` is not an http(s)
+    /// URL with a host.
+    pub fn new(advertised_url: impl Into<String>) -> Result<Self, LaunchError> {
+        let advertised_url = advertised_url.into();
+        check_url(&advertised_url)?;
+        Ok(CapsuleConfig {
+            advertised_url,
+            settings: Settings::default(),
+        })
+    }
+
+    /// The advertised URL.
+    pub fn advertised_url(&self) -> &str {
+        &self.advertised_url
+    }
+
+    /// The containment class the runtime achieved, taken as given (D-2.5).
+    pub fn containment(mut self, containment: Containment) -> Self {
+        self.settings.containment = containment;
+        self
+    }
+
+    /// The fetcher's own body cap (D-10.2); 0 is read as 1.
+    pub fn fetch_max_bytes(mut self, bytes: u64) -> Self {
+        self.settings.fetch_max_bytes = bytes.max(1);
+        self
+    }
+
+    /// The bytes in-flight reads may hold at once (D-4.6); 0 is read as 1.
+    pub fn inflight_budget_bytes(mut self, bytes: u64) -> Self {
+        self.settings.inflight_budget_bytes = bytes.max(1);
+        self
+    }
+
+    /// Trust for https peers.
+    pub fn peer_tls(mut self, trust: PeerTls) -> Self {
+        self.settings.peer_tls = trust;
+        self
+    }
+
+    /// The session id (`ses_…`) instead of a fresh one.
+    pub fn session_id(mut self, session_id: impl Into<String>) -> Self {
+        self.settings.session_id = Some(session_id.into());
+        self
+    }
+
+    /// Time limits for the card fetch and the redeem.
+    pub fn peer_timeouts(mut self, timeouts: PeerTimeouts) -> Self {
+        self.settings.peer_timeouts = timeouts;
+        self
+    }
+
+    /// The identity key a capsule that declares `capabilities.peer_fetch` publishes in its
+    /// card and proves its redeems with (D-14.1), instead of a fresh [`OsRandomIdentityKey`].
+    /// Unused without `capabilities.peer_fetch`.
+    pub fn identity(mut self, key: Arc<dyn IdentityKey>) -> Self {
+        self.settings.identity = Some(key);
+        self
+    }
+}
+
+/// `E-CLI-001` unless `url` is an http(s) URL with a host.
+fn check_url(url: &str) -> Result<(), LaunchError> {
+    match audience::url_address(url) {
+        Some(_) => Ok(()),
+        None => Err(LaunchError::AdvertisedUrl {
+            url: url.to_owned(),
+        }),
+    }
+}
+
+/// Builds a [`Capsule`] step by step: the backends, the configuration, and optionally a
+/// runtime's own [`ResourcePlane`] or [`PeerPlane`] in place of the crate's. The router, the
+/// trace lines, the tools and the generation counter work the same over either.
+///
+/// Required: a [`filesystem`](Self::filesystem), a [`trace`](Self::trace) sink and an
+/// [`advertised_url`](Self::advertised_url) (or [`backends`](Self::backends) and
+/// [`config`](Self::config), which set them). The clock defaults to [`SystemClock`], the
+/// minting key to a fresh [`OsRandomKeyStore`], every other setting as [`CapsuleConfig::new`]
+/// says.
+///
+/// ```
+/// use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::{Capsule, Manifest};
+/// use std::sync::Arc;
+///
+/// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: out, mode: read-only } }")
+///     .unwrap()
+///     .manifest;
+/// let capsule = Capsule::builder(&manifest)
+///     .filesystem(Arc::new(MemoryFilesystem::new()))
+///     .clock(Arc::new(ManualClock::new(0)))
+///     .trace(Arc::new(RecordingTraceSink::new()))
+///     .advertised_url("http://127.0.0.1:41234")
+///     .launch()
+///     .unwrap();
+/// assert_eq!(capsule.audience(), "r@127.0.0.1:41234");
+/// ```
+#[derive(Debug)]
+#[must_use = "a builder does nothing until launched"]
+pub struct CapsuleBuilder<'m> {
+    manifest: &'m Manifest,
+    fs: Option<Arc<dyn Filesystem>>,
+    clock: Option<Arc<dyn Clock>>,
+    keys: Option<Arc<dyn KeyStore>>,
+    trace: Option<Arc<dyn TraceSink>>,
+    advertised_url: Option<String>,
+    settings: Settings,
+    files: Option<Arc<dyn ResourcePlane>>,
+    peer: Option<Arc<dyn PeerPlane>>,
+}
+
+impl<'m> CapsuleBuilder<'m> {
+    fn new(manifest: &'m Manifest) -> Self {
+        CapsuleBuilder {
+            manifest,
+            fs: None,
+            clock: None,
+            keys: None,
+            trace: None,
+            advertised_url: None,
+            settings: Settings::default(),
+            files: None,
+            peer: None,
+        }
+    }
+
+    /// All four backends at once.
+    pub fn backends(mut self, backends: Backends) -> Self {
+        self.fs = Some(backends.fs);
+        self.clock = Some(backends.clock);
+        self.keys = backends.keys;
+        self.trace = Some(backends.trace);
+        self
+    }
+
+    /// The workdir's filesystem: the launch checks (`E-CAP-007`) run on it, the crate's planes
+    /// read from it and `fetch-peer-file` lands in it.
+    pub fn filesystem(mut self, fs: Arc<dyn Filesystem>) -> Self {
+        self.fs = Some(fs);
+        self
+    }
+
+    /// Wall-clock time (default [`SystemClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The minting key of the crate's peer plane (default a fresh [`OsRandomKeyStore`]).
+    pub fn keys(mut self, keys: Arc<dyn KeyStore>) -> Self {
+        self.keys = Some(keys);
+        self
+    }
+
+    /// Where trace lines go.
+    pub fn trace(mut self, trace: Arc<dyn TraceSink>) -> Self {
+        self.trace = Some(trace);
+        self
+    }
+
+    /// The advertised URL and every setting of `config`.
+    pub fn config(mut self, config: CapsuleConfig) -> Self {
+        self.advertised_url = Some(config.advertised_url);
+        self.settings = config.settings;
+        self
+    }
+
+    /// The capsule's own advertised URL: its card's `url` and its audience's tail. Checked at
+    /// launch.
+    pub fn advertised_url(mut self, url: impl Into<String>) -> Self {
+        self.advertised_url = Some(url.into());
+        self
+    }
+
+    /// As [`CapsuleConfig::containment`].
+    pub fn containment(mut self, containment: Containment) -> Self {
+        self.settings.containment = containment;
+        self
+    }
+
+    /// As [`CapsuleConfig::fetch_max_bytes`].
+    pub fn fetch_max_bytes(mut self, bytes: u64) -> Self {
+        self.settings.fetch_max_bytes = bytes.max(1);
+        self
+    }
+
+    /// As [`CapsuleConfig::inflight_budget_bytes`].
+    pub fn inflight_budget_bytes(mut self, bytes: u64) -> Self {
+        self.settings.inflight_budget_bytes = bytes.max(1);
+        self
+    }
+
+    /// As [`CapsuleConfig::peer_tls`].
+    pub fn peer_tls(mut self, trust: PeerTls) -> Self {
+        self.settings.peer_tls = trust;
+        self
+    }
+
+    /// As [`CapsuleConfig::session_id`].
+    pub fn session_id(mut self, session_id: impl Into<String>) -> Self {
+        self.settings.session_id = Some(session_id.into());
+        self
+    }
+
+    /// As [`CapsuleConfig::peer_timeouts`].
+    pub fn peer_timeouts(mut self, timeouts: PeerTimeouts) -> Self {
+        self.settings.peer_timeouts = timeouts;
+        self
+    }
+
+    /// As [`CapsuleConfig::identity`].
+    pub fn identity(mut self, key: Arc<dyn IdentityKey>) -> Self {
+        self.settings.identity = Some(key);
+        self
+    }
+
+    /// Answers `/resources/files` from `plane` instead of the crate's [`OperatorPlane`]. The
+    /// manifest must declare `exports.files`; the plane's own [`scope`](ResourcePlane::scope)
+    /// is what headers and listings echo.
+    pub fn resource_plane(mut self, plane: Arc<dyn ResourcePlane>) -> Self {
+        self.files = Some(plane);
+        self
+    }
+
+    /// Answers `/resources/peer` and mints for `share-file` with `plane` instead of the crate's
+    /// [`HmacPeerPlane`] (the minting key is then unused). The manifest must declare
+    /// `exports.peer_files`, whose `max_ttl` and `require_peer_proof` still bind `share-file`.
+    pub fn peer_plane(mut self, plane: Arc<dyn PeerPlane>) -> Self {
+        self.peer = Some(plane);
+        self
+    }
+
+    /// Runs the launch checks, then builds the planes and tools the manifest grants. Creates
+    /// nothing on the filesystem and reads no file.
+    ///
+    /// # Errors
+    /// In this order: `E-CLI-001` [`LaunchError::Incomplete`] for a missing filesystem, trace
+    /// sink or advertised URL; `E-CLI-001` [`LaunchError::UndeclaredPlane`] for a replacement
+    /// plane whose export the manifest does not declare; `E-CAP-008`, `E-CAP-007` (D-1.8,
+    /// D-1.9); `E-CLI-001` [`LaunchError::AdvertisedUrl`] for an advertised URL that is not an
+    /// http(s) URL with a host; `E-MAN-003` naming `name` when the manifest's name cannot head
+    /// an audience (only a [`Manifest`] built by hand can hold one).
+    pub fn launch(self) -> Result<Capsule, LaunchError> {
+        let missing = |setting| LaunchError::Incomplete { setting };
+        let fs = self.fs.ok_or(missing("filesystem"))?;
+        let trace = self.trace.ok_or(missing("trace"))?;
+        let url = self.advertised_url.ok_or(missing("advertised_url"))?;
+        let manifest = self.manifest;
+        if self.files.is_some() && manifest.files.is_none() {
+            return Err(LaunchError::UndeclaredPlane {
+                export: "exports.files",
+            });
+        }
+        if self.peer.is_some() && manifest.peer_files.is_none() {
+            return Err(LaunchError::UndeclaredPlane {
+                export: "exports.peer_files",
+            });
+        }
+        manifest.check_launch(fs.as_ref())?;
+        check_url(&url)?;
+        let audience = audience::audience(&manifest.name, &url).ok_or_else(|| {
+            LaunchError::malformed("name", "a non-empty string without control characters")
+        })?;
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let settings = self.settings;
+        let session_id = settings
+            .session_id
+            .clone()
+            .unwrap_or_else(|| format!("ses_{}", crate::backends::random::hex::<16>()));
+        let tracer = Tracer::new(trace, clock.clone(), session_id.clone());
+        let budget = ByteBudget::new(settings.inflight_budget_bytes);
+        let generation = Generation::new();
+        let client = PeerClient::new(settings.peer_tls.client_config());
+
+        let files: Option<Arc<dyn ResourcePlane>> = match self.files {
+            Some(plane) => Some(plane),
+            None => manifest.files.as_ref().map(|f| {
+                Arc::new(OperatorPlane::new(
+                    fs.clone(),
+                    clock.clone(),
+                    ExportScope {
+                        root: f.root.clone(),
+                        max_bytes: f.max_bytes,
+                        containment: settings.containment,
+                    },
+                    budget.clone(),
+                )) as Arc<dyn ResourcePlane>
+            }),
+        };
+        let mut tools = ToolInventory::default();
+        let peer: Option<Arc<dyn PeerPlane>> = manifest.peer_files.as_ref().map(|p| {
+            let plane: Arc<dyn PeerPlane> = match &self.peer {
+                Some(plane) => plane.clone(),
+                None => Arc::new(HmacPeerPlane::new(
+                    fs.clone(),
+                    clock.clone(),
+                    self.keys
+                        .clone()
+                        .unwrap_or_else(|| Arc::new(OsRandomKeyStore::generate())),
+                    ExportScope {
+                        root: p.root.clone(),
+                        max_bytes: p.max_bytes,
+                        containment: settings.containment,
+                    },
+                    session_id.clone(),
+                    budget.clone(),
+                )),
+            };
+            tools.register(Arc::new(
+                ShareFile::new(
+                    plane.clone(),
+                    manifest.network.clone(),
+                    client.clone(),
+                    tracer.clone(),
+                    p.max_ttl_secs(),
+                    settings.peer_timeouts,
+                )
+                .requiring_peer_proof(p.require_peer_proof),
+            ));
+            plane
+        });
+        let identity: Option<Arc<dyn IdentityKey>> = manifest.peer_fetch.as_ref().map(|allow| {
+            let identity = settings
+                .identity
+                .clone()
+                .unwrap_or_else(|| Arc::new(OsRandomIdentityKey::generate()));
+            tools.register(Arc::new(
+                FetchPeerFile::new(
+                    allow.clone(),
+                    client.clone(),
+                    fs.clone(),
+                    tracer.clone(),
+                    audience.clone(),
+                    settings.fetch_max_bytes,
+                    settings.peer_timeouts,
+                )
+                .with_identity(identity.clone(), clock.clone()),
+            ));
+            identity
+        });
+        let public_key = identity.as_ref().map(|i| i.public_key());
+        let card = audience::agent_card_with_key(&manifest.name, &url, public_key.as_ref());
+        let router = Router::new(Mounted {
+            files,
+            peer: peer.clone(),
+            tracer,
+            generation: generation.clone(),
+            containment: settings.containment,
+            agent_card: serde_json::to_vec(&card).unwrap_or_default(),
+        });
+        Ok(Capsule {
+            session_id,
+            audience,
+            generation,
+            router,
+            tools,
+            peer,
+            identity,
         })
     }
 }
@@ -84,126 +473,33 @@ pub struct Capsule {
 }
 
 impl Capsule {
-    /// Runs the launch checks, then builds the planes and tools the manifest grants. Creates
-    /// nothing on the filesystem.
+    /// A builder for a capsule granted what `manifest` declares.
+    pub fn builder(manifest: &Manifest) -> CapsuleBuilder<'_> {
+        CapsuleBuilder::new(manifest)
+    }
+
+    /// Runs the launch checks, then builds the planes and tools the manifest grants, with the
+    /// crate's own planes: `Capsule::builder(manifest).config(config).backends(backends)
+    /// .launch()`. Creates nothing on the filesystem and reads no file.
     ///
     /// # Errors
-    /// `E-CAP-008`, `E-CAP-007`, or `E-MAN-003` when the advertised URL cannot form an audience.
+    /// `E-CAP-008`, `E-CAP-007`, or `E-MAN-003` for a name that cannot head an audience (see
+    /// [`CapsuleBuilder::launch`]).
     pub fn launch(
         manifest: &Manifest,
         config: CapsuleConfig,
         backends: Backends,
     ) -> Result<Self, LaunchError> {
-        manifest.check_launch(backends.fs.as_ref())?;
-        let audience =
-            audience::audience(&manifest.name, &config.advertised_url).ok_or_else(|| {
-                LaunchError {
-                    code: "E-MAN-003",
-                    message: format!(
-                        "advertised url `{}`: an http(s) URL with a host",
-                        config.advertised_url
-                    ),
-                    hint: "pass --url http://host:port".into(),
-                }
-            })?;
-        let session_id = config
-            .session_id
-            .clone()
-            .unwrap_or_else(|| format!("ses_{}", crate::backends::random::hex::<16>()));
-        let tracer = Tracer::new(
-            backends.trace.clone(),
-            backends.clock.clone(),
-            session_id.clone(),
-        );
-        let budget = ByteBudget::new(config.inflight_budget_bytes);
-        let generation = Generation::new();
-        let client = PeerClient::new(config.peer_tls.clone());
+        Capsule::builder(manifest)
+            .config(config)
+            .backends(backends)
+            .launch()
+    }
 
-        let files: Option<Arc<dyn ResourcePlane>> = manifest.files.as_ref().map(|f| {
-            Arc::new(OperatorPlane::new(
-                backends.fs.clone(),
-                backends.clock.clone(),
-                ExportScope {
-                    root: f.root.clone(),
-                    max_bytes: f.max_bytes,
-                    containment: config.containment,
-                },
-                budget.clone(),
-            )) as Arc<dyn ResourcePlane>
-        });
-        let mut tools = ToolInventory::default();
-        let peer: Option<Arc<dyn PeerPlane>> = manifest.peer_files.as_ref().map(|p| {
-            let keys = backends
-                .keys
-                .clone()
-                .unwrap_or_else(|| Arc::new(OsRandomKeyStore::generate()));
-            let plane: Arc<dyn PeerPlane> = Arc::new(HmacPeerPlane::new(
-                backends.fs.clone(),
-                backends.clock.clone(),
-                keys,
-                ExportScope {
-                    root: p.root.clone(),
-                    max_bytes: p.max_bytes,
-                    containment: config.containment,
-                },
-                session_id.clone(),
-                budget.clone(),
-            ));
-            tools.register(Arc::new(
-                ShareFile::new(
-                    plane.clone(),
-                    manifest.network.clone(),
-                    client.clone(),
-                    tracer.clone(),
-                    p.max_ttl_secs(),
-                    config.peer_timeouts,
-                )
-                .requiring_peer_proof(p.require_peer_proof),
-            ));
-            plane
-        });
-        let identity: Option<Arc<dyn IdentityKey>> = manifest.peer_fetch.as_ref().map(|allow| {
-            let identity = config
-                .identity
-                .clone()
-                .unwrap_or_else(|| Arc::new(OsRandomIdentityKey::generate()));
-            tools.register(Arc::new(
-                FetchPeerFile::new(
-                    allow.clone(),
-                    client.clone(),
-                    backends.fs.clone(),
-                    tracer.clone(),
-                    audience.clone(),
-                    config.fetch_max_bytes,
-                    config.peer_timeouts,
-                )
-                .with_identity(identity.clone(), backends.clock.clone()),
-            ));
-            identity
-        });
-        let public_key = identity.as_ref().map(|i| i.public_key());
-        let card = audience::agent_card_with_key(
-            &manifest.name,
-            &config.advertised_url,
-            public_key.as_ref(),
-        );
-        let router = Router::new(Mounted {
-            files,
-            peer: peer.clone(),
-            tracer,
-            generation: generation.clone(),
-            containment: config.containment,
-            agent_card: serde_json::to_vec(&card).unwrap_or_default(),
-        });
-        Ok(Capsule {
-            session_id,
-            audience,
-            generation,
-            router,
-            tools,
-            peer,
-            identity,
-        })
+    /// The peer plane this capsule mints and redeems with, when `exports.peer_files` is
+    /// declared.
+    pub fn peer_plane(&self) -> Option<&Arc<dyn PeerPlane>> {
+        self.peer.as_ref()
     }
 
     /// What the session did so far: requests answered, handles minted (the binary's closing

@@ -8,10 +8,16 @@
 //! ([`Filesystem`](backends::Filesystem), [`Clock`](backends::Clock),
 //! [`KeyStore`](backends::KeyStore), [`TraceSink`](backends::TraceSink)), mounts its
 //! [`Router`](http::Router) on its own listener, and offers its [`tools`](capsule::Capsule::tools)
-//! to the model. A capsule that may fetch from peers also holds an Ed25519
+//! to the model. [`Capsule::builder`] can also put the runtime's own
+//! [`ResourcePlane`](planes::ResourcePlane) or [`PeerPlane`](planes::PeerPlane) in place of the
+//! crate's. A capsule that may fetch from peers also holds an Ed25519
 //! [`IdentityKey`](backends::IdentityKey), drawn at launch (or injected through
 //! [`CapsuleConfig::identity`](capsule::CapsuleConfig::identity)) and published in its agent
-//! card, with which it proves its redeems (`decisions.md` D-14).
+//! card, with which it proves its redeems (`decisions.md` D-14). A refused launch is a
+//! [`LaunchError`]. Building a configuration or a capsule reads no file.
+//!
+//! With the `test-util` feature, `test_util::capsule(yaml)` launches a capsule on in-memory
+//! backends in one line and mints handles for tests.
 //!
 //! ```
 //! use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
@@ -61,9 +67,11 @@ pub mod planes;
 pub mod policy;
 pub mod redact;
 pub mod refusal;
+#[cfg(feature = "test-util")]
+pub mod test_util;
 pub mod tools;
 pub mod units;
 
-pub use capsule::{Backends, Capsule, CapsuleConfig};
-pub use manifest::Manifest;
+pub use capsule::{Backends, Capsule, CapsuleBuilder, CapsuleConfig};
+pub use manifest::{LaunchError, Manifest};
 pub use refusal::{Code, Refusal};

@@ -9,6 +9,28 @@
 
 use std::fmt;
 
+/// Why a text is no [`Address`] (or no [`AllowRule`]): it renders as what is accepted, the
+/// text an `E-MAN-003` or a tool's `invalid_input` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddressError {
+    accepted: &'static str,
+}
+
+impl AddressError {
+    /// The forms accepted where the text was refused.
+    pub const fn accepted(&self) -> &'static str {
+        self.accepted
+    }
+}
+
+impl fmt::Display for AddressError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.accepted)
+    }
+}
+
+impl std::error::Error for AddressError {}
+
 /// `http` or `https`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheme {
@@ -52,9 +74,11 @@ impl Address {
     /// path, a query, a fragment, userinfo, an empty host or port 0 is refused.
     ///
     /// # Errors
-    /// A description of what is accepted.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        const ACCEPTED: &str = "host, host:port, http://host[:port] or https://host[:port] (no path, query or fragment)";
+    /// An [`AddressError`] naming what is accepted.
+    pub fn parse(text: &str) -> Result<Self, AddressError> {
+        const ACCEPTED: AddressError = AddressError {
+            accepted: "host, host:port, http://host[:port] or https://host[:port] (no path, query or fragment)",
+        };
         let text = text.trim();
         let (scheme, rest) = if let Some(rest) = strip_prefix_ci(text, "http://") {
             (Some(Scheme::Http), rest)
@@ -72,7 +96,7 @@ impl Address {
                 .bytes()
                 .any(|b| matches!(b, b'/' | b'?' | b'#' | b'@' | b'\\') || b.is_ascii_whitespace())
         {
-            return Err(ACCEPTED.into());
+            return Err(ACCEPTED);
         }
         let (host, port) = if let Some(after) = authority.strip_prefix('[') {
             let (inside, tail) = after.split_once(']').ok_or(ACCEPTED)?;
@@ -81,7 +105,7 @@ impl Address {
                     .bytes()
                     .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
             {
-                return Err(ACCEPTED.into());
+                return Err(ACCEPTED);
             }
             let port = match tail {
                 "" => None,
@@ -98,7 +122,7 @@ impl Address {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
             {
-                return Err(ACCEPTED.into());
+                return Err(ACCEPTED);
             }
             (host.to_ascii_lowercase(), port)
         };
@@ -109,11 +133,13 @@ impl Address {
     /// fragment are ignored (the card and the redeem have fixed paths on the peer's host).
     ///
     /// # Errors
-    /// A description of what is accepted.
-    pub fn parse_peer(text: &str) -> Result<Self, String> {
+    /// An [`AddressError`] naming what is accepted.
+    pub fn parse_peer(text: &str) -> Result<Self, AddressError> {
         /// One description for every refusal, URL or not: what a `peer` may be.
-        const ACCEPTED: &str = "host, host:port (nothing after the port), or an http(s) URL \
-            with a host and no userinfo (its path, query and fragment are ignored)";
+        const ACCEPTED: AddressError = AddressError {
+            accepted: "host, host:port (nothing after the port), or an http(s) URL with a host \
+                and no userinfo (its path, query and fragment are ignored)",
+        };
         let text = text.trim();
         let is_url = ["http://", "https://"]
             .iter()
@@ -123,7 +149,7 @@ impl Address {
         } else {
             Address::parse(text).ok()
         };
-        parsed.ok_or_else(|| ACCEPTED.to_owned())
+        parsed.ok_or(ACCEPTED)
     }
 
     /// The scheme a connection uses: as written, else `http` (D-11).
@@ -186,8 +212,8 @@ impl AllowRule {
     /// Parses an entry (D-1.6).
     ///
     /// # Errors
-    /// A description of what is accepted.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    /// An [`AddressError`] naming what is accepted.
+    pub fn parse(text: &str) -> Result<Self, AddressError> {
         Address::parse(text).map(AllowRule)
     }
 
@@ -313,7 +339,7 @@ mod tests {
         // ignored (a review found a message promising "no path" beside URLs with paths).
         let refusals: Vec<String> = ["h/x", "h:9/x", "http:///x", "http://u:p@h:1", "h:0"]
             .iter()
-            .map(|peer| Address::parse_peer(peer).expect_err(peer))
+            .map(|peer| Address::parse_peer(peer).expect_err(peer).to_string())
             .collect();
         assert!(refusals.iter().all(|message| *message == refusals[0]));
         assert!(refusals[0].contains("path, query and fragment are ignored"));

@@ -302,8 +302,9 @@ impl World {
             Some(sink) => (sink, None),
             None => (recorder.clone(), Some(recorder)),
         };
-        let mut config = CapsuleConfig::new(URL).expect("config");
-        config.containment = containment;
+        let config = CapsuleConfig::new(URL)
+            .expect("config")
+            .containment(containment);
         let capsule = Capsule::launch(
             &manifest,
             config,

@@ -20,12 +20,12 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use resource_plane::backends::fs::Filesystem;
+use resource_plane::backends::tls::PeerTls;
 use resource_plane::backends::{MemoryFilesystem, OsFilesystem, RecordingTraceSink, SystemClock};
 use resource_plane::http::client::PeerTimeouts;
 use resource_plane::http::{ListenerConfig, serve};
 use resource_plane::tools::ToolError;
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
-use rustls::RootCertStore;
 use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -213,13 +213,12 @@ fn launch(
     yaml: &str,
     url: &str,
     fs: Arc<dyn Filesystem>,
-    tweak: impl FnOnce(&mut CapsuleConfig),
+    tweak: impl FnOnce(CapsuleConfig) -> CapsuleConfig,
 ) -> Node {
     let manifest = Manifest::from_yaml(yaml)
         .unwrap_or_else(|e| panic!("manifest {yaml:?}: {e:?}"))
         .manifest;
-    let mut config = CapsuleConfig::new(url).expect("capsule config");
-    tweak(&mut config);
+    let config = tweak(CapsuleConfig::new(url).expect("capsule config"));
     let trace = Arc::new(RecordingTraceSink::new());
     let capsule = Capsule::launch(
         &manifest,
@@ -291,7 +290,7 @@ fn fetcher_yaml(peer_fetch_allow: &str) -> String {
 }
 
 /// A minter over memory holding `out/report.md`.
-fn memory_minter(url: &str, tweak: impl FnOnce(&mut CapsuleConfig)) -> Node {
+fn memory_minter(url: &str, tweak: impl FnOnce(CapsuleConfig) -> CapsuleConfig) -> Node {
     let fs = Arc::new(MemoryFilesystem::new());
     fs.add_file("out/report.md", REPORT, 1_787_577_327_015);
     launch(&minter_yaml("\"localhost\", \"127.0.0.1\""), url, fs, tweak)
@@ -316,8 +315,8 @@ impl DiskFetcher {
             "http://127.0.0.1:9",
             Arc::new(fs),
             |c| {
-                c.peer_timeouts = peer_timeouts;
-                c.fetch_max_bytes = fetch_max_bytes;
+                c.peer_timeouts(peer_timeouts)
+                    .fetch_max_bytes(fetch_max_bytes)
             },
         );
         DiskFetcher { node, dir }
@@ -611,10 +610,10 @@ impl TestCa {
     }
 
     /// A client configuration trusting exactly this CA.
-    fn client_tls(&self) -> Arc<rustls::ClientConfig> {
-        let mut roots = RootCertStore::empty();
-        roots.add(self.cert.der().clone()).expect("CA is a root");
-        resource_plane::backends::tls::client_config_with_roots(roots).expect("client TLS")
+    fn client_tls(&self) -> PeerTls {
+        PeerTls::without_system_roots()
+            .add_pem(self.cert.pem().as_bytes())
+            .expect("CA is a root")
     }
 }
 
@@ -629,8 +628,7 @@ async fn https_share_and_fetch_end_to_end() {
     let (listener_a, port_a) = bind().await;
     let (listener_b, port_b) = bind().await;
     let a = memory_minter(&format!("https://localhost:{port_a}"), |c| {
-        c.peer_tls = ca.client_tls();
-        c.peer_timeouts = generous();
+        c.peer_tls(ca.client_tls()).peer_timeouts(generous())
     });
     let b_fs = Arc::new(MemoryFilesystem::new());
     let b = launch(
@@ -639,10 +637,7 @@ async fn https_share_and_fetch_end_to_end() {
         )),
         &format!("https://localhost:{port_b}"),
         b_fs.clone(),
-        |c| {
-            c.peer_tls = ca.client_tls();
-            c.peer_timeouts = generous();
-        },
+        |c| c.peer_tls(ca.client_tls()).peer_timeouts(generous()),
     );
     serve_https(listener_a, &a, acceptor.clone());
     serve_https(listener_b, &b, acceptor);
@@ -700,15 +695,12 @@ async fn https_share_and_fetch_end_to_end() {
 }
 
 /// A fetcher over memory for the certificate tests, trusting `tls`, allowing `allow`.
-fn tls_fetcher(allow: &str, tls: Arc<rustls::ClientConfig>) -> Node {
+fn tls_fetcher(allow: &str, tls: PeerTls) -> Node {
     launch(
         &fetcher_yaml(allow),
         "http://127.0.0.1:9",
         Arc::new(MemoryFilesystem::new()),
-        |c| {
-            c.peer_tls = tls;
-            c.peer_timeouts = generous();
-        },
+        |c| c.peer_tls(tls).peer_timeouts(generous()),
     )
 }
 
@@ -717,7 +709,7 @@ async fn https_peer_signed_by_an_untrusted_ca_is_unreachable() {
     let trusted = TestCa::new("trusted CA");
     let other = TestCa::new("some other CA");
     let (listener, port) = bind().await;
-    let a = memory_minter(&format!("https://localhost:{port}"), |_| {});
+    let a = memory_minter(&format!("https://localhost:{port}"), |c| c);
     serve_https(listener, &a, trusted.acceptor(&["localhost", "127.0.0.1"]));
     let target = format!("https://localhost:{port}");
     let allow = format!("\"{target}\"");
@@ -744,8 +736,7 @@ async fn https_peer_signed_by_an_untrusted_ca_is_unreachable() {
     let card_peer = tls_fetcher("\"localhost\"", other.client_tls());
     serve_https(card_listener, &card_peer, trusted.acceptor(&["localhost"]));
     let minter = memory_minter("http://127.0.0.1:9", |c| {
-        c.peer_tls = other.client_tls();
-        c.peer_timeouts = generous();
+        c.peer_tls(other.client_tls()).peer_timeouts(generous())
     });
     let share = minter
         .call(
@@ -763,7 +754,7 @@ async fn https_peer_signed_by_an_untrusted_ca_is_unreachable() {
 async fn https_certificate_for_another_hostname_is_unreachable() {
     let ca = TestCa::new("trusted CA");
     let (listener, port) = bind().await;
-    let a = memory_minter(&format!("https://localhost:{port}"), |_| {});
+    let a = memory_minter(&format!("https://localhost:{port}"), |c| c);
     serve_https(listener, &a, ca.acceptor(&["wrong.example"]));
     let target = format!("https://localhost:{port}");
     let token = crafted_token("report.md");
@@ -1134,7 +1125,7 @@ async fn an_etag_of_the_right_hash_in_the_wrong_form_is_etag_mismatch() {
 /// A minter over memory, allowed to reach loopback, with the given card timeout.
 fn card_minter(card_total: Duration) -> Node {
     memory_minter("http://127.0.0.1:9", |c| {
-        c.peer_timeouts = timeouts(GENEROUS, card_total, GENEROUS);
+        c.peer_timeouts(timeouts(GENEROUS, card_total, GENEROUS))
     })
 }
 
@@ -1360,7 +1351,7 @@ async fn a_card_peer_outside_network_allow_is_never_contacted() {
         &minter_yaml("\"127.0.0.1:1\""),
         "http://127.0.0.1:9",
         fs,
-        |c| c.peer_timeouts = generous(),
+        |c| c.peer_timeouts(generous()),
     );
     let result = minter
         .call(
@@ -1407,14 +1398,14 @@ async fn disk_pair_with_fetcher_named(name: &str) -> DiskPair {
         &minter_yaml("\"127.0.0.1\""),
         &a_url,
         Arc::new(OsFilesystem::open(a_dir.path()).unwrap()),
-        |c| c.peer_timeouts = generous(),
+        |c| c.peer_timeouts(generous()),
     );
     let b = launch(
         &fetcher_yaml(&format!("\"127.0.0.1:{port_a}\""))
             .replace("name: reader", &format!("name: {name}")),
         &b_url,
         Arc::new(OsFilesystem::open(b_dir.path()).unwrap()),
-        |c| c.peer_timeouts = generous(),
+        |c| c.peer_timeouts(generous()),
     );
     serve_http(listener_a, &a);
     serve_http(listener_b, &b);
@@ -1552,7 +1543,7 @@ async fn a_fetcher_with_a_non_ascii_name_redeems() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_call_still_leaves_its_trace_line() {
     let silent = RawPeer::start(Behaviour::Silent).await;
-    let minter = memory_minter("http://127.0.0.1:9", |c| c.peer_timeouts = generous());
+    let minter = memory_minter("http://127.0.0.1:9", |c| c.peer_timeouts(generous()));
     let (peer, token) = (silent.url(), crafted_token("out/report.md"));
     let share = minter.call("share-file", json!({"path": "report.md", "peer": peer}));
     assert!(
@@ -1590,7 +1581,7 @@ async fn a_dropped_call_still_leaves_its_trace_line() {
     fetcher.node.assert_trace_has_no_token();
 
     // A call that finishes writes only its own line.
-    let finished = memory_minter("http://127.0.0.1:9", |c| c.peer_timeouts = generous());
+    let finished = memory_minter("http://127.0.0.1:9", |c| c.peer_timeouts(generous()));
     let refused = finished
         .call(
             "share-file",
@@ -1764,7 +1755,7 @@ async fn a_landing_directory_that_is_a_symlink_is_path_refused() {
 async fn a_landing_fault_is_io_error_and_leaves_nothing() {
     let (listener_a, port_a) = bind().await;
     let a_url = format!("http://127.0.0.1:{port_a}");
-    let a = memory_minter(&a_url, |c| c.peer_timeouts = generous());
+    let a = memory_minter(&a_url, |c| c.peer_timeouts(generous()));
     serve_http(listener_a, &a);
     let (listener_b, port_b) = bind().await;
     let b_fs = Arc::new(MemoryFilesystem::new());
@@ -1773,7 +1764,7 @@ async fn a_landing_fault_is_io_error_and_leaves_nothing() {
         &fetcher_yaml(&format!("\"{a_url}\"")),
         &format!("http://127.0.0.1:{port_b}"),
         b_fs.clone(),
-        |c| c.peer_timeouts = generous(),
+        |c| c.peer_timeouts(generous()),
     );
     serve_http(listener_b, &b);
 
@@ -1814,7 +1805,7 @@ fn assert_field_order(line: &str) {
 async fn one_trace_line_per_attempt_past_input_validation() {
     let (listener_a, port_a) = bind().await;
     let a_url = format!("http://127.0.0.1:{port_a}");
-    let a = memory_minter(&a_url, |c| c.peer_timeouts = generous());
+    let a = memory_minter(&a_url, |c| c.peer_timeouts(generous()));
     serve_http(listener_a, &a);
     let (listener_b, port_b) = bind().await;
     let b_fs = Arc::new(MemoryFilesystem::new());
@@ -1822,7 +1813,7 @@ async fn one_trace_line_per_attempt_past_input_validation() {
         &fetcher_yaml(&format!("\"127.0.0.1:{port_a}\"")),
         &format!("http://127.0.0.1:{port_b}"),
         b_fs.clone(),
-        |c| c.peer_timeouts = generous(),
+        |c| c.peer_timeouts(generous()),
     );
     serve_http(listener_b, &b);
     let token = a

@@ -143,8 +143,9 @@ impl World {
         fs.add_file("secret", b"SENTINEL: outside the root\n", MTIME);
         let clock = Arc::new(ManualClock::new(NOW));
         let trace = Arc::new(RecordingTraceSink::new());
-        let mut config = CapsuleConfig::new("http://127.0.0.1:41234").expect("config");
-        config.session_id = Some(SESSION.to_owned());
+        let config = CapsuleConfig::new("http://127.0.0.1:41234")
+            .expect("config")
+            .session_id(SESSION);
         let capsule = Capsule::launch(
             &Manifest::from_yaml(MINTER_YAML).unwrap().manifest,
             config,
@@ -760,8 +761,9 @@ fn minter(require_peer_proof: bool) -> World {
     fs.add_file("out/report.md", REPORT, MTIME);
     let clock = Arc::new(ManualClock::new(NOW));
     let trace = Arc::new(RecordingTraceSink::new());
-    let mut config = CapsuleConfig::new("http://127.0.0.1:41234").expect("config");
-    config.session_id = Some(SESSION.to_owned());
+    let config = CapsuleConfig::new("http://127.0.0.1:41234")
+        .expect("config")
+        .session_id(SESSION);
     let capsule = Capsule::launch(
         &Manifest::from_yaml(&yaml).unwrap().manifest,
         config,
@@ -955,7 +957,9 @@ struct Node {
 impl Node {
     fn launch(yaml: &str, url: &str, fs: Arc<dyn Filesystem>, session: Option<&str>) -> Node {
         let mut config = CapsuleConfig::new(url).expect("config");
-        config.session_id = session.map(str::to_owned);
+        if let Some(session) = session {
+            config = config.session_id(session);
+        }
         let trace = Arc::new(RecordingTraceSink::new());
         let capsule = Capsule::launch(
             &Manifest::from_yaml(yaml).unwrap().manifest,
@@ -1227,8 +1231,9 @@ async fn our_keyed_fetcher_redeems_from_a_minter_that_ignores_the_proof() {
 
 #[test]
 fn an_injected_identity_key_is_the_one_the_card_publishes() {
-    let mut config = CapsuleConfig::new("http://127.0.0.1:9000").unwrap();
-    config.identity = Some(Arc::new(FixedIdentityKey::new(SEED)));
+    let config = CapsuleConfig::new("http://127.0.0.1:9000")
+        .unwrap()
+        .identity(Arc::new(FixedIdentityKey::new(SEED)));
     let capsule = Capsule::launch(
         &Manifest::from_yaml("name: reader\ncapabilities:\n  peer_fetch: { allow: [\"h\"] }\n")
             .unwrap()

@@ -164,9 +164,12 @@ fn launch(
     session: Option<&str>,
     keys: Option<Arc<dyn KeyStore>>,
 ) -> Capsule {
-    let mut config = CapsuleConfig::new("http://127.0.0.1:41234").expect("tls config");
-    config.containment = containment;
-    config.session_id = session.map(str::to_owned);
+    let mut config = CapsuleConfig::new("http://127.0.0.1:41234")
+        .expect("config")
+        .containment(containment);
+    if let Some(session) = session {
+        config = config.session_id(session);
+    }
     let keys = keys.or_else(|| Some(Arc::new(FixedKeyStore::new(KEY)) as Arc<dyn KeyStore>));
     Capsule::launch(
         &manifest(yaml),

@@ -38,8 +38,9 @@ fn capsule(fs: Arc<dyn Filesystem>, class: Containment) -> Capsule {
         Manifest::from_yaml("name: racer\nexports: { files: { root: out, mode: read-only } }")
             .unwrap()
             .manifest;
-    let mut config = CapsuleConfig::new("http://127.0.0.1:1").unwrap();
-    config.containment = class;
+    let config = CapsuleConfig::new("http://127.0.0.1:1")
+        .unwrap()
+        .containment(class);
     Capsule::launch(
         &manifest,
         config,

@@ -256,12 +256,13 @@ impl Node {
 /// A capsule over memory, launched with `yaml`, advertised at `url`, not served.
 fn launch(yaml: &str, url: &str) -> Node {
     let manifest = Manifest::from_yaml(yaml).expect("manifest").manifest;
-    let mut config = CapsuleConfig::new(url).expect("config");
-    config.peer_timeouts = PeerTimeouts {
-        connect: GENEROUS,
-        card_total: GENEROUS,
-        fetch_total: GENEROUS,
-    };
+    let config = CapsuleConfig::new(url)
+        .expect("config")
+        .peer_timeouts(PeerTimeouts {
+            connect: GENEROUS,
+            card_total: GENEROUS,
+            fetch_total: GENEROUS,
+        });
     let fs = Arc::new(MemoryFilesystem::new());
     fs.add_file("out/report.md", REPORT, 1_787_577_327_015);
     let trace = Arc::new(RecordingTraceSink::new());

@@ -51,8 +51,9 @@ fn world(class: usize) -> &'static World {
                 )
                 .unwrap()
                 .manifest;
-                let mut config = CapsuleConfig::new("http://127.0.0.1:1").unwrap();
-                config.containment = *class;
+                let config = CapsuleConfig::new("http://127.0.0.1:1")
+                    .unwrap()
+                    .containment(*class);
                 let trace = Arc::new(CountingSink::default());
                 let capsule = Capsule::launch(
                     &manifest,

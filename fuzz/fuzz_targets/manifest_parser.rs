@@ -8,8 +8,8 @@ fuzz_target!(|data: &[u8]| {
     match Manifest::from_yaml(text) {
         Ok(parsed) => assert!(!parsed.manifest.name.is_empty()),
         Err(e) => {
-            assert_eq!(e.code, "E-MAN-003");
-            assert!(e.message.contains(':'));
+            assert_eq!(e.code(), "E-MAN-003");
+            assert!(e.message().contains(':'));
         }
     }
 });

@@ -18,8 +18,9 @@ pub mod trace;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use fs::{
     Containment, FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, OpenFile,
-    OsFilesystem, RootDir, RootPath,
+    OsFilesystem, RootDir, RootPath, RootPathError,
 };
 pub use identity::{FixedIdentityKey, IdentityKey, OsRandomIdentityKey};
 pub use keys::{FixedKeyStore, KeyStore, OsRandomKeyStore};
+pub use tls::{PeerTls, TlsError};
 pub use trace::{FailingTraceSink, JsonlTraceSink, RecordingTraceSink, TraceSink};

@@ -1,9 +1,11 @@
-//! Trust for https peers: the system's roots plus operator-supplied PEM certificates.
+//! Trust for https peers: the system's roots plus operator-supplied PEM certificates, held as a
+//! crate-owned [`PeerTls`] so no TLS library's type appears in a capsule's configuration.
 //!
 //! The system's certificate store is read at most once per process, and only when a peer is
-//! first reached over https: a capsule that never speaks https to a peer never reads it, and
-//! several configurations in one process (the binary's, the demo's two capsules and client)
-//! share one copy.
+//! first reached over https: building a [`PeerTls`], a configuration or a capsule reads no file,
+//! a capsule that never speaks https to a peer never reads the store, and several
+//! configurations in one process (the binary's, the demo's two capsules and client) share one
+//! copy.
 
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -11,25 +13,172 @@ use rustls::crypto::CryptoProvider;
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-/// A TLS client configuration trusting the system roots and every certificate in `extra_ca`
-/// (PEM files). Certificates are always verified; there is no "insecure" switch. The files are
-/// read and checked now; the system's store at the first https handshake.
+/// Why trust for https peers could not be built: a CA file or PEM text that cannot be used.
+/// Its text names the source (`<path>: …`, or `PEM text: …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// A CA file could not be read or its PEM could not be parsed.
+    Unreadable {
+        /// The file, or `PEM text` for bytes given in memory.
+        origin: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The source holds no PEM certificate.
+    NoCertificate {
+        /// The file, or `PEM text`.
+        origin: String,
+    },
+    /// A certificate cannot be a trust anchor.
+    NotAnAnchor {
+        /// The file, or `PEM text`.
+        origin: String,
+        /// Why.
+        detail: String,
+    },
+    /// The TLS library refused the configuration itself.
+    Config {
+        /// Why.
+        detail: String,
+    },
+}
+
+impl fmt::Display for TlsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsError::Unreadable { origin, detail } | TlsError::NotAnAnchor { origin, detail } => {
+                write!(f, "{origin}: {detail}")
+            }
+            TlsError::NoCertificate { origin } => write!(f, "{origin}: no PEM certificate found"),
+            TlsError::Config { detail } => write!(f, "TLS configuration: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for TlsError {}
+
+/// What names PEM bytes given in memory in a [`TlsError`].
+const PEM_TEXT: &str = "PEM text";
+
+/// The trust a capsule's https peer connections (card fetches and redeems) verify against:
+/// the system's roots (unless built [`without_system_roots`](Self::without_system_roots)) plus
+/// the certificates added. Certificates are always verified; there is no "insecure" switch.
 ///
-/// # Errors
-/// A message when an `extra_ca` file cannot be read, holds no certificate, or holds one that
-/// cannot be a trust anchor.
-pub fn client_config(extra_ca: &[&Path]) -> Result<Arc<rustls::ClientConfig>, String> {
-    let mut extra = Vec::new();
-    for path in extra_ca {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
+/// Construction reads nothing but the CA files named to
+/// [`add_pem_file`](Self::add_pem_file); the system's store is read at the first https
+/// handshake ([`roots_loaded`](Self::roots_loaded) tells whether that happened). Cheap to
+/// clone; clones share the roots once loaded.
+///
+/// ```
+/// use resource_plane::backends::tls::PeerTls;
+///
+/// let trust = PeerTls::system();
+/// assert!(!trust.roots_loaded(), "nothing is read at construction");
+/// assert!(PeerTls::system().add_pem(b"not a certificate").is_err());
+/// ```
+#[derive(Clone)]
+pub struct PeerTls {
+    roots: Arc<DeferredRoots>,
+    config: Arc<rustls::ClientConfig>,
+}
+
+impl Default for PeerTls {
+    /// [`PeerTls::system`].
+    fn default() -> Self {
+        Self::system()
+    }
+}
+
+impl fmt::Debug for PeerTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeerTls")
+            .field("system_roots", &self.roots.system)
+            .field("added", &self.roots.extra.len())
+            .field("roots_loaded", &self.roots_loaded())
+            .finish()
+    }
+}
+
+impl PeerTls {
+    /// Trusts the system's roots, read at the first https handshake.
+    pub fn system() -> Self {
+        Self::with_roots(true, Vec::new())
+    }
+
+    /// Trusts only the certificates added afterwards (a private CA, a test's own): the
+    /// system's store is never read.
+    pub fn without_system_roots() -> Self {
+        Self::with_roots(false, Vec::new())
+    }
+
+    /// Also trusts every certificate in `pem` (one or more `CERTIFICATE` blocks).
+    ///
+    /// # Errors
+    /// [`TlsError::Unreadable`] when the PEM does not parse, [`TlsError::NoCertificate`] when
+    /// it holds none, [`TlsError::NotAnAnchor`] when one cannot be a trust anchor; each names
+    /// the source `PEM text`.
+    pub fn add_pem(self, pem: &[u8]) -> Result<Self, TlsError> {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|e| TlsError::Unreadable {
+                origin: PEM_TEXT.into(),
+                detail: e.to_string(),
+            })?;
+        self.adding(PEM_TEXT, certs)
+    }
+
+    /// Also trusts every certificate in the PEM file at `path`, read now, so a bad file is
+    /// learned of at launch and not at the first https fetch.
+    ///
+    /// # Errors
+    /// As [`add_pem`](Self::add_pem), each naming the file; [`TlsError::Unreadable`] also
+    /// when it cannot be read.
+    pub fn add_pem_file(self, path: &Path) -> Result<Self, TlsError> {
+        let source = path.display().to_string();
+        let unreadable = |e: rustls_pki_types::pem::Error| TlsError::Unreadable {
+            origin: source.clone(),
+            detail: e.to_string(),
+        };
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .map_err(unreadable)?
+            .collect::<Result<_, _>>()
+            .map_err(unreadable)?;
+        self.adding(&source, certs)
+    }
+
+    /// [`add_pem_file`](Self::add_pem_file) for each of `paths`, in order.
+    ///
+    /// # Errors
+    /// The first file's error.
+    pub fn add_pem_files<P: AsRef<Path>>(self, paths: &[P]) -> Result<Self, TlsError> {
+        paths
+            .iter()
+            .try_fold(self, |trust, path| trust.add_pem_file(path.as_ref()))
+    }
+
+    /// Whether the roots this trust verifies against have been loaded: the system's store
+    /// read (when it is trusted) and the verifier built. False until the first https
+    /// handshake of a connection using it.
+    pub fn roots_loaded(&self) -> bool {
+        self.roots.verifier.get().is_some()
+    }
+
+    /// The client configuration the crate's peer client connects with. Building it reads
+    /// nothing.
+    pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
+        self.config.clone()
+    }
+
+    fn adding(self, source: &str, certs: Vec<CertificateDer<'static>>) -> Result<Self, TlsError> {
         if certs.is_empty() {
-            return Err(format!("{}: no PEM certificate found", path.display()));
+            return Err(TlsError::NoCertificate {
+                origin: source.to_owned(),
+            });
         }
         // Each must be usable as a trust anchor: an operator learns of a bad file at launch,
         // not at the first https fetch.
@@ -37,34 +186,61 @@ pub fn client_config(extra_ca: &[&Path]) -> Result<Arc<rustls::ClientConfig>, St
         for cert in &certs {
             anchors
                 .add(cert.clone())
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|e| TlsError::NotAnAnchor {
+                    origin: source.to_owned(),
+                    detail: e.to_string(),
+                })?;
         }
+        let mut extra = self.roots.extra.clone();
         extra.extend(certs);
+        Ok(Self::with_roots(self.roots.system, extra))
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = Arc::new(DeferredRoots {
-        extra,
-        provider: provider.clone(),
-        verifier: OnceLock::new(),
-    });
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
+
+    fn with_roots(system: bool, extra: Vec<CertificateDer<'static>>) -> Self {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let roots = Arc::new(DeferredRoots {
+            system,
+            extra,
+            provider: provider.clone(),
+            verifier: OnceLock::new(),
+        });
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring's default provider supports the safe default protocol versions")
+            .dangerous()
+            .with_custom_certificate_verifier(roots.clone())
+            .with_no_client_auth();
+        PeerTls {
+            roots,
+            config: Arc::new(config),
+        }
+    }
+}
+
+/// A TLS client configuration trusting the system roots and every certificate in `extra_ca`
+/// (PEM files): [`PeerTls::system`] with [`PeerTls::add_pem_files`], for a caller that
+/// drives [`PeerClient`](crate::http::client::PeerClient) itself. The files are read and
+/// checked now; the system's store at the first https handshake.
+///
+/// # Errors
+/// As [`PeerTls::add_pem_file`].
+pub fn client_config(extra_ca: &[&Path]) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    Ok(PeerTls::system().add_pem_files(extra_ca)?.client_config())
 }
 
 /// A TLS client configuration trusting exactly `roots` (tests build their own CA).
 ///
 /// # Errors
-/// A message when the protocol versions cannot be configured.
-pub fn client_config_with_roots(roots: RootCertStore) -> Result<Arc<rustls::ClientConfig>, String> {
+/// [`TlsError::Config`] when the protocol versions cannot be configured.
+pub fn client_config_with_roots(
+    roots: RootCertStore,
+) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| TlsError::Config {
+            detail: e.to_string(),
+        })?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
@@ -86,12 +262,13 @@ fn system_roots() -> &'static [CertificateDer<'static>] {
     })
 }
 
-/// The webpki verifier over the system roots and the operator's, built at the first
-/// certificate to verify. Every certificate is verified by rustls' own [`WebPkiServerVerifier`];
-/// handshake signatures by rustls' own functions with the provider's algorithms, as that
-/// verifier does. Only the moment the roots are read differs.
+/// The webpki verifier over the system roots (when trusted) and the added ones, built at the
+/// first certificate to verify. Every certificate is verified by rustls' own
+/// [`WebPkiServerVerifier`]; handshake signatures by rustls' own functions with the provider's
+/// algorithms, as that verifier does. Only the moment the roots are read differs.
 #[derive(Debug)]
 struct DeferredRoots {
+    system: bool,
     extra: Vec<CertificateDer<'static>>,
     provider: Arc<CryptoProvider>,
     verifier: OnceLock<Result<Arc<WebPkiServerVerifier>, String>>,
@@ -102,8 +279,10 @@ impl DeferredRoots {
         self.verifier
             .get_or_init(|| {
                 let mut roots = RootCertStore::empty();
-                let (_added, _ignored) =
-                    roots.add_parsable_certificates(system_roots().iter().cloned());
+                if self.system {
+                    let (_added, _ignored) =
+                        roots.add_parsable_certificates(system_roots().iter().cloned());
+                }
                 let (_added, _ignored) = roots.add_parsable_certificates(self.extra.clone());
                 WebPkiServerVerifier::builder_with_provider(Arc::new(roots), self.provider.clone())
                     .build()
@@ -270,10 +449,79 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing.pem");
         let e = client_config(&[missing.as_path()]).expect_err("a missing CA file");
-        assert!(e.starts_with(&format!("{}: ", missing.display())), "{e}");
+        assert!(
+            matches!(&e, TlsError::Unreadable { origin, .. } if *origin == missing.display().to_string()),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}: ", missing.display())),
+            "{e}"
+        );
         let empty = dir.path().join("empty.pem");
         std::fs::write(&empty, "not a certificate\n").unwrap();
         let e = client_config(&[empty.as_path()]).expect_err("no certificate");
-        assert_eq!(e, format!("{}: no PEM certificate found", empty.display()));
+        assert_eq!(
+            e,
+            TlsError::NoCertificate {
+                origin: empty.display().to_string()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("{}: no PEM certificate found", empty.display())
+        );
+    }
+
+    #[test]
+    fn pem_text_is_refused_as_a_file_is_and_named_as_text() {
+        let e = PeerTls::system()
+            .add_pem(b"not a certificate\n")
+            .expect_err("no certificate");
+        assert_eq!(e.to_string(), "PEM text: no PEM certificate found");
+        let truncated = b"-----BEGIN CERTIFICATE-----\nAAAA\n";
+        let e = PeerTls::system()
+            .add_pem(truncated)
+            .expect_err("a block without its end");
+        assert!(
+            matches!(&e, TlsError::Unreadable { origin, .. } if origin == "PEM text"),
+            "{e:?}"
+        );
+        // A well-formed block whose contents are no certificate cannot be an anchor.
+        let junk = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let e = PeerTls::system()
+            .add_pem(junk)
+            .expect_err("not a certificate");
+        assert!(matches!(e, TlsError::NotAnAnchor { .. }), "{e:?}");
+    }
+
+    /// Nothing is read until the first handshake: then the roots are loaded, once, for every
+    /// clone. A trust without system roots holds exactly what was added.
+    #[test]
+    fn roots_load_at_the_first_handshake_and_pem_bytes_are_trusted() {
+        let (ca, server) = ca_and_server();
+        let trust = PeerTls::without_system_roots()
+            .add_pem(ca.pem().as_bytes())
+            .expect("a CA in memory");
+        let clone = trust.clone();
+        assert!(!trust.roots_loaded(), "construction reads nothing");
+        handshake(trust.client_config(), server.clone()).expect("a peer signed by the CA");
+        assert!(trust.roots_loaded() && clone.roots_loaded());
+        let debug = format!("{trust:?}");
+        assert!(
+            debug.contains("system_roots: false") && debug.contains("added: 1"),
+            "{debug}"
+        );
+
+        let (_, other_server) = ca_and_server();
+        let refused = handshake(trust.client_config(), other_server).expect_err("another CA");
+        assert!(
+            matches!(refused, rustls::Error::InvalidCertificate(_)),
+            "{refused:?}"
+        );
+        // Trusting nothing refuses every peer, without reading the system's store.
+        let nothing = PeerTls::without_system_roots();
+        assert!(handshake(nothing.client_config(), server).is_err());
+        assert!(nothing.roots_loaded());
     }
 }

@@ -26,11 +26,7 @@ pub(crate) struct CheckArgs {
 
 /// A command-line refusal (`E-CLI-001`).
 pub(crate) fn cli_error(message: impl Into<String>, hint: impl Into<String>) -> LaunchError {
-    LaunchError {
-        code: "E-CLI-001",
-        message: message.into(),
-        hint: hint.into(),
-    }
+    LaunchError::command_line(message, hint)
 }
 
 /// Reads and parses the manifest at `path`.

@@ -6,12 +6,13 @@
 //! handles by `handle_id`, never by token.
 
 use resource_plane::backends::fs::Containment;
+use resource_plane::backends::tls::PeerTls;
 use resource_plane::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
 use resource_plane::http::client::{Limits, PeerClient, PeerResponse};
 use resource_plane::http::response::AUDIENCE;
 use resource_plane::http::{ListenerConfig, serve};
 use resource_plane::policy::Address;
-use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+use resource_plane::{Capsule, Manifest};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -64,20 +65,17 @@ async fn start(
         .map_err(|e| e.to_string())?
         .manifest;
     let fs = OsFilesystem::open(&workdir).map_err(|e| e.to_string())?;
-    let mut config = CapsuleConfig::new(url.clone())?;
-    config.containment = Containment::Sealed;
     let capsule = Arc::new(
-        Capsule::launch(
-            &manifest,
-            config,
-            Backends {
-                fs: Arc::new(fs),
-                clock: Arc::new(SystemClock),
-                keys: None,
-                trace: Arc::new(JsonlTraceSink::open(&trace).map_err(|e| e.to_string())?),
-            },
-        )
-        .map_err(|e| e.to_string())?,
+        Capsule::builder(&manifest)
+            .filesystem(Arc::new(fs))
+            .clock(Arc::new(SystemClock))
+            .trace(Arc::new(
+                JsonlTraceSink::open(&trace).map_err(|e| e.to_string())?,
+            ))
+            .advertised_url(url.clone())
+            .containment(Containment::Sealed)
+            .launch()
+            .map_err(|e| e.to_string())?,
     );
     let (stop, mut stopped) = watch::channel(false);
     let router = capsule.router();
@@ -94,7 +92,7 @@ async fn start(
     ));
     Ok(Running {
         capsule,
-        address: Address::parse(&url)?,
+        address: Address::parse(&url).map_err(|e| e.to_string())?,
         stop,
         server,
         trace,
@@ -174,7 +172,7 @@ async fn demo() -> Result<String, String> {
         listener_b,
     )
     .await?;
-    let client = PeerClient::new(resource_plane::backends::tls::client_config(&[])?);
+    let client = PeerClient::new(PeerTls::system().client_config());
 
     // 1. The operator lists A's export.
     let listing = get(&client, &a.address, "/resources/files", None).await?;

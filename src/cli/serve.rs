@@ -4,11 +4,13 @@
 
 use super::check::{cli_error, open_workdir, read_manifest};
 use resource_plane::backends::fs::Containment;
+use resource_plane::backends::tls::PeerTls;
 use resource_plane::backends::{JsonlTraceSink, SystemClock};
+use resource_plane::capsule::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_INFLIGHT_BUDGET_BYTES};
 use resource_plane::http::ListenerConfig;
 use resource_plane::http::listener::serve_sharded;
 use resource_plane::manifest::LaunchError;
-use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+use resource_plane::{Capsule, Manifest};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -38,10 +40,10 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     trace: Option<PathBuf>,
     /// The fetcher's own body cap in bytes (at least 1, like every byte limit).
-    #[arg(long, default_value_t = 10 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = DEFAULT_FETCH_MAX_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     fetch_max_bytes: u64,
     /// Bytes that in-flight read bodies may hold at once; more reads wait. At least 1.
-    #[arg(long, default_value_t = 256 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = DEFAULT_INFLIGHT_BUDGET_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     inflight_budget: u64,
     /// Seconds a response may make no progress (its client takes nothing) before the
     /// connection is dropped and its body's budget bytes come back.
@@ -152,8 +154,8 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         }
         Some(_) => {}
     }
-    let extra_ca: Vec<&Path> = args.peer_ca.iter().map(PathBuf::as_path).collect();
-    let peer_tls = resource_plane::backends::tls::client_config(&extra_ca)
+    let peer_tls = PeerTls::system()
+        .add_pem_files(&args.peer_ca)
         .map_err(|e| cli_error(format!("--peer-ca: {e}"), "pass PEM certificate files"))?;
     // One listening socket, accepted from by `shards` single-threaded runtimes.
     let shards = args.shards.unwrap_or_else(default_shards);
@@ -198,22 +200,16 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
             "pass --trace with a new file, or a writable regular file with a single link, outside the workdir",
         )
     })?;
-    let mut config = CapsuleConfig::new(url.clone())
-        .map_err(|e| cli_error(e, "check the system's TLS roots"))?;
-    config.containment = args.containment;
-    config.fetch_max_bytes = args.fetch_max_bytes;
-    config.inflight_budget_bytes = args.inflight_budget;
-    config.peer_tls = peer_tls;
-    let capsule = Capsule::launch(
-        &manifest,
-        config,
-        Backends {
-            fs: Arc::new(fs),
-            clock: Arc::new(SystemClock),
-            keys: None,
-            trace: Arc::new(sink),
-        },
-    )?;
+    let capsule = Capsule::builder(&manifest)
+        .filesystem(Arc::new(fs))
+        .clock(Arc::new(SystemClock))
+        .trace(Arc::new(sink))
+        .advertised_url(url.clone())
+        .containment(args.containment)
+        .fetch_max_bytes(args.fetch_max_bytes)
+        .inflight_budget_bytes(args.inflight_budget)
+        .peer_tls(peer_tls)
+        .launch()?;
 
     let trace_display = std::path::absolute(&trace_path).unwrap_or(trace_path);
     let tools = capsule.tools().names();

@@ -2,13 +2,15 @@
 //! created: `E-MAN-003` (malformed), `E-CAP-008` (a persistent capsule's handle lifetime) and
 //! `E-CAP-007` (an export root that escapes the workdir).
 
+mod error;
 mod yaml;
+
+pub use error::LaunchError;
 
 use crate::backends::fs::{Filesystem, FsErrorKind, RootPath};
 use crate::policy::{AllowList, AllowRule};
 use crate::units::{parse_byte_size, parse_duration_secs};
 use serde_json::{Map, Value};
-use std::fmt;
 
 /// The warning for a manifest that declares no plane and no capability (D-15.1).
 const NOTHING_DECLARED: &str = "the manifest declares no plane and no capability: nothing is \
@@ -78,54 +80,6 @@ pub struct Manifest {
     /// `lifecycle.after_task`.
     pub after_task: AfterTask,
 }
-
-/// A refused launch: the diagnostic code, the message and a hint for the operator.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LaunchError {
-    /// `E-MAN-003`, `E-CAP-007`, `E-CAP-008` or `E-CLI-001`.
-    pub code: &'static str,
-    /// What is wrong.
-    pub message: String,
-    /// What to do about it.
-    pub hint: String,
-}
-
-/// The hint of every `E-MAN-003`: where the operator finds what each field accepts.
-const MANIFEST_HINT: &str =
-    "fix the manifest field named above; README § Manifest lists every field and what it accepts";
-
-impl LaunchError {
-    fn malformed(field: &str, accepted: &str) -> Self {
-        LaunchError {
-            code: "E-MAN-003",
-            message: format!("{field}: {accepted}"),
-            hint: MANIFEST_HINT.into(),
-        }
-    }
-
-    /// `E-MAN-003` for an unknown key under [`ParseOptions::strict`] (D-15.3).
-    fn unknown_key(full: &str, suggestion: Option<&str>) -> Self {
-        LaunchError {
-            code: "E-MAN-003",
-            message: format!("{full}: unknown key{}", did_you_mean(suggestion)),
-            hint: "remove or correct the key (without --strict it is only a warning); README § \
-                   Manifest lists every key"
-                .into(),
-        }
-    }
-}
-
-impl fmt::Display for LaunchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "error[{}]: {}\n  hint: {}",
-            self.code, self.message, self.hint
-        )
-    }
-}
-
-impl std::error::Error for LaunchError {}
 
 /// A parsed manifest plus the warnings it produced.
 #[derive(Debug, Clone)]
@@ -375,10 +329,7 @@ impl Manifest {
                 match f.get("mode") {
                     Some(Value::String(m)) if m == "read-only" => {}
                     _ => {
-                        return Err(LaunchError::malformed(
-                            &f.field("mode"),
-                            "exactly read-only",
-                        ));
+                        return Err(LaunchError::malformed(f.field("mode"), "exactly read-only"));
                     }
                 }
                 files = Some(FilesExport {
@@ -393,7 +344,7 @@ impl Manifest {
                     None => None,
                     Some(v) => Some(parse_duration_secs(v).ok_or_else(|| {
                         LaunchError::malformed(
-                            &f.field("max_ttl"),
+                            f.field("max_ttl"),
                             "a positive duration: seconds, or digits with one of s, m, h, d (15m)",
                         )
                     })?),
@@ -404,7 +355,7 @@ impl Manifest {
                     Some(Value::Bool(required)) => *required,
                     Some(_) => {
                         return Err(LaunchError::malformed(
-                            &f.field("require_peer_proof"),
+                            f.field("require_peer_proof"),
                             "true or false",
                         ));
                     }
@@ -574,16 +525,8 @@ impl Manifest {
                 .declared_max_ttl_secs
                 .is_none_or(|ttl| ttl > SLEEP_MAX_TTL_SECS)
         {
-            return Err(LaunchError {
-                code: "E-CAP-008",
-                message: "exports.peer_files.max_ttl must be declared and at most 900s when \
-                          lifecycle.after_task: sleep; a handle's lifetime is not a durability \
-                          mechanism"
-                    .into(),
-                hint: "declare exports.peer_files.max_ttl of 15m or less, or use \
-                       lifecycle.after_task: exit: a handle's lifetime is not a durability \
-                       mechanism (README § Manifest)"
-                    .into(),
+            return Err(LaunchError::HandleLifetime {
+                declared_max_ttl_secs: peer.declared_max_ttl_secs,
             });
         }
         Ok(())
@@ -606,25 +549,14 @@ impl Manifest {
         for (field, root) in roots {
             let Some(root) = root else { continue };
             if let Err(e) = fs.check_root(root) {
-                let message = match e.kind {
-                    FsErrorKind::OutsideRoot => {
-                        format!(
-                            "{field}: `{}` resolves outside the workdir",
-                            root.declared()
-                        )
-                    }
-                    _ => format!(
-                        "{field}: `{}` cannot be checked ({})",
-                        root.declared(),
-                        e.detail
-                    ),
-                };
-                return Err(LaunchError {
-                    code: "E-CAP-007",
-                    message,
-                    hint: "point the export root at a directory inside the workdir, reached \
-                           through no absolute symlink (README § Manifest)"
-                        .into(),
+                let root = root.declared().to_owned();
+                return Err(match e.kind {
+                    FsErrorKind::OutsideRoot => LaunchError::RootEscapes { field, root },
+                    _ => LaunchError::RootUncheckable {
+                        field,
+                        root,
+                        detail: e.detail,
+                    },
                 });
             }
         }
@@ -635,16 +567,16 @@ impl Manifest {
 fn parse_root(f: &Fields<'_>) -> Res<RootPath> {
     match f.get("root") {
         Some(Value::String(s)) => RootPath::parse(s)
-            .map_err(|accepted| LaunchError::malformed(&f.field("root"), &accepted)),
+            .map_err(|refused| LaunchError::malformed(f.field("root"), refused.accepted())),
         // YAML reads `8`, `1.50` or `true` as a number or a boolean, whose text may not be
         // what was written (`1.50` is 1.5): refused, saying how to write it, not "required".
         Some(_) => Err(LaunchError::malformed(
-            &f.field("root"),
+            f.field("root"),
             "a relative path inside the workdir written as a string: quote a name YAML reads \
              as a number or a boolean ('8')",
         )),
         None => Err(LaunchError::malformed(
-            &f.field("root"),
+            f.field("root"),
             "a relative path inside the workdir such as out/ or . (required)",
         )),
     }
@@ -655,7 +587,7 @@ fn parse_max_bytes(f: &Fields<'_>) -> Res<u64> {
         None => Ok(DEFAULT_MAX_BYTES),
         Some(v) => parse_byte_size(v).ok_or_else(|| {
             LaunchError::malformed(
-                &f.field("max_bytes"),
+                f.field("max_bytes"),
                 "a positive integer, or digits with one suffix Ki, Mi or Gi (10Mi)",
             )
         }),
@@ -673,11 +605,11 @@ fn parse_allow(f: &Fields<'_>) -> Res<AllowList> {
     let mut rules = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let rule = match item {
-            Value::String(s) => AllowRule::parse(s),
-            _ => Err(ENTRY.to_owned()),
+            Value::String(s) => AllowRule::parse(s).map_err(|refused| refused.accepted()),
+            _ => Err(ENTRY),
         };
         rules.push(
-            rule.map_err(|accepted| LaunchError::malformed(&format!("{field}[{i}]"), &accepted))?,
+            rule.map_err(|accepted| LaunchError::malformed(format!("{field}[{i}]"), accepted))?,
         );
     }
     AllowList::new(rules).ok_or_else(|| LaunchError::malformed(&field, NON_EMPTY))
@@ -694,8 +626,8 @@ mod tests {
 
     fn field_of(yaml: &str) -> String {
         let e = parse(yaml).expect_err("must be refused");
-        assert_eq!(e.code, "E-MAN-003");
-        e.message.split(':').next().unwrap().to_owned()
+        assert_eq!(e.code(), "E-MAN-003");
+        e.message().split(':').next().unwrap().to_owned()
     }
 
     #[test]
@@ -733,9 +665,10 @@ mod tests {
         assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
         for bad in ["\"true\"", "yes_please", "1", "0", "[true]", "{ a: true }"] {
             let e = peer(&format!(", require_peer_proof: {bad}")).expect_err(bad);
-            assert_eq!(e.code, "E-MAN-003", "{bad}");
+            assert_eq!(e.code(), "E-MAN-003", "{bad}");
             assert_eq!(
-                e.message, "exports.peer_files.require_peer_proof: true or false",
+                e.message(),
+                "exports.peer_files.require_peer_proof: true or false",
                 "{bad}"
             );
         }
@@ -917,12 +850,12 @@ mod tests {
             ("name: x\n~: 1", "null: unknown key"),
         ] {
             let e = Manifest::from_yaml_with(yaml, ParseOptions::STRICT).expect_err(yaml);
-            assert_eq!(e.code, "E-MAN-003", "{yaml}");
-            assert_eq!(e.message, message, "{yaml}");
-            assert!(e.hint.contains("README § Manifest"), "{}", e.hint);
+            assert_eq!(e.code(), "E-MAN-003", "{yaml}");
+            assert_eq!(e.message(), message, "{yaml}");
+            assert!(e.hint().contains("README § Manifest"), "{}", e.hint());
             // Read leniently, the key is only a warning (the block may still lack a field).
             if let Err(e) = Manifest::from_yaml(yaml) {
-                assert!(!e.message.contains("unknown key"), "{yaml}: {e}");
+                assert!(!e.message().contains("unknown key"), "{yaml}: {e}");
             }
         }
         // Strictness refuses unknown keys only: a clean manifest, and one declaring nothing
@@ -934,14 +867,14 @@ mod tests {
         // The bytes and value entry points take the same options.
         let bytes = Manifest::from_yaml_bytes_with(b"name: x\nnmae: y", ParseOptions::STRICT);
         assert_eq!(
-            bytes.expect_err("strict").message,
+            bytes.expect_err("strict").message(),
             "nmae: unknown key (did you mean `name`?)"
         );
         let value = serde_json::json!({"name": "x", "lifecycle": {"after_task": "exit", "x": 1}});
         assert_eq!(
             Manifest::from_value_with(&value, ParseOptions::STRICT)
                 .expect_err("strict")
-                .message,
+                .message(),
             "lifecycle.x: unknown key"
         );
         assert!(Manifest::from_value(&value).is_ok());
@@ -987,26 +920,26 @@ mod tests {
             ),
         ] {
             let e = Manifest::from_yaml(yaml).expect_err(yaml);
-            assert_eq!(e.code, "E-MAN-003");
-            assert!(e.message.starts_with(start), "{yaml:?}: {}", e.message);
-            assert!(!e.message.contains("each key once"), "{}", e.message);
+            assert_eq!(e.code(), "E-MAN-003");
+            assert!(e.message().starts_with(start), "{yaml:?}: {}", e.message());
+            assert!(!e.message().contains("each key once"), "{}", e.message());
             // The position is said once, up front.
             let position = &start["manifest: YAML syntax error ".len()..];
             let position = position.split(':').next().unwrap();
-            assert_eq!(e.message.matches(position).count(), 1, "{}", e.message);
+            assert_eq!(e.message().matches(position).count(), 1, "{}", e.message());
         }
         let e = Manifest::from_yaml("name: x\n---\nname: y\n").expect_err("two documents");
         assert_eq!(
-            e.message,
+            e.message(),
             "manifest: a single YAML document (this file holds more than one)"
         );
         let deep = format!("name: x\nzzz: {}{}", "[".repeat(200), "]".repeat(200));
         let e = Manifest::from_yaml(&deep).expect_err("too deep");
         assert!(
-            e.message
+            e.message()
                 .starts_with("manifest: YAML nested too deeply at line 2 column "),
             "{}",
-            e.message
+            e.message()
         );
     }
 
@@ -1067,9 +1000,9 @@ mod tests {
             ),
         ] {
             let refused = Manifest::from_yaml(yaml).unwrap_err();
-            assert_eq!(refused.code, "E-MAN-003");
+            assert_eq!(refused.code(), "E-MAN-003");
             assert_eq!(
-                refused.message,
+                refused.message(),
                 format!("{field}: a whole number that fits in 64 bits")
             );
         }
@@ -1090,8 +1023,8 @@ mod tests {
     #[test]
     fn a_manifest_that_is_not_utf8_is_e_man_003() {
         let refused = Manifest::from_yaml_bytes(b"name: caf\xe9\n").unwrap_err();
-        assert_eq!(refused.code, "E-MAN-003");
-        assert_eq!(refused.message, "manifest: UTF-8 YAML text");
+        assert_eq!(refused.code(), "E-MAN-003");
+        assert_eq!(refused.message(), "manifest: UTF-8 YAML text");
         let parsed = Manifest::from_yaml_bytes("name: café\n".as_bytes()).unwrap();
         assert_eq!(parsed.manifest.name, "café");
     }
@@ -1200,16 +1133,16 @@ mod tests {
             let yaml =
                 format!("name: x\nexports: {{ files: {{ root: {root}, mode: read-only }} }}");
             let e = Manifest::from_yaml(&yaml).expect_err(&yaml);
-            assert_eq!(e.code, "E-MAN-003", "{root}");
+            assert_eq!(e.code(), "E-MAN-003", "{root}");
             assert!(
-                e.message.starts_with("exports.files.root: "),
+                e.message().starts_with("exports.files.root: "),
                 "{}",
-                e.message
+                e.message()
             );
             assert!(
-                e.message.contains("quote") && !e.message.contains("required"),
+                e.message().contains("quote") && !e.message().contains("required"),
                 "{root}: {}",
-                e.message
+                e.message()
             );
         }
         let quoted = "name: x\nexports: { files: { root: '8', mode: read-only } }";
@@ -1282,22 +1215,26 @@ mod tests {
             let yaml =
                 format!("name: x\nexports: {{ files: {{ root: {root}, mode: read-only }} }}");
             let e = Manifest::from_yaml(&yaml).expect_err(root);
-            assert_eq!(e.code, "E-MAN-003", "{root}");
+            assert_eq!(e.code(), "E-MAN-003", "{root}");
             assert!(
-                e.message.starts_with("exports.files.root: "),
+                e.message().starts_with("exports.files.root: "),
                 "{}",
-                e.message
+                e.message()
             );
-            assert!(e.message.contains("control characters"), "{}", e.message);
+            assert!(
+                e.message().contains("control characters"),
+                "{}",
+                e.message()
+            );
         }
 
         let e = Manifest::from_yaml("name: x\ncapabilities: { peer_fetch: { allow: [5] } }")
             .expect_err("a number is no entry");
         assert!(
-            e.message
+            e.message()
                 .starts_with("capabilities.peer_fetch.allow[0]: a string: host, host:port"),
             "{}",
-            e.message
+            e.message()
         );
     }
 
@@ -1367,11 +1304,11 @@ mod tests {
             "name: x\ncapabilities:\n  network: { allow: [a] }\n  network: { allow: [b] }",
         ] {
             let e = Manifest::from_yaml(yaml).expect_err(yaml);
-            assert_eq!(e.code, "E-MAN-003", "{yaml}");
+            assert_eq!(e.code(), "E-MAN-003", "{yaml}");
             assert!(
-                e.message.ends_with(": each key once per mapping"),
+                e.message().ends_with(": each key once per mapping"),
                 "{yaml}: {}",
-                e.message
+                e.message()
             );
         }
         // Named by the field given twice; under an unknown key it is only that key's warning
@@ -1390,7 +1327,13 @@ mod tests {
     #[test]
     fn cap_008_sleep_needs_short_ttl() {
         let fs = MemoryFilesystem::new();
-        let refused = |yaml: &str| parse(yaml).unwrap().check_launch(&fs).err().map(|e| e.code);
+        let refused = |yaml: &str| {
+            parse(yaml)
+                .unwrap()
+                .check_launch(&fs)
+                .err()
+                .map(|e| e.code())
+        };
         let base = "name: x\nlifecycle: { after_task: sleep }\nexports: { peer_files: { root: out";
         assert_eq!(refused(&format!("{base} }} }}")), Some("E-CAP-008"));
         assert_eq!(
@@ -1433,7 +1376,7 @@ mod tests {
             .unwrap()
             .check_launch(&fs)
             .err()
-            .map(|e| (e.code, e.message))
+            .map(|e| (e.code(), e.message()))
         };
         assert_eq!(check("missing"), None);
         assert_eq!(check("ok"), None);
@@ -1448,6 +1391,6 @@ mod tests {
             "name: x\nlifecycle: { after_task: sleep }\nexports: { peer_files: { root: out } }",
         )
         .unwrap();
-        assert_eq!(m.check_launch(&fs).unwrap_err().code, "E-CAP-008");
+        assert_eq!(m.check_launch(&fs).unwrap_err().code(), "E-CAP-008");
     }
 }

@@ -41,7 +41,7 @@ enum Node {
 /// reads a value; or `manifest` with the line and column of text that is not YAML.
 pub(super) fn manifest_value(text: &str) -> Res<Value> {
     let node: Node = serde_norway::from_str(text)
-        .map_err(|e| LaunchError::malformed("manifest", &unreadable(&e)))?;
+        .map_err(|e| LaunchError::malformed("manifest", unreadable(&e)))?;
     json_of(node, Some(""))
 }
 

@@ -63,6 +63,8 @@ pub struct MemoryFilesystem {
     next_ino: AtomicU64,
     /// When set, `land` fails with `Io` after creating its temp entry (fault injection).
     land_fault: Mutex<bool>,
+    /// Files opened beneath a root, shared with every root opened.
+    files_opened: Arc<AtomicU64>,
 }
 
 impl Default for MemoryFilesystem {
@@ -82,7 +84,15 @@ impl MemoryFilesystem {
             workdir: Arc::new(MemDir::default()),
             next_ino: AtomicU64::new(2),
             land_fault: Mutex::new(false),
+            files_opened: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// How many times a file has been opened beneath an export root (a read, a listing's
+    /// hash, a redeem), successfully or not: what a test asserts to show that a refused
+    /// request never reached a file.
+    pub fn files_opened(&self) -> u64 {
+        self.files_opened.load(Ordering::SeqCst)
     }
 
     fn parent_of(&self, path: &str) -> (Arc<MemDir>, Vec<u8>) {
@@ -253,7 +263,11 @@ impl Filesystem for MemoryFilesystem {
             relative.as_bytes(),
             Symlinks::Follow,
         )? {
-            Node::Dir(dir) => Ok(Box::new(MemRootDir { dir, class })),
+            Node::Dir(dir) => Ok(Box::new(MemRootDir {
+                dir,
+                class,
+                files_opened: self.files_opened.clone(),
+            })),
             _ => Err(FsError::new(
                 FsErrorKind::NotFound,
                 "export root is not a directory",
@@ -339,10 +353,12 @@ impl Filesystem for MemoryFilesystem {
 struct MemRootDir {
     dir: Arc<MemDir>,
     class: Containment,
+    files_opened: Arc<AtomicU64>,
 }
 
 impl RootDir for MemRootDir {
     fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError> {
+        self.files_opened.fetch_add(1, Ordering::SeqCst);
         let f = resolve::regular_file(resolve::resolve(
             &MemLookup,
             &self.dir,

@@ -106,19 +106,21 @@ impl RootPath {
     /// capsule name with one is refused for the audience header.
     ///
     /// # Errors
-    /// A description of what is accepted, for `E-MAN-003`.
-    pub fn parse(declared: &str) -> Result<Self, String> {
-        const ACCEPTED: &str = "a relative path inside the workdir such as out/ or . (no leading \
-             /, no .., no control characters)";
+    /// A [`RootPathError`] naming what is accepted, for `E-MAN-003`.
+    pub fn parse(declared: &str) -> Result<Self, RootPathError> {
+        const ACCEPTED: RootPathError = RootPathError {
+            accepted: "a relative path inside the workdir such as out/ or . (no leading /, no \
+                 .., no control characters)",
+        };
         let declared = declared.trim();
         if declared.is_empty() || declared.starts_with('/') || declared.contains(char::is_control) {
-            return Err(ACCEPTED.into());
+            return Err(ACCEPTED);
         }
         let mut components = Vec::new();
         for c in declared.split('/') {
             match c {
                 "" | "." => {}
-                ".." => return Err(ACCEPTED.into()),
+                ".." => return Err(ACCEPTED),
                 name => components.push(name.to_owned()),
             }
         }
@@ -142,6 +144,28 @@ impl RootPath {
         }
     }
 }
+
+/// Why a declared root is no [`RootPath`]: it renders as what is accepted, the text of the
+/// `E-MAN-003` that names the root's field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RootPathError {
+    accepted: &'static str,
+}
+
+impl RootPathError {
+    /// What a root may be.
+    pub const fn accepted(&self) -> &'static str {
+        self.accepted
+    }
+}
+
+impl fmt::Display for RootPathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.accepted)
+    }
+}
+
+impl std::error::Error for RootPathError {}
 
 /// Why a filesystem operation refused; maps one-to-one onto a public [`Code`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -55,11 +55,7 @@ pub(crate) struct PullArgs {
 }
 
 fn cli_error(message: impl Into<String>, hint: impl Into<String>) -> LaunchError {
-    LaunchError {
-        code: "E-CLI-001",
-        message: message.into(),
-        hint: hint.into(),
-    }
+    LaunchError::command_line(message, hint)
 }
 
 /// Why one entry did not land: `<code>: <text>` in the summary, and whether a file that
