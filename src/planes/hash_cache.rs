@@ -14,19 +14,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// How close to its last change a file may be hashed and still be cached, in nanoseconds.
 const RACY_WINDOW_NS: i128 = 2_000_000_000;
 
+/// The part of a file's identity the cache compares beside (device, inode). Times are held
+/// in 64 bits (nanoseconds from 1678 to 2262; a time outside is pinned to the end of the range,
+/// which can only make two different times look alike if both lie outside it, and such a file
+/// is never cached: see [`admits`]), so that an entry of a million-file cache stays small.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Key {
     size: u64,
-    mtime_ns: i128,
-    ctime_ns: i128,
+    mtime_ns: i64,
+    ctime_ns: i64,
+}
+
+/// Nanoseconds in 64 bits, pinned to the range.
+fn ns64(ns: i128) -> i64 {
+    i64::try_from(ns).unwrap_or(if ns < 0 { i64::MIN } else { i64::MAX })
 }
 
 impl Key {
     fn of(meta: &FileMeta) -> Self {
         Key {
             size: meta.size,
-            mtime_ns: meta.mtime_ns,
-            ctime_ns: meta.ctime_ns,
+            mtime_ns: ns64(meta.mtime_ns),
+            ctime_ns: ns64(meta.ctime_ns),
         }
     }
 }
@@ -35,7 +44,10 @@ impl Key {
 /// not if the file changed within the racy window before the hash (it may change again within
 /// the same timestamp granularity).
 fn admits(meta: &FileMeta, hashed_at_ns: i128) -> bool {
-    hashed_at_ns - meta.mtime_ns.max(meta.ctime_ns) >= RACY_WINDOW_NS
+    let in_range = |ns: i128| i64::try_from(ns).is_ok_and(|ns| ns != i64::MIN && ns != i64::MAX);
+    in_range(meta.mtime_ns)
+        && in_range(meta.ctime_ns)
+        && hashed_at_ns - meta.mtime_ns.max(meta.ctime_ns) >= RACY_WINDOW_NS
 }
 
 /// One cached hash: the key it was taken under, the hash, and the newest listing that found
@@ -166,18 +178,50 @@ impl HashCache {
     /// under the listing's rules (the racy-git rule), without forgetting anything else. The
     /// entry counts as seen by the newest listing so far, so a listing in progress keeps it.
     pub fn insert(&self, meta: &FileMeta, sha256: &[u8; 32], hashed_at_ns: i128) {
+        self.insert_seen(
+            meta,
+            sha256,
+            hashed_at_ns,
+            self.listings.load(Ordering::Relaxed),
+        );
+    }
+
+    /// Caches one hash that listing number `listing` took, as [`insert`](Self::insert) does, the
+    /// entry counting as seen by that listing: its [`update`](Self::update) keeps it.
+    pub fn insert_seen(
+        &self,
+        meta: &FileMeta,
+        sha256: &[u8; 32],
+        hashed_at_ns: i128,
+        listing: u64,
+    ) {
         if !admits(meta, hashed_at_ns) {
             return;
         }
-        let cached = Cached {
-            key: Key::of(meta),
-            sha256: *sha256,
-            seen: AtomicU64::new(self.listings.load(Ordering::Relaxed)),
-        };
-        self.shard(meta)
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((meta.dev, meta.ino), cached);
+        let key = Key::of(meta);
+        let mut entries = self.shard(meta).write().unwrap_or_else(|e| e.into_inner());
+        match entries.entry((meta.dev, meta.ino)) {
+            // The same file hashed again: keep the newest listing's mark on it.
+            std::collections::hash_map::Entry::Occupied(mut held) if held.get().key == key => {
+                let held = held.get_mut();
+                held.sha256 = *sha256;
+                *held.seen.get_mut() = (*held.seen.get_mut()).max(listing);
+            }
+            std::collections::hash_map::Entry::Occupied(mut held) => {
+                held.insert(Cached {
+                    key,
+                    sha256: *sha256,
+                    seen: AtomicU64::new(listing),
+                });
+            }
+            std::collections::hash_map::Entry::Vacant(place) => {
+                place.insert(Cached {
+                    key,
+                    sha256: *sha256,
+                    seen: AtomicU64::new(listing),
+                });
+            }
+        }
     }
 
     /// Entries held.

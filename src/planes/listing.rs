@@ -25,6 +25,8 @@ pub struct ListingEntry {
 struct Compact {
     path_at: u64,
     path_len: u32,
+    /// Waiting for its file to be hashed (see [`Filler`]); never in a finished listing.
+    pending: bool,
     size: u64,
     mtime_ms: i64,
     sha256: [u8; 32],
@@ -149,23 +151,67 @@ impl ListingBuilder {
         self.entries.push(Compact {
             path_at,
             path_len: u32::try_from(path.len()).unwrap_or(u32::MAX),
+            pending: false,
             size,
             mtime_ms,
             sha256,
         });
     }
 
-    /// The listing, sorted byte-lexicographically by path (D-3.5), holding `permit`.
+    /// An entry for `path` whose file is still to be hashed: its index, for [`Filler::fill`].
+    /// An entry never filled is left out of the finished listing.
+    pub(crate) fn push_pending(&mut self, path: &str) -> usize {
+        self.push(path, 0, 0, [0; 32]);
+        let at = self.entries.len() - 1;
+        self.entries[at].pending = true;
+        at
+    }
+
+    /// A handle through which several threads fill pending entries at once.
+    pub(crate) fn filler(&mut self) -> Filler<'_> {
+        Filler {
+            paths: &self.paths,
+            entries: std::sync::Mutex::new(&mut self.entries),
+        }
+    }
+
+    /// The listing, sorted byte-lexicographically by path (D-3.5), holding `permit`; entries
+    /// left pending are dropped. Sorted in place: the entries are never held twice.
     pub(crate) fn finish(self, permit: Option<BudgetPermit>) -> Listing {
         let ListingBuilder { paths, mut entries } = self;
+        entries.retain(|e| !e.pending);
         let path = |e: &Compact| &paths.as_bytes()[e.path_at as usize..][..e.path_len as usize];
         entries.sort_unstable_by(|a, b| path(a).cmp(path(b)));
-        entries.shrink_to_fit();
         Listing {
             paths,
             entries,
             permit,
         }
+    }
+}
+
+/// Fills a builder's pending entries from several threads: the paths are read freely, each
+/// fill takes a lock for one entry's few bytes.
+#[derive(Debug)]
+pub(crate) struct Filler<'a> {
+    paths: &'a str,
+    entries: std::sync::Mutex<&'a mut Vec<Compact>>,
+}
+
+impl Filler<'_> {
+    /// The path of entry `at`.
+    pub(crate) fn path(&self, at: usize) -> &str {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let (path_at, len) = (entries[at].path_at as usize, entries[at].path_len as usize);
+        drop(entries);
+        &self.paths[path_at..path_at + len]
+    }
+
+    /// Entry `at` describes a file of `size` bytes hashed to `sha256`.
+    pub(crate) fn fill(&self, at: usize, size: u64, mtime_ms: i64, sha256: [u8; 32]) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = &mut entries[at];
+        (entry.size, entry.mtime_ms, entry.sha256, entry.pending) = (size, mtime_ms, sha256, false);
     }
 }
 

@@ -341,8 +341,8 @@ pub fn list_files(
     let view = cache.view();
     let gate = budget.map(ByteBudget::walk_gate);
     let mut listed = ListingBuilder::default();
-    let mut misses: Vec<RelPath> = Vec::new();
-    let mut miss_bytes = 0u64;
+    // Entries still to hash, by index: their paths are in `listed` already.
+    let mut misses: Vec<usize> = Vec::new();
     let with_meta = !cache.is_empty();
     root.walk_with_meta(with_meta, &mut |path, meta| {
         if let Some(meta) = meta
@@ -350,21 +350,17 @@ pub fn list_files(
         {
             listed.push(path.as_str(), meta.size, meta.mtime_ms, sha256);
         } else {
-            miss_bytes += path.as_str().len() as u64;
-            misses.push(path);
+            misses.push(listed.push_pending(path.as_str()));
         }
     })?;
     if cancel.is_cancelled() {
         return Err(cancelled());
     }
     let permit = budget.map(|budget| {
-        let entries = (listed.len() + misses.len()) as u64;
-        // The entries with their paths, each miss's path a second time while it waits to be
-        // hashed with its fresh metadata, and a body chunk in flight.
-        let wanted = entries * ENTRY_BYTES
+        // The entries with their paths, the index of each miss, and a body chunk in flight.
+        let wanted = listed.len() as u64 * ENTRY_BYTES
             + listed.path_bytes()
-            + 2 * miss_bytes
-            + misses.len() as u64 * (std::mem::size_of::<RelPath>() + FRESH_BYTES) as u64
+            + (misses.len() * std::mem::size_of::<usize>()) as u64
             + BODY_CHUNK_BYTES;
         // A small listing takes free bytes at once, as a small read does, so it never queues
         // behind large reads waiting for bytes that clients who stopped reading hold; a large
@@ -377,17 +373,27 @@ pub fn list_files(
         at_once.unwrap_or_else(|| budget.acquire_blocking(wanted))
     });
     drop(gate);
-    let fresh = hash_misses(root, misses, &view, budget, cancel, &mut listed);
+    let fresh = FreshHashes {
+        cache,
+        hashed_at_ns,
+        listing: view.listing(),
+    };
+    let hashed = hash_misses(root, &misses, &view, &fresh, budget, cancel, &mut listed);
     if cancel.is_cancelled() {
         return Err(cancelled());
     }
-    let fresh = fresh?;
-    cache.update(
-        fresh.iter().map(|(meta, sha256)| (meta, sha256)),
-        hashed_at_ns,
-        view.listing(),
-    );
+    hashed?;
+    // The fresh hashes are in; forget what this listing found gone or changed.
+    cache.update([], hashed_at_ns, view.listing());
     Ok(listed.finish(permit))
+}
+
+/// Where a listing's workers put each hash that describes its file as its descriptor saw it:
+/// straight into the cache, as seen by this listing, so the listing holds no list of them.
+struct FreshHashes<'a> {
+    cache: &'a HashCache,
+    hashed_at_ns: i128,
+    listing: u64,
 }
 
 /// The largest charge a listing takes from the budget's free bytes ahead of borrowers queued
@@ -399,26 +405,24 @@ fn cancelled() -> Refusal {
     Refusal::new(Code::IoError, "cancelled: the client disconnected")
 }
 
-/// The bytes a fresh hash's cache record takes while the listing runs.
-const FRESH_BYTES: usize = std::mem::size_of::<(FileMeta, [u8; 32])>();
-
 /// The bytes of a listing body chunk in flight (see [`Listing`]'s body).
 const BODY_CHUNK_BYTES: u64 = 80 * 1024;
 
-/// Hashes each of `misses` into `listed` (see [`list_one`]), on this thread alone for a few,
-/// with more threads from the budget's hashing slots for many; returns each fresh hash that
-/// describes its file as its descriptor saw it, to cache.
+/// Hashes the pending entries `misses` of `listed` (see [`list_one`]), on this thread alone
+/// for a few, with more threads from the budget's hashing slots for many, each fresh hash going
+/// to `fresh` as it is taken.
 ///
 /// # Errors
 /// `io_error` when a hashing thread failed: no listing rather than a short one.
 fn hash_misses(
     root: &dyn crate::backends::fs::RootDir,
-    misses: Vec<RelPath>,
+    misses: &[usize],
     cache: &CacheView<'_>,
+    fresh: &FreshHashes<'_>,
     budget: Option<&ByteBudget>,
     cancel: &Cancel,
     listed: &mut ListingBuilder,
-) -> Result<Vec<(FileMeta, [u8; 32])>, Refusal> {
+) -> Result<(), Refusal> {
     let more = if misses.len() >= LISTING_PARALLEL_FROM {
         listing_workers()
     } else {
@@ -434,42 +438,46 @@ fn hash_misses(
     };
     let slots = slots_from.hashing_slots(more);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let misses = &misses;
+    let filler = listed.filler();
     let work = || {
-        let mut done = Listed::default();
         let (mut storage, start) = page_aligned::zeroed(LISTING_CHUNK);
         let buffer = &mut storage[start..];
         loop {
             let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(path) = misses.get(at) else { break };
+            let Some(&entry) = misses.get(at) else { break };
             if cancel.is_cancelled() {
                 break;
             }
-            list_one(root, (at, path), cache, buffer, cancel, &mut done);
+            let Ok(path) = RelPath::parse_canonical(filler.path(entry)) else {
+                continue;
+            };
+            if let Some(hashed) = list_one(root, &path, cache, buffer, cancel) {
+                if let Some(meta) = hashed.fresh {
+                    fresh.cache.insert_seen(
+                        &meta,
+                        &hashed.sha256,
+                        fresh.hashed_at_ns,
+                        fresh.listing,
+                    );
+                }
+                filler.fill(entry, hashed.size, hashed.mtime_ms, hashed.sha256);
+            }
         }
-        done
     };
-    let results: Vec<std::thread::Result<Listed>> = std::thread::scope(|threads| {
+    let panicked = std::thread::scope(|threads| {
         // A thread the system will not start (a process limit) is work the others do.
         let helpers: Vec<_> = slots[1..]
             .iter()
             .filter_map(|_| std::thread::Builder::new().spawn_scoped(threads, work).ok())
             .collect();
-        let mut results = vec![Ok(work())];
-        results.extend(helpers.into_iter().map(|h| h.join()));
-        results
+        work();
+        helpers.into_iter().any(|helper| helper.join().is_err())
     });
     drop(slots);
-    let mut fresh = Vec::new();
-    for result in results {
-        let done = result.map_err(|_| Refusal::new(Code::IoError, "a listing worker failed"))?;
-        for entry in done.entries {
-            let path = misses[entry.at].as_str();
-            listed.push(path, entry.size, entry.mtime_ms, entry.sha256);
-        }
-        fresh.extend(done.fresh);
+    if panicked {
+        return Err(Refusal::new(Code::IoError, "a listing worker failed"));
     }
-    Ok(fresh)
+    Ok(())
 }
 
 /// The bytes a listing worker reads and hashes at a time.
@@ -479,20 +487,13 @@ const LISTING_CHUNK: usize = 256 * 1024;
 /// more than they save.
 const LISTING_PARALLEL_FROM: usize = 64;
 
-/// One hashed file, as a worker found it: `at` is its index among the misses.
+/// One hashed file, and its descriptor's metadata when the hash describes the file as that
+/// descriptor saw it (to cache).
 struct Hashed {
-    at: usize,
     size: u64,
     mtime_ms: i64,
     sha256: [u8; 32],
-}
-
-/// What one listing thread hashed, and the fresh hashes among them that describe their file as
-/// its descriptor saw it (to cache).
-#[derive(Default)]
-struct Listed {
-    entries: Vec<Hashed>,
-    fresh: Vec<(FileMeta, [u8; 32])>,
+    fresh: Option<FileMeta>,
 }
 
 /// Threads that may join a listing's own thread on a large listing: twice the cores (hashing
@@ -502,35 +503,31 @@ fn listing_workers() -> usize {
     (cores * 2).saturating_sub(1).max(1)
 }
 
-/// One file into `listed`: opened (D-2.6), then its cached hash if the descriptor's metadata
-/// finds one, else hashed from its descriptor, reading at most
-/// one byte more than the size its `fstat` gave (D-3.3): a file that grew past that size is
-/// being written and is omitted, whatever it grows to. A file that came back shorter is
+/// One file: opened (D-2.6), then its cached hash if the descriptor's metadata finds one, else
+/// hashed from its descriptor, reading at most one byte more than the size its `fstat` gave
+/// (D-3.3): a file that grew past that size is being written and is omitted, whatever it grows
+/// to. A file that came back shorter is
 /// listed as the bytes hashed (its end was reached), not cached. Nothing when the entry
 /// vanished, is not a regular file under the class rules, failed mid-read, or `cancel` was
 /// raised.
 fn list_one(
     root: &dyn crate::backends::fs::RootDir,
-    (at, path): (usize, &RelPath),
+    path: &RelPath,
     cache: &CacheView<'_>,
     buffer: &mut [u8],
     cancel: &Cancel,
-    listed: &mut Listed,
-) {
-    let Ok(mut file) = root.open_file(path) else {
-        return;
-    };
+) -> Option<Hashed> {
+    let mut file = root.open_file(path).ok()?;
     let meta = file.meta();
     // A symlinked entry, or a walk that could not stat: the descriptor's metadata may still
     // find the hash cached.
     if let Some(sha256) = cache.get(&meta) {
-        listed.entries.push(Hashed {
-            at,
+        return Some(Hashed {
             size: meta.size,
             mtime_ms: meta.mtime_ms,
             sha256,
+            fresh: None,
         });
-        return;
     }
     let limit = meta.size.saturating_add(1);
     let mut hasher = Sha256::new();
@@ -552,25 +549,21 @@ fn list_one(
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
+            Err(_) => return None,
         }
         if cancel.is_cancelled() {
-            return;
+            return None;
         }
     }
     if size > meta.size {
-        return;
+        return None;
     }
-    let sha256: [u8; 32] = hasher.finalize().into();
-    if size == meta.size {
-        listed.fresh.push((meta, sha256));
-    }
-    listed.entries.push(Hashed {
-        at,
+    Some(Hashed {
         size,
         mtime_ms: meta.mtime_ms,
-        sha256,
-    });
+        sha256: hasher.finalize().into(),
+        fresh: (size == meta.size).then_some(meta),
+    })
 }
 
 #[cfg(test)]
