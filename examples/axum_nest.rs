@@ -8,6 +8,7 @@
 //! answer's status line and body, and exits.
 //!
 //! Run: `cargo run --example axum_nest`
+#![allow(clippy::disallowed_methods)] // a composition root: it binds its own sockets
 
 use axum::routing::get;
 use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink, SystemClock};

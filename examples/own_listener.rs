@@ -6,6 +6,7 @@
 //! answer's status line and body, and exits.
 //!
 //! Run: `cargo run --example own_listener`
+#![allow(clippy::disallowed_methods)] // a composition root: it binds its own sockets
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};

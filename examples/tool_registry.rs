@@ -4,6 +4,7 @@
 //! loopback listener; `reporter` shares a file with `reader`, which fetches it.
 //!
 //! Run: `cargo run --example tool_registry`.
+#![allow(clippy::disallowed_methods)] // a composition root: it binds its own sockets
 
 use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink, SystemClock};
 use resource_plane::http::{ListenerConfig, serve};

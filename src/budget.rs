@@ -193,7 +193,7 @@ impl ByteBudget {
     }
 
     /// A slot to open, fill and hash a buffer in, blocking the calling thread until one is
-    /// free (see [`Slots`]). Drop it before waiting for bytes and as soon as the buffer is
+    /// free (one per core). Drop it before waiting for bytes and as soon as the buffer is
     /// hashed. Call from blocking threads only.
     pub fn fill_slot(&self) -> FillSlot {
         self.fills.take()

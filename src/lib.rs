@@ -46,11 +46,13 @@
 //! # }
 //! ```
 //!
-//! Every public function documents the refusal codes it can produce and the rule of
-//! `decisions.md` it implements.
+//! Every public function documents the refusal codes it can produce and the rule it
+//! implements. Rules are cited as `D-x.y`: they are numbered in `docs/spec/decisions.md`, which
+//! ships with the crate beside the specification it settles (`docs/spec/resource-plane.md`) and
+//! the binary's command-line contract (`docs/spec/contract.md`).
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs, unreachable_pub)]
+#![deny(missing_docs, unreachable_pub)]
 
 pub mod audience;
 pub mod backends;

@@ -5,6 +5,7 @@
 //! Socket-free where the router alone is judged (`Service::call`, `ServiceExt::oneshot`); on
 //! loopback where the hardening is (HTTP/2 preface, oversized and slow heads, the connection
 //! cap, the drain, a raw `#` in the request target).
+#![allow(clippy::disallowed_methods)] // a composition root: it binds its own sockets
 
 use axum::routing::get;
 use bytes::Bytes;

@@ -5,6 +5,7 @@
 //!
 //! Capsules run over `MemoryFilesystem` and are mounted on real loopback listeners with the
 //! crate's own `http::serve`; hostile peers are raw TCP responders.
+#![allow(clippy::disallowed_methods)] // a composition root: it binds its own sockets
 
 use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink, SystemClock};
 use resource_plane::http::client::PeerTimeouts;

@@ -9,7 +9,6 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 /// Limits for one outbound request.
 #[derive(Debug, Clone, Copy)]
@@ -112,7 +111,7 @@ impl PeerClient {
             .trim_end_matches(']')
             .to_owned();
         let port = target.effective_port();
-        let tcp = tokio::time::timeout(limits.connect, TcpStream::connect((host.as_str(), port)))
+        let tcp = tokio::time::timeout(limits.connect, crate::backends::net::connect(&host, port))
             .await
             .map_err(|_| ClientError::Unreachable("connect timed out".into()))?
             .map_err(|e| unreachable("connect", &e))?;

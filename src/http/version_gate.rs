@@ -21,7 +21,7 @@
 //!   not followed by LF, or a method that is not a token: a TLS `ClientHello`, say) goes to
 //!   hyper at once, which answers 400, instead of waiting for a line end that may never come.
 //!
-//! Each byte is judged once, however the line is split across reads ([`LineScan`]).
+//! Each byte is judged once, however the line is split across reads (a line scanner keeps its state between reads).
 
 use std::io;
 use std::pin::Pin;

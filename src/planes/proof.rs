@@ -6,7 +6,7 @@
 //! Pure: parsing, formatting, the signed bytes and verification against the key the header
 //! names. Whether that key is the one the handle was minted for is the MAC's question (the
 //! minter checks the MAC over `<audience>#ed25519:<key>`, D-14.4); signing lives behind the
-//! [`IdentityKey`](crate::backends::IdentityKey).
+//! [`IdentityKey`].
 
 use crate::backends::IdentityKey;
 use base64::Engine as _;

@@ -142,7 +142,7 @@ pub enum ReadMode {
 /// piece, before reading. A file that grew (under `max_bytes`) after its `fstat` is read again
 /// from a fresh open and `fstat` with one borrow for its new size, never by borrowing more
 /// while holding bytes: waiting for more while holding some can wait for ever, and everyone
-/// queued behind waits too. After [`GROWTH_RETRIES`] such restarts the read borrows its limit
+/// queued behind waits too. After two such restarts the read borrows its limit
 /// and reads to the end. `Ok(None)` only in [`ReadMode::Inline`], when the read should move to
 /// a blocking thread.
 ///
@@ -312,7 +312,7 @@ pub(crate) fn read_file_if(
 /// borrows the bytes its entries and its body's chunks will take, in one piece (capped at the
 /// whole budget: a listing larger than the budget waits to run alone) before hashing, and the
 /// [`Listing`] holds them until it is dropped. Files are hashed by the listing's own thread
-/// and, once there are [`LISTING_PARALLEL_FROM`] of them, by as many more threads as the
+/// and, once there are 64 of them, by as many more threads as the
 /// budget's hashing slots have free (twice the cores in all, however many listings run).
 ///
 /// `cancel` stops the work between files and between a file's chunks: the listing then ends
