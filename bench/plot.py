@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Plots bench/scale.csv (written by `cargo bench --bench scale`) to bench/scale.png.
 
-Needs matplotlib (pip install matplotlib). Three panels: read latency against export-tree size
+Needs matplotlib (pip install matplotlib). Four panels: read latency against export-tree size
 (flat is the claim), cached-listing time against files (linear), uncached-listing time against
-bytes (linear)."""
+bytes (linear), and cold and repeat listings of 100,000 and 1,000,000 files (from the large-tree
+rows the bench appends)."""
 import csv
 import pathlib
 
@@ -21,7 +22,7 @@ def series(kind, x):
     return zip(*sorted(pts)) if pts else ([], [])
 
 
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
 xs, ys = series("read_latency", "files")
 axes[0].plot(list(xs), list(ys), "o-")
 axes[0].set(xscale="log", xlabel="files in the export tree", ylabel="median 4 KiB read (µs)",
@@ -32,6 +33,12 @@ axes[1].set(xlabel="files", ylabel="listing (ms)", title="Cached listing vs file
 xs, ys = series("listing_misses", "bytes")
 axes[2].plot([x / 2**20 for x in xs], [y / 1000 for y in ys], "o-")
 axes[2].set(xlabel="MiB hashed (200 files)", ylabel="listing (ms)", title="Uncached listing vs bytes")
+for kind, label in [("large_cold", "cold (hashing)"), ("large_repeat", "repeat (cached)")]:
+    xs, ys = series(kind, "files")
+    axes[3].plot(list(xs), [y / 1e6 for y in ys], "o-", label=label)
+axes[3].set(xscale="log", yscale="log", xlabel="files (512 B each, 1,000 dirs)",
+            ylabel="listing through the router (s)", title="Listings at 100k and 1M files")
+axes[3].legend()
 for ax in axes:
     ax.grid(alpha=0.3)
 fig.tight_layout()

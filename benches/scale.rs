@@ -240,6 +240,17 @@ fn floor_repeat(root: &Path, _names: &[std::path::PathBuf]) {
     }
 }
 
+/// Appends rows to `bench/scale.csv` (written by the curves above) for `bench/plot.py`.
+fn append_csv(rows: &str) {
+    use std::io::Write as _;
+    if let Ok(mut csv) = std::fs::OpenOptions::new()
+        .append(true)
+        .open("bench/scale.csv")
+    {
+        let _ = csv.write_all(rows.as_bytes());
+    }
+}
+
 /// `files` files of 512 bytes in 1,000 directories, written quickly (one buffer, no seed).
 fn make_small_tree(root: &Path, files: usize) {
     for d in 0..1_000 {
@@ -336,6 +347,13 @@ fn large_trees(sizes: &[usize]) {
         let out = dir.path().join("out");
         let floor = median((0..3).map(|_| time(|| floor_repeat(&out, &[])).0).collect());
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        append_csv(&format!(
+            "large_cold,{files},{},{:.2}\nlarge_repeat,{files},{},{:.2}\n",
+            files * 512,
+            cold.as_secs_f64() * 1e6,
+            files * 512,
+            repeat.as_secs_f64() * 1e6
+        ));
         println!(
             "{files} files (written in {made:.1?}): cold listing {cold:.2?}, repeat {repeat:.1?} ({:.2}x its walk-and-stat floor {floor:.1?}); body {:.1} MiB; peak memory above the start: cold {:.1} MiB, repeat {:.1} MiB (target <= body + 64 MiB = {:.1} MiB)",
             repeat.as_secs_f64() / floor.as_secs_f64(),
