@@ -90,6 +90,56 @@ pub struct CapsuleConfig {
     settings: Settings,
 }
 
+/// The settings [`CapsuleConfig`] and [`CapsuleBuilder`] both take, one method each, written
+/// once: both hold them in a `settings` field.
+macro_rules! setting_methods {
+    () => {
+        /// The containment class the runtime achieved, taken as given (D-2.5).
+        pub fn containment(mut self, containment: Containment) -> Self {
+            self.settings.containment = containment;
+            self
+        }
+
+        /// The fetcher's own body cap (D-10.2); 0 is read as 1.
+        pub fn fetch_max_bytes(mut self, bytes: u64) -> Self {
+            self.settings.fetch_max_bytes = bytes.max(1);
+            self
+        }
+
+        /// The bytes in-flight reads may hold at once (D-4.6); 0 is read as 1.
+        pub fn inflight_budget_bytes(mut self, bytes: u64) -> Self {
+            self.settings.inflight_budget_bytes = bytes.max(1);
+            self
+        }
+
+        /// Trust for https peers.
+        pub fn peer_tls(mut self, trust: PeerTls) -> Self {
+            self.settings.peer_tls = trust;
+            self
+        }
+
+        /// The session id (`ses_…`) instead of a fresh one.
+        pub fn session_id(mut self, session_id: impl Into<String>) -> Self {
+            self.settings.session_id = Some(session_id.into());
+            self
+        }
+
+        /// Time limits for the card fetch and the redeem.
+        pub fn peer_timeouts(mut self, timeouts: PeerTimeouts) -> Self {
+            self.settings.peer_timeouts = timeouts;
+            self
+        }
+
+        /// The identity key a capsule that declares `capabilities.peer_fetch` publishes in its
+        /// card and proves its redeems with (D-14.1), instead of a fresh [`OsRandomIdentityKey`].
+        /// Unused without `capabilities.peer_fetch`.
+        pub fn identity(mut self, key: Arc<dyn IdentityKey>) -> Self {
+            self.settings.identity = Some(key);
+            self
+        }
+    };
+}
+
 impl CapsuleConfig {
     /// A configuration advertising `advertised_url` (the card's `url` and the audience's tail),
     /// every other setting at its default: [`DEFAULT_CONTAINMENT`],
@@ -113,49 +163,7 @@ impl CapsuleConfig {
         &self.advertised_url
     }
 
-    /// The containment class the runtime achieved, taken as given (D-2.5).
-    pub fn containment(mut self, containment: Containment) -> Self {
-        self.settings.containment = containment;
-        self
-    }
-
-    /// The fetcher's own body cap (D-10.2); 0 is read as 1.
-    pub fn fetch_max_bytes(mut self, bytes: u64) -> Self {
-        self.settings.fetch_max_bytes = bytes.max(1);
-        self
-    }
-
-    /// The bytes in-flight reads may hold at once (D-4.6); 0 is read as 1.
-    pub fn inflight_budget_bytes(mut self, bytes: u64) -> Self {
-        self.settings.inflight_budget_bytes = bytes.max(1);
-        self
-    }
-
-    /// Trust for https peers.
-    pub fn peer_tls(mut self, trust: PeerTls) -> Self {
-        self.settings.peer_tls = trust;
-        self
-    }
-
-    /// The session id (`ses_…`) instead of a fresh one.
-    pub fn session_id(mut self, session_id: impl Into<String>) -> Self {
-        self.settings.session_id = Some(session_id.into());
-        self
-    }
-
-    /// Time limits for the card fetch and the redeem.
-    pub fn peer_timeouts(mut self, timeouts: PeerTimeouts) -> Self {
-        self.settings.peer_timeouts = timeouts;
-        self
-    }
-
-    /// The identity key a capsule that declares `capabilities.peer_fetch` publishes in its
-    /// card and proves its redeems with (D-14.1), instead of a fresh [`OsRandomIdentityKey`].
-    /// Unused without `capabilities.peer_fetch`.
-    pub fn identity(mut self, key: Arc<dyn IdentityKey>) -> Self {
-        self.settings.identity = Some(key);
-        self
-    }
+    setting_methods!();
 }
 
 /// `E-CLI-001` unless `url` is an http(s) URL with a host.
@@ -272,47 +280,7 @@ impl<'m> CapsuleBuilder<'m> {
         self
     }
 
-    /// As [`CapsuleConfig::containment`].
-    pub fn containment(mut self, containment: Containment) -> Self {
-        self.settings.containment = containment;
-        self
-    }
-
-    /// As [`CapsuleConfig::fetch_max_bytes`].
-    pub fn fetch_max_bytes(mut self, bytes: u64) -> Self {
-        self.settings.fetch_max_bytes = bytes.max(1);
-        self
-    }
-
-    /// As [`CapsuleConfig::inflight_budget_bytes`].
-    pub fn inflight_budget_bytes(mut self, bytes: u64) -> Self {
-        self.settings.inflight_budget_bytes = bytes.max(1);
-        self
-    }
-
-    /// As [`CapsuleConfig::peer_tls`].
-    pub fn peer_tls(mut self, trust: PeerTls) -> Self {
-        self.settings.peer_tls = trust;
-        self
-    }
-
-    /// As [`CapsuleConfig::session_id`].
-    pub fn session_id(mut self, session_id: impl Into<String>) -> Self {
-        self.settings.session_id = Some(session_id.into());
-        self
-    }
-
-    /// As [`CapsuleConfig::peer_timeouts`].
-    pub fn peer_timeouts(mut self, timeouts: PeerTimeouts) -> Self {
-        self.settings.peer_timeouts = timeouts;
-        self
-    }
-
-    /// As [`CapsuleConfig::identity`].
-    pub fn identity(mut self, key: Arc<dyn IdentityKey>) -> Self {
-        self.settings.identity = Some(key);
-        self
-    }
+    setting_methods!();
 
     /// Answers `/resources/files` from `plane` instead of the crate's [`OperatorPlane`]. The
     /// manifest must declare `exports.files`; the plane's own [`scope`](ResourcePlane::scope)
