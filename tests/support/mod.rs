@@ -14,6 +14,7 @@
 //! - [`soak_driver`]: the serve process and soak of `tests/faults.rs` and `tests/soak_short.rs`.
 
 pub mod conformance;
+pub mod fs_suite;
 pub mod process;
 pub mod soak_driver;
 
