@@ -565,6 +565,7 @@ mockall::mock! {
         fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError>;
         fn check_root(&self, root: &RootPath) -> Result<(), FsError>;
         fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
+        fn unland(&self, dir: &str, name: &str) -> Result<(), FsError>;
     }
 }
 
