@@ -134,7 +134,10 @@ fn the_counting_clock_conforms() {
         reads: AtomicUsize::new(0),
     };
     support::conformance::clock_follows_manual("prop_handles::CountingClock", &clock, &clock.inner);
-    assert!(clock.reads.load(Ordering::SeqCst) > 1_000, "every read is counted");
+    assert!(
+        clock.reads.load(Ordering::SeqCst) > 1_000,
+        "every read is counted"
+    );
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ mod support;
 
 use resource_plane::backends::{
     Clock, FailingTraceSink, FixedIdentityKey, FixedKeyStore, IdentityKey, JsonlTraceSink,
-    KeyStore, ManualClock, OsRandomIdentityKey, OsRandomKeyStore, RecordingTraceSink,
-    SystemClock, TraceSink,
+    KeyStore, ManualClock, OsRandomIdentityKey, OsRandomKeyStore, RecordingTraceSink, SystemClock,
+    TraceSink,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};

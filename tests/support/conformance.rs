@@ -66,7 +66,10 @@ pub fn clock_tracks_real_time(name: &str, clock: &dyn Clock, slack_ms: i64) {
         "{name}: reads {read}, the host read {before}..{after} (slack {slack_ms} ms)"
     );
     // 2020-01-01: a clock reading the epoch or a constant fails here too.
-    assert!(read > 1_577_836_800_000, "{name}: reads {read}, before 2020");
+    assert!(
+        read > 1_577_836_800_000,
+        "{name}: reads {read}, before 2020"
+    );
 }
 
 /// A clock driven by a [`ManualClock`] (the double itself, or a wrapper around one): it reads
@@ -75,7 +78,11 @@ pub fn clock_tracks_real_time(name: &str, clock: &dyn Clock, slack_ms: i64) {
 pub fn clock_follows_manual(name: &str, clock: &dyn Clock, manual: &ManualClock) {
     manual.set(1_000);
     assert_eq!(clock.now_ms(), 1_000, "{name}: after set(1000)");
-    assert_eq!(clock.now_ms(), 1_000, "{name}: a second read moved the clock");
+    assert_eq!(
+        clock.now_ms(),
+        1_000,
+        "{name}: a second read moved the clock"
+    );
     manual.advance(500);
     assert_eq!(clock.now_ms(), 1_500, "{name}: after advance(500)");
     manual.advance(-2_000);
@@ -122,8 +129,15 @@ pub fn key_store_conforms(
     // The tag covers the concatenation: how it is split does not matter.
     let splits: [&[&[u8]]; 3] = [&[b"ab"], &[b"", b"ab", b""], &[b"a", b"", b"b"]];
     for parts in splits {
-        assert!(store.verify(parts, &tag), "{name}: {parts:?} does not verify");
-        assert_eq!(store.sign(parts), Some(tag), "{name}: {parts:?} signs differently");
+        assert!(
+            store.verify(parts, &tag),
+            "{name}: {parts:?} does not verify"
+        );
+        assert_eq!(
+            store.sign(parts),
+            Some(tag),
+            "{name}: {parts:?} signs differently"
+        );
     }
     // Other messages.
     for other in [&b"abc"[..], b"a", b"", b"ba", b"AB", b"ab\0"] {
@@ -141,14 +155,29 @@ pub fn key_store_conforms(
     for bit in [0usize, 7, 128, 255] {
         let mut bad = tag;
         bad[bit / 8] ^= 1 << (bit % 8);
-        assert!(!store.verify(&[b"ab"], &bad), "{name}: bit {bit} flipped verifies");
+        assert!(
+            !store.verify(&[b"ab"], &bad),
+            "{name}: bit {bit} flipped verifies"
+        );
     }
-    assert!(!store.verify(&[b"ab"], &tag[..31]), "{name}: a short tag verifies");
-    assert!(!store.verify(&[b"ab"], &[]), "{name}: an empty tag verifies");
+    assert!(
+        !store.verify(&[b"ab"], &tag[..31]),
+        "{name}: a short tag verifies"
+    );
+    assert!(
+        !store.verify(&[b"ab"], &[]),
+        "{name}: an empty tag verifies"
+    );
     let mut long = tag.to_vec();
     long.push(0);
-    assert!(!store.verify(&[b"ab"], &long), "{name}: an extended tag verifies");
-    assert!(!store.verify(&[b"ab"], &[0; 32]), "{name}: a zero tag verifies");
+    assert!(
+        !store.verify(&[b"ab"], &long),
+        "{name}: an extended tag verifies"
+    );
+    assert!(
+        !store.verify(&[b"ab"], &[0; 32]),
+        "{name}: a zero tag verifies"
+    );
     // Another store's key.
     let other = make();
     let other_tag = other.sign(&[b"ab"]).expect("the other store signs");
@@ -157,14 +186,19 @@ pub fn key_store_conforms(
         !store.verify(&[b"ab"], &other_tag),
         "{name}: another store's tag verifies"
     );
-    assert!(!other.verify(&[b"ab"], &tag), "{name}: verifies a foreign tag");
+    assert!(
+        !other.verify(&[b"ab"], &tag),
+        "{name}: verifies a foreign tag"
+    );
     // Threads see one key.
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..4)
-            .map(|_| s.spawn(|| store.sign(&[b"ab"])))
-            .collect();
+        let handles: Vec<_> = (0..4).map(|_| s.spawn(|| store.sign(&[b"ab"]))).collect();
         for h in handles {
-            assert_eq!(h.join().expect("a signer"), Some(tag), "{name}: threads disagree");
+            assert_eq!(
+                h.join().expect("a signer"),
+                Some(tag),
+                "{name}: threads disagree"
+            );
         }
     });
     // Debug redacts.
@@ -181,7 +215,11 @@ pub fn key_store_conforms(
         "{name}: a destroyed key verifies its own tag"
     );
     store.destroy();
-    assert_eq!(store.sign(&[b"ab"]), None, "{name}: a second destroy revived the key");
+    assert_eq!(
+        store.sign(&[b"ab"]),
+        None,
+        "{name}: a second destroy revived the key"
+    );
     assert!(
         other.verify(&[b"ab"], &other_tag),
         "{name}: destroying one store destroyed another"
@@ -240,7 +278,10 @@ pub fn identity_key_conforms(
         assert_eq!(key.sign(message), Some(sig), "{name}: not deterministic");
     }
     let sig = key.sign(b"message").expect("signs");
-    assert!(!ed25519_verifies(&public, b"messagf", &sig), "{name}: verifies another message");
+    assert!(
+        !ed25519_verifies(&public, b"messagf", &sig),
+        "{name}: verifies another message"
+    );
     for byte in [0usize, 31, 32, 63] {
         let mut bad = sig;
         bad[byte] ^= 1;
@@ -250,7 +291,11 @@ pub fn identity_key_conforms(
         );
     }
     let other = make();
-    assert_ne!(other.public_key(), public, "{name}: two keys share a public key");
+    assert_ne!(
+        other.public_key(),
+        public,
+        "{name}: two keys share a public key"
+    );
     assert!(
         !ed25519_verifies(&other.public_key(), b"message", &sig),
         "{name}: verifies under another key"
@@ -258,21 +303,45 @@ pub fn identity_key_conforms(
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..4).map(|_| s.spawn(|| key.sign(b"message"))).collect();
         for h in handles {
-            assert_eq!(h.join().expect("a signer"), Some(sig), "{name}: threads disagree");
+            assert_eq!(
+                h.join().expect("a signer"),
+                Some(sig),
+                "{name}: threads disagree"
+            );
         }
     });
     let debug = format!("{key:?}");
-    assert!(!shows(&debug, &public), "{name}: Debug shows the public key: {debug}");
-    assert!(!shows(&debug, &sig), "{name}: Debug shows a signature: {debug}");
+    assert!(
+        !shows(&debug, &public),
+        "{name}: Debug shows the public key: {debug}"
+    );
+    assert!(
+        !shows(&debug, &sig),
+        "{name}: Debug shows a signature: {debug}"
+    );
     if let Some(seed) = seed {
-        assert!(!shows(&debug, seed), "{name}: Debug shows the seed: {debug}");
+        assert!(
+            !shows(&debug, seed),
+            "{name}: Debug shows the seed: {debug}"
+        );
     }
     key.destroy();
     assert_eq!(key.sign(b"message"), None, "{name}: a destroyed key signs");
-    assert_eq!(key.public_key(), public, "{name}: destroy lost the public half");
+    assert_eq!(
+        key.public_key(),
+        public,
+        "{name}: destroy lost the public half"
+    );
     key.destroy();
-    assert_eq!(key.sign(b"message"), None, "{name}: a second destroy revived the key");
-    assert!(other.sign(b"message").is_some(), "{name}: destroy reached another key");
+    assert_eq!(
+        key.sign(b"message"),
+        None,
+        "{name}: a second destroy revived the key"
+    );
+    assert!(
+        other.sign(b"message").is_some(),
+        "{name}: destroy reached another key"
+    );
 }
 
 /// A key from a known seed publishes *ring*'s public key for that seed and signs as *ring* does.
@@ -344,7 +413,11 @@ pub fn trace_sink_conforms(name: &str, sink: &dyn TraceSink, read_back: &dyn Fn(
     for line in after {
         let value: serde_json::Value = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("{name}: interleaved line ({e}): {:.120}", line));
-        assert_eq!(value["pad"], pad.as_str(), "{name}: a line's payload changed");
+        assert_eq!(
+            value["pad"],
+            pad.as_str(),
+            "{name}: a line's payload changed"
+        );
         let t = usize::try_from(value["t"].as_u64().expect("t")).expect("fits");
         let i = usize::try_from(value["i"].as_u64().expect("i")).expect("fits");
         assert_eq!(i, next[t], "{name}: thread {t}'s lines out of order");
@@ -362,7 +435,10 @@ pub fn trace_sink_reports_failure(
 ) {
     let before = read_back.map(|r| r());
     for line in [&b"{\"a\":1}\n"[..], b"{}\n"] {
-        assert!(sink.append_line(line).is_err(), "{name}: a failing append succeeded");
+        assert!(
+            sink.append_line(line).is_err(),
+            "{name}: a failing append succeeded"
+        );
     }
     std::thread::scope(|s| {
         for _ in 0..4 {

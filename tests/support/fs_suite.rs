@@ -1322,7 +1322,10 @@ fn walk_set(
         // Metadata, when given, is the file's own: what opening it reports.
         for (path, meta) in found {
             let Some(meta) = meta else { continue };
-            assert!(with_meta, "walk_with_meta(false) gave metadata for {path:?}");
+            assert!(
+                with_meta,
+                "walk_with_meta(false) gave metadata for {path:?}"
+            );
             if let Ok(file) = dir.open_file(&path) {
                 let opened = file.meta();
                 assert_eq!(

@@ -15,6 +15,7 @@
 
 pub mod conformance;
 pub mod fs_suite;
+pub mod http;
 pub mod process;
 pub mod soak_driver;
 
