@@ -29,6 +29,8 @@
 //! Case count: `RP_PROPTEST_CASES` (default 64).
 
 mod common;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use http::Method;
 use proptest::prelude::*;
@@ -72,12 +74,12 @@ const B64URL: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 
 /// A [`MemoryFilesystem`] that counts how often an export root is opened.
 #[derive(Debug, Default)]
-struct CountingFs {
-    inner: MemoryFilesystem,
+struct CountingFs<F = MemoryFilesystem> {
+    inner: F,
     open_roots: AtomicUsize,
 }
 
-impl Filesystem for CountingFs {
+impl<F: Filesystem> Filesystem for CountingFs<F> {
     fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError> {
         self.open_roots.fetch_add(1, Ordering::SeqCst);
         self.inner.open_root(root, class)
@@ -90,6 +92,24 @@ impl Filesystem for CountingFs {
     fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
         self.inner.land(dir, name, bytes)
     }
+
+    fn unland(&self, dir: &str, name: &str) -> Result<(), FsError> {
+        self.inner.unland(dir, name)
+    }
+}
+
+/// The counting wrapper passes the filesystem conformance suite on every implementation.
+#[test]
+fn the_counting_filesystem_conforms() {
+    support::fs_suite::run_all(support::fs_suite::Wrap {
+        name: "prop_handles::CountingFs",
+        wrap: |fs| {
+            Arc::new(CountingFs {
+                inner: support::fs_suite::Shared(fs),
+                open_roots: AtomicUsize::new(0),
+            })
+        },
+    });
 }
 
 /// A [`ManualClock`] that counts how often it is read.
@@ -104,6 +124,20 @@ impl Clock for CountingClock {
         self.reads.fetch_add(1, Ordering::SeqCst);
         self.inner.now_ms()
     }
+}
+
+/// The counting clock passes the clock conformance suite, driven by its inner clock.
+#[test]
+fn the_counting_clock_conforms() {
+    let clock = CountingClock {
+        inner: ManualClock::new(0),
+        reads: AtomicUsize::new(0),
+    };
+    support::conformance::clock_follows_manual("prop_handles::CountingClock", &clock, &clock.inner);
+    assert!(
+        clock.reads.load(Ordering::SeqCst) > 1_000,
+        "every read is counted"
+    );
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -143,7 +177,7 @@ fn plane(fs: &Arc<CountingFs>, clock: &Arc<CountingClock>, session: &str) -> Hma
 
 impl World {
     fn new() -> Self {
-        let fs = Arc::new(CountingFs::default());
+        let fs = Arc::new(CountingFs::<MemoryFilesystem>::default());
         fs.inner.add_file(&format!("out/{FILE}"), CONTENT, NOW_MS);
         let clock = Arc::new(CountingClock {
             inner: ManualClock::new(NOW_MS),
@@ -556,6 +590,7 @@ mockall::mock! {
         fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError>;
         fn check_root(&self, root: &RootPath) -> Result<(), FsError>;
         fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
+        fn unland(&self, dir: &str, name: &str) -> Result<(), FsError>;
     }
 }
 

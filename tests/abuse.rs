@@ -4,12 +4,11 @@
 
 #![allow(clippy::disallowed_methods)] // the tests build their world with std::fs
 
-#[path = "support/process.rs"]
-mod process;
+mod support;
 
-use process::{Served, Stderr, Workdir, get};
 use std::io::Write;
 use std::time::Duration;
+use support::process::{Served, Stderr, Workdir, get};
 
 const FILES: &str = "name: reporter\nexports:\n  files: { root: out, mode: read-only }\n";
 

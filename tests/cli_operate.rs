@@ -8,13 +8,15 @@
 //! holding `wd/` (the workdir), `manifest.yaml`, `tr/` (traces) and `tmp/` (the child's
 //! `TMPDIR`), so "creates nothing" is a comparison of the whole world before and after.
 
+mod support;
+
 use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
 use resource_plane::manifest::ParseOptions;
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, mpsc};
@@ -283,18 +285,8 @@ impl Server {
 
 /// `GET path`, returning the status.
 fn get(port: u16, path: &str) -> u16 {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
-        .unwrap();
-    let mut reply = Vec::new();
-    let _ = stream.read_to_end(&mut reply);
-    let head = String::from_utf8_lossy(&reply);
-    head.split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status line")
+    let request = support::http::request_bytes("GET", path, &[("host", "x")]);
+    support::http::exchange(("127.0.0.1", port), &request, TIMEOUT).status
 }
 
 /// The one stderr line holding `needle`.

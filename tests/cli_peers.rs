@@ -7,8 +7,9 @@
 //! read line by line on a thread, its stderr goes to a file, its trace to a file outside every
 //! workdir. A [`Capsule`] is killed when dropped.
 
+mod support;
+
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support::sha256_hex;
 use tempfile::TempDir;
 
 /// The longest a console answer or the ready line may take.
@@ -430,13 +432,6 @@ fn now_ms() -> i64 {
         .expect("clock after 1970")
         .as_millis();
     i64::try_from(ms).expect("milliseconds fit i64")
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn is_lower_hex(text: &str, len: usize) -> bool {
@@ -1344,29 +1339,11 @@ fn an_encoded_token_in_a_shared_path_never_reaches_the_trace() {
 
 /// One plain-http GET over loopback with extra header lines; returns `(status, body)`.
 fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<u8>) {
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(ANSWER_DEADLINE))
-        .expect("read timeout");
-    let mut request = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).expect("read the answer");
-    let split = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a complete head");
-    let head = String::from_utf8_lossy(&response[..split]).into_owned();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    (status, response[split + 4..].to_vec())
+    let mut all = vec![("host", addr), ("connection", "close")];
+    all.extend_from_slice(headers);
+    let request = support::http::request_bytes("GET", path, &all);
+    let reply = support::http::exchange(addr, &request, ANSWER_DEADLINE);
+    (reply.status, reply.body)
 }
 
 /// An Ed25519 key the test holds, signing redeem proofs by the layout of D-14.3.

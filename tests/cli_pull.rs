@@ -6,8 +6,9 @@
 //! Each case asserts the exact summary line, the exit status, what the mirror directory holds
 //! afterwards, and that nothing outside it changed.
 
+mod support;
+
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
+use support::sha256_hex;
 use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_resource-plane");
@@ -26,13 +28,6 @@ name: reporter
 exports:
   files: { root: out/, mode: read-only, max_bytes: 10Mi }
 ";
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 // ---------------------------------------------------------------------------------------------
 // Processes

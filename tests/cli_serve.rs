@@ -12,15 +12,18 @@
 //! [`slow_stalled_head_is_dropped_within_twelve_seconds`], which waits out the 10 s header read
 //! timeout (D-4.6) and is the only slow test.
 
+mod support;
+
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
+use support::http::{Reply, parse_reply, read_to_eof};
+use support::sha256_hex;
 use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_resource-plane");
@@ -465,43 +468,7 @@ fn assert_command_line_refused(case: &str, world: &World, args: &[String]) -> St
 // Raw HTTP over TcpStream.
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug)]
-struct Reply {
-    version: String,
-    status: u16,
-    /// Lowercased names, in wire order.
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
 impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        let mut values = self.headers.iter().filter(|(n, _)| n == name);
-        let first = values.next().map(|(_, v)| v.as_str());
-        assert!(
-            values.next().is_none(),
-            "header {name} sent twice: {self:?}"
-        );
-        first
-    }
-
-    fn names(&self) -> BTreeSet<&str> {
-        self.headers.iter().map(|(n, _)| n.as_str()).collect()
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "body is not JSON ({e}): {:?}",
-                String::from_utf8_lossy(&self.body)
-            )
-        })
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
     /// Every response: `connection: close` and a `date` header.
     fn assert_close_and_date(&self, what: &str) {
         assert_eq!(
@@ -532,68 +499,8 @@ impl Reply {
     }
 }
 
-/// Reads until the server closes the connection; panics if it does not within `timeout`.
-fn read_to_eof(stream: &mut TcpStream, timeout: Duration) -> Vec<u8> {
-    let deadline = Instant::now() + timeout;
-    let mut out = Vec::new();
-    let mut buf = [0u8; 16384];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(
-            !left.is_zero(),
-            "the server did not close the connection within {timeout:?}; got {} bytes: {:?}",
-            out.len(),
-            String::from_utf8_lossy(&out[..out.len().min(300)])
-        );
-        stream.set_read_timeout(Some(left)).expect("read timeout");
-        match stream.read(&mut buf) {
-            Ok(0) => return out,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            // A server closing with unread request bytes resets: that is a close too.
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => return out,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(e) => panic!("read failed: {e}"),
-        }
-    }
-}
-
-fn parse_reply(raw: &[u8]) -> Reply {
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| {
-            panic!(
-                "no complete response head in {:?}",
-                String::from_utf8_lossy(raw)
-            )
-        });
-    let head = std::str::from_utf8(&raw[..end]).expect("response head is UTF-8");
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().expect("status line");
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().expect("version").to_owned();
-    let status = parts
-        .next()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
-    let headers = lines
-        .map(|line| {
-            let (name, value) = line
-                .split_once(':')
-                .unwrap_or_else(|| panic!("bad header line {line:?}"));
-            (name.to_ascii_lowercase(), value.trim().to_owned())
-        })
-        .collect();
-    Reply {
-        version,
-        status,
-        headers,
-        body: raw[end + 4..].to_vec(),
-    }
-}
-
 fn connect(port: u16) -> TcpStream {
-    TcpStream::connect(("127.0.0.1", port)).expect("connect to the server")
+    support::http::connect(("127.0.0.1", port))
 }
 
 /// Connects and sends `GET path`, leaving the answer unread: the caller decides how, or
@@ -622,10 +529,8 @@ fn with_big_files(count: usize) -> World {
 
 /// Sends `request` as is, reads to EOF, parses one response.
 fn exchange(port: u16, request: &[u8]) -> Reply {
-    let mut stream = connect(port);
     // The server may answer and close before reading everything (431): not an error here.
-    let _ = stream.write_all(request);
-    parse_reply(&read_to_eof(&mut stream, IO_TIMEOUT))
+    support::http::exchange(("127.0.0.1", port), request, IO_TIMEOUT)
 }
 
 fn send(port: u16, method: &str, target: &str) -> Reply {
@@ -656,13 +561,6 @@ fn assert_still_serving(port: u16, after: &str) {
 
 fn is_lower_hex(text: &str, len: usize) -> bool {
     text.len() == len && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn mtime_ms(path: &Path) -> u128 {

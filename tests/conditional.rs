@@ -4,49 +4,25 @@
 
 #![allow(clippy::disallowed_methods)] // the tests build their world with std::fs
 
-#[path = "support/process.rs"]
-mod process;
+mod support;
 
-use process::{Served, Stderr, Workdir};
-use std::io::{Read, Write};
 use std::time::Duration;
+use support::process::{Served, Stderr, Workdir};
 
 const MANIFEST: &str =
     "name: poller\nexports:\n  files: { root: out, mode: read-only, max_bytes: 1Ki }\n";
 
 /// A GET with extra header lines; the status, the header lines (lowercased names) and the body.
 fn get(port: u16, path: &str, headers: &[&str]) -> (u16, Vec<(String, String)>, Vec<u8>) {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    let mut request = format!("GET {path} HTTP/1.1\r\nhost: x\r\n");
-    for header in headers {
-        request.push_str(header);
-        request.push_str("\r\n");
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).expect("write");
-    let mut bytes = Vec::new();
-    let _ = stream.read_to_end(&mut bytes);
-    let end = bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a complete head");
-    let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .expect("a status line");
-    let headers = lines
-        .map(|l| {
-            let (name, value) = l.split_once(':').expect("a header line");
-            (name.to_ascii_lowercase(), value.trim().to_owned())
-        })
-        .collect();
-    (status, headers, bytes[end + 4..].to_vec())
+    let mut all = vec![("host", "x")];
+    all.extend(
+        headers
+            .iter()
+            .map(|h| h.split_once(": ").expect("a `name: value` header")),
+    );
+    let request = support::http::request_bytes("GET", path, &all);
+    let reply = support::http::exchange(("127.0.0.1", port), &request, Duration::from_secs(20));
+    (reply.status, reply.headers, reply.body)
 }
 
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {

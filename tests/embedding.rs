@@ -3,6 +3,8 @@
 //! helpers, all on in-memory backends and in process: no socket, and no file read (the https
 //! trust is built but never loaded, the in-memory workdir counts its opens).
 
+mod support;
+
 use bytes::Bytes;
 use http::Method;
 use resource_plane::backends::tls::PeerTls;
@@ -18,10 +20,10 @@ use resource_plane::planes::{
 use resource_plane::test_util::{self, TEST_SESSION_ID, TEST_START_MS, TestCapsule};
 use resource_plane::{Backends, Capsule, CapsuleConfig, Code, LaunchError, Manifest, Refusal};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use support::sha256_hex;
 
 const PEER_YAML: &str = "name: reporter\nexports:\n  peer_files: { root: out/, max_ttl: 15m }\n";
 const FILES_YAML: &str = "name: reporter\nexports:\n  files: { root: reports/, mode: read-only }\n";
@@ -31,13 +33,6 @@ fn manifest(yaml: &str) -> Manifest {
     Manifest::from_yaml(yaml)
         .unwrap_or_else(|e| panic!("{e}"))
         .manifest
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn error_code(response: &http::Response<resource_plane::http::PlaneBody>) -> String {

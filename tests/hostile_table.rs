@@ -25,8 +25,9 @@
 //! `connection: close`; each server's trace holds exactly one JSON line per request that
 //! reached routing under `/resources`, in order, with the expected event type and outcome.
 
+mod support;
+
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -34,6 +35,7 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use support::sha256_hex;
 use tempfile::TempDir;
 
 const SENTINEL: &str = "SENTINEL-OUTSIDE";
@@ -928,13 +930,6 @@ impl Reply {
     fn has(&self, name: &str) -> bool {
         self.headers.iter().any(|(n, _)| n == name)
     }
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 //! a file rewritten in place with the same size and the same mtime is always re-hashed.
 #![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
 
+mod support;
+
 use resource_plane::backends::fs::{
     Containment, FileMeta, Filesystem, FsError, OpenFile, RootDir, RootPath,
 };
@@ -18,8 +20,8 @@ use std::time::Duration;
 /// each read taking `delay`. Every method of the traits is forwarded, so the OS backend's own
 /// walk (with its stats) is what runs.
 #[derive(Debug)]
-struct CountingFs {
-    inner: OsFilesystem,
+struct CountingFs<F = OsFilesystem> {
+    inner: F,
     reads: Arc<AtomicUsize>,
     opens: Arc<AtomicUsize>,
     delay: Duration,
@@ -52,6 +54,12 @@ impl OpenFile for CountingFile {
     fn meta(&self) -> FileMeta {
         self.inner.meta()
     }
+    /// One counted read call, taking `delay`, however many reads the inner file makes.
+    fn read_up_to(&mut self, limit: u64, out: &mut Vec<u8>) -> std::io::Result<()> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(self.delay);
+        self.inner.read_up_to(limit, out)
+    }
 }
 
 impl RootDir for CountingRoot {
@@ -81,7 +89,7 @@ impl RootDir for CountingRoot {
     }
 }
 
-impl Filesystem for CountingFs {
+impl<F: Filesystem> Filesystem for CountingFs<F> {
     fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError> {
         Ok(Box::new(CountingRoot {
             inner: self.inner.open_root(root, class)?,
@@ -388,4 +396,20 @@ fn a_304_from_the_cache_reads_nothing() {
         ReadOutcome::File(file) => assert_eq!(&file.bytes[..], b"changed"),
         ReadOutcome::NotModified { .. } => panic!("a changed file is not a 304"),
     }
+}
+
+/// The counting wrapper passes the filesystem conformance suite on every implementation.
+#[test]
+fn the_counting_wrapper_conforms() {
+    support::fs_suite::run_all(support::fs_suite::Wrap {
+        name: "listing_cache::CountingFs",
+        wrap: |fs| {
+            Arc::new(CountingFs {
+                inner: support::fs_suite::Shared(fs),
+                reads: Arc::new(AtomicUsize::new(0)),
+                opens: Arc::new(AtomicUsize::new(0)),
+                delay: Duration::ZERO,
+            })
+        },
+    });
 }

@@ -7,6 +7,8 @@
 //! added by hyper later, never by the router), the exact body, and the one trace line it left,
 //! with every D-6.2 field present in order.
 
+mod support;
+
 use http::{Method, Request, Response};
 use resource_plane::backends::{
     Clock, Containment, FailingTraceSink, FileMeta, Filesystem, FsError, FsErrorKind, ManualClock,
@@ -907,7 +909,7 @@ fn read_percent_decoding_and_query_are_handled_before_resolution() {
 #[test]
 fn lexical_refusals_are_outside_root_and_never_normalised() {
     for class in Containment::ALL {
-        let fs = Arc::new(CountingFs::default());
+        let fs = Arc::new(CountingFs::<MemoryFilesystem>::default());
         build_read_tree(&fs.inner);
         let w = World::with(&files_yaml("out/", Some(MAX)), class, fs.clone(), None);
         // Sanity: a servable request does reach the filesystem.
@@ -994,18 +996,18 @@ fn non_regular_files_missing_paths_and_read_faults() {
 
 /// A memory workdir that counts every filesystem entry point the planes call.
 #[derive(Debug, Default)]
-struct CountingFs {
-    inner: MemoryFilesystem,
+struct CountingFs<F = MemoryFilesystem> {
+    inner: F,
     calls: AtomicUsize,
 }
 
-impl CountingFs {
+impl<F> CountingFs<F> {
     fn opens(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
     }
 }
 
-impl Filesystem for CountingFs {
+impl<F: Filesystem> Filesystem for CountingFs<F> {
     fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.inner.open_root(root, class)
@@ -1020,6 +1022,25 @@ impl Filesystem for CountingFs {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.inner.land(dir, name, bytes)
     }
+
+    fn unland(&self, dir: &str, name: &str) -> Result<(), FsError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.unland(dir, name)
+    }
+}
+
+/// The counting wrapper passes the filesystem conformance suite on every implementation.
+#[test]
+fn the_counting_wrapper_conforms() {
+    support::fs_suite::run_all(support::fs_suite::Wrap {
+        name: "operator_router::CountingFs",
+        wrap: |fs| {
+            Arc::new(CountingFs {
+                inner: support::fs_suite::Shared(fs),
+                calls: AtomicUsize::new(0),
+            })
+        },
+    });
 }
 
 fn build_symlink_tree(fs: &MemoryFilesystem) {

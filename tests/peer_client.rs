@@ -15,6 +15,8 @@
 //! (1 s) only where a peer is meant to stall, generous elsewhere so a loaded machine cannot turn
 //! a fast answer into a timeout.
 
+mod support;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hyper::service::service_fn;
@@ -28,12 +30,12 @@ use resource_plane::tools::ToolError;
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use std::convert::Infallible;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::sha256_hex;
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -66,13 +68,6 @@ type Shared<T> = Arc<Mutex<T>>;
 // ------------------------------------------------------------------------------------------------
 // Small pure helpers
 // ------------------------------------------------------------------------------------------------
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// `handle_id` computed independently of the crate: the first 16 hex of sha256(token).
 fn handle_id(token: &str) -> String {

@@ -16,6 +16,8 @@
 //! Handles and proofs are built here from the spec's layouts (HMAC through `FixedKeyStore`,
 //! Ed25519 through *ring* directly), not through the crate's codecs.
 
+mod support;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::{Method, Response};
@@ -30,8 +32,8 @@ use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, Redeem};
 use resource_plane::{Backends, Capsule, CapsuleConfig, Code, Manifest};
 use ring::signature::{Ed25519KeyPair, KeyPair as _};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
+use support::sha256_hex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -48,13 +50,6 @@ const REPORT: &[u8] = b"# report\nproved, then served\n";
 const SEED: [u8; 32] = [0x11; 32];
 const OTHER_SEED: [u8; 32] = [0x22; 32];
 const MINTER_YAML: &str = "name: minter\nexports:\n  peer_files: { root: out/, max_ttl: 1h }\n";
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 fn handle_id(token: &str) -> String {
     sha256_hex(token.as_bytes())[..16].to_owned()
@@ -565,6 +560,7 @@ mockall::mock! {
         fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError>;
         fn check_root(&self, root: &RootPath) -> Result<(), FsError>;
         fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
+        fn unland(&self, dir: &str, name: &str) -> Result<(), FsError>;
     }
 }
 

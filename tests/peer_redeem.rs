@@ -11,6 +11,8 @@
 //! `FixedKeyStore::sign`.
 #![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
 
+mod support;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use http::{Method, Response};
@@ -26,9 +28,9 @@ use resource_plane::path::RelPath;
 use resource_plane::planes::{ExportScope, HmacPeerPlane, Minted, PeerPlane, Redeem};
 use resource_plane::{Backends, Capsule, CapsuleConfig, Code, Manifest};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use support::sha256_hex;
 
 // ------------------------------------------------------------------------------------------------
 // Fixtures
@@ -195,14 +197,6 @@ fn redeem_events(trace: &RecordingTraceSink) -> Vec<Value> {
 // ------------------------------------------------------------------------------------------------
 // The independent signer and codec (the spec's layout, not the crate's codec)
 // ------------------------------------------------------------------------------------------------
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex(Sha256::digest(bytes).as_slice())
-}
 
 /// First 16 lowercase hex characters of sha256(token).
 fn handle_id(token: &str) -> String {
@@ -1497,6 +1491,7 @@ mockall::mock! {
         fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError>;
         fn check_root(&self, root: &RootPath) -> Result<(), FsError>;
         fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
+        fn unland(&self, dir: &str, name: &str) -> Result<(), FsError>;
     }
 }
 

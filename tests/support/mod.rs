@@ -1,7 +1,29 @@
-//! Shared helpers for the integration tests that drive the real `resource-plane` binary.
-//!
-//! This directory is a module, not a test target: a test includes it with `mod support;`.
-//! `examples/soak.rs` includes `soak_driver.rs` directly with `#[path]`.
+#![allow(dead_code)] // each test file uses a subset
 
+//! Shared support for the integration tests: one place for each piece of harness.
+//!
+//! This directory is a module, not a test target: a test includes it with `mod support;`
+//! (a proptest, outside `tests/`, with `#[path = "../tests/support/mod.rs"]`).
+//! `examples/soak.rs` includes `soak_driver.rs` directly with `#[path]`.
+//!
+//! - [`conformance`]: one suite per backend trait (clock, key store, identity key, trace
+//!   sink), run on the crate's implementations and on every test wrapper.
+//! - [`fs_suite`]: the filesystem conformance suite, parameterised by a wrapper.
+//! - [`http`]: one raw HTTP/1.1 client over loopback.
+//! - [`process`]: one `resource-plane serve` process started through `bash`.
+//! - [`soak_driver`]: the serve process and soak of `tests/faults.rs` and `tests/soak_short.rs`.
+
+pub mod conformance;
+pub mod fs_suite;
+pub mod http;
 pub mod process;
 pub mod soak_driver;
+
+/// Lowercase hex SHA-256 of `bytes`: the digest listings, receipts and traces carry.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

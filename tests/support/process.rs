@@ -6,8 +6,8 @@
 //! thread, plus raw HTTP/1.1 over loopback.
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -219,13 +219,8 @@ impl Drop for Served {
 
 /// One raw HTTP/1.1 GET; the status and the whole response as text (lossy).
 pub fn get(port: u16, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .expect("timeout");
-    write!(stream, "GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").expect("write");
-    let mut bytes = Vec::new();
-    let _ = stream.read_to_end(&mut bytes);
+    let request = super::http::request_bytes("GET", path, &[("host", "x")]);
+    let bytes = super::http::exchange_raw(("127.0.0.1", port), &request, Duration::from_secs(20));
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let status = text
         .split(' ')
