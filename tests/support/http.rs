@@ -1,3 +1,4 @@
+#![allow(clippy::disallowed_methods)] // a test client connects to the server under test
 #![allow(dead_code)] // each test file uses a subset
 
 //! One raw HTTP/1.1 client over loopback `std::net::TcpStream`, for tests that speak to a real
