@@ -336,7 +336,7 @@ mod tests {
         );
         assert_eq!(Address::parse_peer("h:9").unwrap().host_port(), "h:9");
         // Every refusal, URL or not, describes the same language, and says a URL's path is
-        // ignored (a review found a message promising "no path" beside URLs with paths).
+        // ignored, never promising "no path" beside a URL with one.
         let refusals: Vec<String> = ["h/x", "h:9/x", "http:///x", "http://u:p@h:1", "h:0"]
             .iter()
             .map(|peer| Address::parse_peer(peer).expect_err(peer).to_string())

@@ -289,8 +289,8 @@ mod tests {
         );
     }
 
-    /// A review found `share-file` recording `mh1%2E<payload>%2E<mac>` as written, which
-    /// decodes to the token; and `mh1.<payload>%2E<mac>` redacted only up to the `%`.
+    /// `mh1%2E<payload>%2E<mac>` decodes to a token, and `mh1.<payload>%2E<mac>` holds one
+    /// past the `%`: both are revealed whole to redaction.
     #[test]
     fn encoded_tokens_are_revealed_to_redaction() {
         for raw in [

@@ -140,7 +140,7 @@ mod tests {
 
     /// Verbatim when the text is a legal header value; else each control byte and each `%` is
     /// escaped and every other byte, UTF-8 included, kept, so the value decodes back to the
-    /// text (a review found `%` left alone, and UTF-8 beside a control byte garbled).
+    /// text: `%` is escaped too, and UTF-8 beside a control byte stays whole.
     #[test]
     fn header_text_is_verbatim_or_decodes_back() {
         for (text, header) in [

@@ -1126,7 +1126,7 @@ mod tests {
     }
 
     /// A root YAML reads as a number or a boolean is present: the message says to quote it
-    /// instead of calling the field required (a review found "(required)" beside `root: 8`).
+    /// instead of calling the field required.
     #[test]
     fn a_root_that_is_not_a_string_is_asked_to_be_quoted() {
         for root in ["8", "1.50", "true", "0x1F"] {
@@ -1175,8 +1175,7 @@ mod tests {
                 "name: x\nexports: { peer_files: { root: a, max_ttl: -.inf } }",
                 "exports.peer_files.max_ttl",
             ),
-            // String fields too: `.inf` is no name, root or host (a review found them taken
-            // as the text ".inf").
+            // String fields too: `.inf` is no name, root or host, never the text ".inf".
             ("name: .nan", "name"),
             (
                 "name: x\nexports: { files: { root: .Inf, mode: read-only } }",

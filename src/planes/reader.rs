@@ -743,7 +743,7 @@ mod tests {
         }
     }
 
-    /// Issue 5: "a cold cache keeps more files in flight than there are cores". With reads
+    /// A cold cache keeps more files in flight than there are cores: with reads
     /// that wait on the disk, the listing has more of them waiting at once than the machine
     /// has cores, and still lists every file, hashed whole.
     #[test]
@@ -1232,8 +1232,8 @@ mod tests {
         assert_eq!(cache.len(), 2, "racy cached once out of the window");
     }
 
-    /// A review found the last attempt allocating `max_bytes + 1` up front: with a generous
-    /// `max_bytes` (1 TiB here) the process aborted. The buffer now starts at what the
+    /// The last attempt never allocates `max_bytes + 1` up front, which with a generous
+    /// `max_bytes` (1 TiB here) would abort the process: the buffer starts at what the
     /// descriptor said and grows with the file.
     #[test]
     fn the_last_attempt_allocates_for_the_file_not_for_max_bytes() {
