@@ -177,13 +177,19 @@ impl HashCache {
     /// Caches one hash that a read took (D-13.3) of a file whose descriptor reported `meta`,
     /// under the listing's rules (the racy-git rule), without forgetting anything else. The
     /// entry counts as seen by the newest listing so far, so a listing in progress keeps it.
+    /// A file already cached under the same key and hash (a file polled by reads) costs one
+    /// read lock, not a write lock.
     pub fn insert(&self, meta: &FileMeta, sha256: &[u8; 32], hashed_at_ns: i128) {
-        self.insert_seen(
-            meta,
-            sha256,
-            hashed_at_ns,
-            self.listings.load(Ordering::Relaxed),
-        );
+        let held = self
+            .shard(meta)
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(meta.dev, meta.ino))
+            .is_some_and(|cached| cached.key == Key::of(meta) && cached.sha256 == *sha256);
+        if !held {
+            let newest = self.listings.load(Ordering::Relaxed);
+            self.insert_seen(meta, sha256, hashed_at_ns, newest);
+        }
     }
 
     /// Caches one hash that listing number `listing` took, as [`insert`](Self::insert) does, the

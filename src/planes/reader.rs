@@ -174,11 +174,11 @@ pub fn read_file(
 /// What a conditional read found.
 #[derive(Debug)]
 pub(crate) enum ReadAnswer {
-    /// The file, and the descriptor's metadata when the bytes served are exactly the size it
-    /// gave (the hash may then be cached under it).
+    /// The file, and the descriptor's metadata with the hash's bytes when the bytes served
+    /// are exactly the size it gave (the hash may then be cached under it).
     File {
         served: ServedFile,
-        cacheable: Option<FileMeta>,
+        cacheable: Option<(FileMeta, [u8; 32])>,
     },
     /// The condition matched: the file's hash and modification time, nothing read when the
     /// hash came from the cache.
@@ -289,7 +289,8 @@ pub(crate) fn read_file_if(
             attempt += 1;
             continue;
         }
-        let sha256 = crate::hex::encode(&Sha256::digest(&buffer[start..]));
+        let digest: [u8; 32] = Sha256::digest(&buffer[start..]).into();
+        let sha256 = crate::hex::encode(&digest);
         drop(filling);
         return Ok(Some(ReadAnswer::File {
             served: ServedFile {
@@ -297,7 +298,7 @@ pub(crate) fn read_file_if(
                 sha256,
                 mtime_ms: meta.mtime_ms,
             },
-            cacheable: (read == meta.size).then_some(meta),
+            cacheable: (read == meta.size).then_some((meta, digest)),
         }));
     }
 }

@@ -67,9 +67,7 @@ impl OperatorPlane {
                 ReadOutcome::NotModified { sha256, mtime_ms }
             }
             ReadAnswer::File { served, cacheable } => {
-                if let (Some(meta), Some(sha256)) =
-                    (cacheable, crate::hex::decode32(&served.sha256))
-                {
+                if let Some((meta, sha256)) = cacheable {
                     let now_ns = i128::from(self.clock.now_ms()) * 1_000_000;
                     self.hashes.insert(&meta, &sha256, now_ns);
                 }
