@@ -86,8 +86,7 @@ impl Body for PlaneBody {
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Whole { data, len } => SizeHint::with_exact(data.as_ref().map_or(0, |_| *len)),
-            Kind::Listing(listing) if listing.is_end() => SizeHint::with_exact(0),
-            Kind::Listing(listing) => SizeHint::with_exact(listing.len()),
+            Kind::Listing(listing) => SizeHint::with_exact(listing.remaining()),
         }
     }
 }

@@ -206,8 +206,12 @@ impl Asking {
                 .collect()
         };
         let if_none_match = {
-            let lines = values(IF_NONE_MATCH);
-            let lines: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
+            let lines: Vec<&[u8]> = request
+                .headers()
+                .get_all(IF_NONE_MATCH)
+                .iter()
+                .map(HeaderValue::as_bytes)
+                .collect();
             IfNoneMatch::parse(&lines)
         };
         Asking {
@@ -370,7 +374,7 @@ impl Router {
             let inline = ReadMode::Inline {
                 limit: INLINE_READ_LIMIT,
             };
-            let never = Cancel::default();
+            let never = Cancel::never();
             if let Some(response) = self.respond_in(&method, &path, &asked, inline, &never) {
                 return response;
             }
@@ -428,7 +432,7 @@ impl Router {
             self.local_path(raw_path),
             &asked,
             ReadMode::Blocking,
-            &Cancel::default(),
+            &Cancel::never(),
         )
         .expect("a blocking answer is always given")
     }

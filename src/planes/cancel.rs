@@ -16,18 +16,34 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// drop(guard); // the request's future went away
 /// assert!(cancel.is_cancelled());
 /// ```
-#[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<AtomicBool>);
+#[derive(Debug, Clone)]
+pub struct Cancel(Option<Arc<AtomicBool>>);
+
+impl Default for Cancel {
+    /// A flag not raised yet.
+    fn default() -> Self {
+        Cancel(Some(Arc::default()))
+    }
+}
 
 impl Cancel {
+    /// A flag nobody can raise, for work whose caller always waits (it allocates nothing).
+    pub const fn never() -> Self {
+        Cancel(None)
+    }
+
     /// Raises the flag.
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        if let Some(flag) = &self.0 {
+            flag.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Whether the flag is raised.
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
     }
 
     /// A guard that raises the flag when it is dropped, unless [`disarm`](CancelOnDrop::disarm)ed:

@@ -235,6 +235,8 @@ pub struct ListingBody {
     opening: Vec<u8>,
     cursor: Cursor,
     len: u64,
+    /// Bytes handed out by [`next_chunk`](Self::next_chunk) so far.
+    sent: u64,
 }
 
 /// Where a body's production stands: `0` before the opening, `n + 1` before entry `n`, and
@@ -269,6 +271,7 @@ impl ListingBody {
             opening,
             cursor: Cursor::default(),
             len,
+            sent: 0,
         }
     }
 
@@ -282,6 +285,11 @@ impl ListingBody {
         self.len == 0
     }
 
+    /// The bytes not yet handed out.
+    pub fn remaining(&self) -> u64 {
+        self.len - self.sent
+    }
+
     /// Whether every chunk has been produced.
     pub fn is_end(&self) -> bool {
         self.cursor.done
@@ -292,6 +300,7 @@ impl ListingBody {
         let mut cursor = self.cursor;
         let chunk = self.chunk_at(&mut cursor);
         self.cursor = cursor;
+        self.sent += chunk.as_ref().map_or(0, |c| c.len() as u64);
         chunk.map(Bytes::from)
     }
 
@@ -550,6 +559,7 @@ mod tests {
         let mut chunks = 0;
         while let Some(chunk) = body.next_chunk() {
             assert!(chunk.len() < CHUNK + 512, "{}", chunk.len());
+            assert_eq!(body.remaining(), len - total - chunk.len() as u64);
             total += chunk.len() as u64;
             chunks += 1;
         }

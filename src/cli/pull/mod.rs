@@ -281,6 +281,8 @@ async fn mirror_all(
     jobs: usize,
     last: bool,
 ) -> Vec<(EntryPath, Outcome)> {
+    let mut unanswered: std::collections::HashSet<EntryPath> =
+        entries.iter().map(|entry| entry.path.clone()).collect();
     let queue = Arc::new(Mutex::new(entries.into_iter()));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..jobs {
@@ -309,6 +311,15 @@ async fn mirror_all(
             Err(e) => super::log::say!("pull: a download worker failed: {e}"),
         }
     }
+    // Entries a failed worker took with it are failures, never silently left out (D-16: exit 0
+    // only when nothing failed).
+    for (path, _) in &all {
+        unanswered.remove(path);
+    }
+    all.extend(unanswered.into_iter().map(|path| {
+        let why = Why::new("io_error", "a download worker failed before answering");
+        (path, Outcome::Failed(why))
+    }));
     all
 }
 
@@ -652,7 +663,7 @@ impl Progress {
     fn note(&self, text: &str) {
         let _guard = self.drawn.lock();
         if self.terminal {
-            eprint!("\r\x1b[K");
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), b"\r\x1b[K");
         }
         super::log::say!("{text}");
     }
