@@ -58,6 +58,8 @@ pub mod audience;
 pub mod backends;
 pub mod budget;
 pub mod capsule;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod events;
 pub mod generation;
 pub mod hex;

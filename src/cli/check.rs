@@ -4,9 +4,9 @@
 //! `serve` reads its manifest and workdir through the same functions, so the two cannot
 //! disagree.
 
-use resource_plane::Manifest;
-use resource_plane::backends::OsFilesystem;
-use resource_plane::manifest::{LaunchError, ParseOptions, Parsed};
+use crate::Manifest;
+use crate::backends::OsFilesystem;
+use crate::manifest::{LaunchError, ParseOptions, Parsed};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

@@ -1,9 +1,9 @@
 //! The console (`--console`): one JSON request per stdin line, exactly one JSON answer per line
 //! on stdout, in order. End of stdin ends the session.
 
-use resource_plane::Capsule;
-use resource_plane::refusal::Code;
-use resource_plane::tools::ToolError;
+use crate::Capsule;
+use crate::refusal::Code;
+use crate::tools::ToolError;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -51,7 +51,7 @@ pub(crate) async fn answer(capsule: &Capsule, line: &str) -> Value {
 /// The tools are told so first ([`ToolInventory::mark_session_ended`]), so that dropping the
 /// call's future records its attempt as abandoned, not cancelled.
 ///
-/// [`ToolInventory::mark_session_ended`]: resource_plane::tools::ToolInventory::mark_session_ended
+/// [`ToolInventory::mark_session_ended`]: crate::tools::ToolInventory::mark_session_ended
 pub(crate) async fn run(
     capsule: &Capsule,
     mut stop: tokio::sync::watch::Receiver<bool>,

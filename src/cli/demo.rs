@@ -5,14 +5,14 @@
 //! both traces are summarised. Exits 0 only when every step behaved as the spec says. Logs name
 //! handles by `handle_id`, never by token.
 
-use resource_plane::backends::fs::Containment;
-use resource_plane::backends::tls::PeerTls;
-use resource_plane::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
-use resource_plane::http::client::{Limits, PeerClient, PeerResponse};
-use resource_plane::http::response::AUDIENCE;
-use resource_plane::http::{ListenerConfig, serve};
-use resource_plane::policy::Address;
-use resource_plane::{Capsule, Manifest};
+use crate::backends::fs::Containment;
+use crate::backends::tls::PeerTls;
+use crate::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
+use crate::http::client::{Limits, PeerClient, PeerResponse};
+use crate::http::response::AUDIENCE;
+use crate::http::{ListenerConfig, serve};
+use crate::policy::Address;
+use crate::{Capsule, Manifest};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -194,7 +194,7 @@ async fn demo() -> Result<String, String> {
         .to_owned();
     let expected_etag = format!(
         "sha256:{}",
-        resource_plane::hex::sha256_hex(REPORT.as_bytes())
+        crate::hex::sha256_hex(REPORT.as_bytes())
     );
     check(
         read.status == 200 && etag == expected_etag && read.body == REPORT.as_bytes(),
@@ -312,7 +312,7 @@ async fn demo() -> Result<String, String> {
     for (label, trace) in [("A", &a.trace), ("B", &b.trace)] {
         let text = std::fs::read_to_string(trace).map_err(|e| e.to_string())?;
         check(
-            !resource_plane::redact::holds_token(&text),
+            !crate::redact::holds_token(&text),
             &format!("trace {label} holds no token"),
         )?;
         if label == "A" {
@@ -388,7 +388,7 @@ impl Drop for TempDir {
 
 #[allow(clippy::disallowed_methods)]
 fn tempdir() -> Result<TempDir, String> {
-    let nonce = resource_plane::backends::random::hex::<8>();
+    let nonce = crate::backends::random::hex::<8>();
     let path = std::env::temp_dir().join(format!("resource-plane-demo-{nonce}"));
     std::fs::create_dir_all(&path).map_err(|e| e.to_string())?;
     Ok(TempDir(path))

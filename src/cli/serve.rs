@@ -3,14 +3,14 @@
 //! (with `--console`) end of stdin.
 
 use super::check::{cli_error, open_workdir, read_manifest};
-use resource_plane::backends::fs::Containment;
-use resource_plane::backends::tls::PeerTls;
-use resource_plane::backends::{JsonlTraceSink, SystemClock};
-use resource_plane::capsule::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_INFLIGHT_BUDGET_BYTES};
-use resource_plane::http::ListenerConfig;
-use resource_plane::http::listener::serve_sharded;
-use resource_plane::manifest::LaunchError;
-use resource_plane::{Capsule, Manifest};
+use crate::backends::fs::Containment;
+use crate::backends::tls::PeerTls;
+use crate::backends::{JsonlTraceSink, SystemClock};
+use crate::capsule::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_INFLIGHT_BUDGET_BYTES};
+use crate::http::ListenerConfig;
+use crate::http::listener::serve_sharded;
+use crate::manifest::LaunchError;
+use crate::{Capsule, Manifest};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -95,7 +95,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     let parsed = read_manifest(&args.manifest, args.strict)?;
     for warning in &parsed.warnings {
         // A key is the operator's text; even so, nothing token-shaped reaches a log.
-        tracing::warn!("{}", resource_plane::redact::redact_tokens(warning));
+        tracing::warn!("{}", crate::redact::redact_tokens(warning));
     }
     let manifest = parsed.manifest;
     let (workdir, fs) = open_workdir(&args.workdir)?;
@@ -109,7 +109,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
             // restarts say, and the file would then hold two sessions' lines).
             let name = format!(
                 "trace-{}.jsonl",
-                resource_plane::backends::random::hex::<16>()
+                crate::backends::random::hex::<16>()
             );
             (dir.join(name), true)
         }
@@ -160,7 +160,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     // One listening socket, accepted from by `shards` single-threaded runtimes.
     let shards = args.shards.unwrap_or_else(default_shards);
     let listeners =
-        resource_plane::backends::net::bind_shards(args.listen, shards).map_err(|e| {
+        crate::backends::net::bind_shards(args.listen, shards).map_err(|e| {
             cli_error(
                 format!("--listen {}: {e}", args.listen),
                 "choose a free address",
@@ -173,7 +173,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         .url
         .clone()
         .unwrap_or_else(|| format!("http://{bound}"));
-    if resource_plane::audience::audience(&manifest.name, &url).is_none() {
+    if crate::audience::audience(&manifest.name, &url).is_none() {
         return Err(cli_error(
             format!("--url {url}: an http(s) URL with a host"),
             "pass --url http://host:port",

@@ -226,7 +226,7 @@ impl MirrorDir {
                 }
             }
         }
-        Ok(LocalState::Hashed(resource_plane::hex::encode(
+        Ok(LocalState::Hashed(crate::hex::encode(
             &hasher.finalize(),
         )))
     }
@@ -243,7 +243,7 @@ impl MirrorDir {
             .ok_or_else(|| refused(format!("the directory of {path} is missing")))?;
         let temp = format!(
             ".{}{TEMP_SUFFIX}",
-            resource_plane::backends::random::hex::<16>()
+            crate::backends::random::hex::<16>()
         );
         let fd = rustix::fs::openat(
             &dir,
@@ -498,7 +498,7 @@ mod tests {
         assert_eq!(mtime.as_millis(), 1_700_000_000_123);
         assert_eq!(
             dir.state(&path("a/b/c.txt"), 3).unwrap(),
-            LocalState::Hashed(resource_plane::hex::sha256_hex(b"bee"))
+            LocalState::Hashed(crate::hex::sha256_hex(b"bee"))
         );
         assert_eq!(
             dir.state(&path("a/b/c.txt"), 4).unwrap(),

@@ -20,7 +20,7 @@ mod remote;
 use listing::{Entry, EntryPath, Listing};
 use local::{LocalError, LocalState, MirrorDir};
 use remote::{Origin, Remote, RemoteError};
-use resource_plane::manifest::LaunchError;
+use crate::manifest::LaunchError;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -175,7 +175,7 @@ async fn pull(args: PullArgs) -> Result<Summary, LaunchError> {
         )
     })?;
     let extra_ca: Vec<&std::path::Path> = args.ca.iter().map(PathBuf::as_path).collect();
-    let tls = resource_plane::backends::tls::client_config(&extra_ca)
+    let tls = crate::backends::tls::client_config(&extra_ca)
         .map_err(|e| cli_error(format!("--ca: {e}"), "pass PEM certificate files"))?;
     let dir_error = |what: String| {
         cli_error(
@@ -516,7 +516,7 @@ async fn download(context: &Arc<Context>, entry: &Entry) -> Result<u64, Why> {
             format!("{written} bytes served, {} listed", entry.size),
         ));
     }
-    let hash = resource_plane::hex::encode(&hasher.finalize());
+    let hash = crate::hex::encode(&hasher.finalize());
     if hash != entry.sha256 {
         return Err(Why::retryable(
             "sha256_mismatch",

@@ -1,18 +1,18 @@
 //! The pull's side of HTTP: the capsule's URL, the request targets built from it, and one GET
 //! per connection over http or verified https, following no redirect, with every wait bounded.
 //!
-//! The crate's peer client ([`resource_plane::http::client::PeerClient`]) collects a whole
+//! The crate's peer client ([`crate::http::client::PeerClient`]) collects a whole
 //! body in memory; a mirror streams files up to the export's `max_bytes` to disk, so this
 //! client hands the body out chunk by chunk instead. It speaks the same way: HTTP/1.1,
 //! `connection: close`, a fresh connection per request, TLS from
-//! [`resource_plane::backends::tls`].
+//! [`crate::backends::tls`].
 
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use resource_plane::policy::{Address, Scheme};
+use crate::policy::{Address, Scheme};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -380,7 +380,7 @@ mod tests {
         for path in ["a b/c%d", "ü/€/𝄞", "x;y=z/@:!$&'()*,"] {
             let target = origin.file_target(&check_path(path).unwrap());
             let raw = target.strip_prefix("/resources/files/").unwrap();
-            let decoded = resource_plane::path::decode_request_path(raw).unwrap();
+            let decoded = crate::path::decode_request_path(raw).unwrap();
             assert_eq!(decoded.as_str(), path);
         }
     }
