@@ -10,7 +10,8 @@ use crate::backends::{
     Clock, IdentityKey, KeyStore, OsRandomIdentityKey, OsRandomKeyStore, SystemClock,
 };
 use crate::budget::ByteBudget;
-use crate::generation::Generation;
+/// The capsule's export generation counter (see [`Capsule::generation`]).
+pub use crate::generation::Generation;
 use crate::http::client::{PeerClient, PeerTimeouts};
 use crate::http::router::{Mounted, Router};
 use crate::manifest::{LaunchError, Manifest};

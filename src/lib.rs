@@ -54,27 +54,42 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs, unreachable_pub)]
 
-pub mod audience;
+/// Declares a module that is not part of the API: private, or public (and hidden from the
+/// docs) with the `internals` feature, through which the crate's own benches, fuzz targets and
+/// tests reach it. Inside such a module `pub` means "reachable by them", so the
+/// `unreachable_pub` lint is not applied to it in a build without the feature.
+macro_rules! internal_module {
+    ($name:ident) => {
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "internals"))]
+        #[allow(unreachable_pub, dead_code)]
+        mod $name;
+    };
+}
+
+internal_module!(audience);
 pub mod backends;
-pub mod budget;
+internal_module!(budget);
 pub mod capsule;
 #[cfg(feature = "cli")]
 pub mod cli;
-pub mod events;
-pub mod generation;
-pub mod hex;
+internal_module!(events);
+internal_module!(generation);
+internal_module!(hex);
 pub mod http;
 pub mod manifest;
-pub mod page_aligned;
-pub mod path;
+internal_module!(page_aligned);
+internal_module!(path);
 pub mod planes;
-pub mod policy;
-pub mod redact;
+internal_module!(policy);
+internal_module!(redact);
 pub mod refusal;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 pub mod tools;
-pub mod units;
+internal_module!(units);
 
 pub use capsule::{Backends, Capsule, CapsuleBuilder, CapsuleConfig};
 pub use manifest::{LaunchError, Manifest};

@@ -13,7 +13,7 @@ pub const NAME_MAX: usize = 255;
 pub const PATH_MAX: usize = 4095;
 
 /// A relative path whose components are all plain names: non-empty, not `.` or `..`, no `/`,
-/// no NUL, valid UTF-8. Only [`decode_request_path`] and [`RelPath::parse_canonical`] build one.
+/// no NUL, valid UTF-8. Only the decoding of a request path and [`RelPath::parse_canonical`] build one.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RelPath {
     joined: String,

@@ -6,9 +6,10 @@ mod error;
 mod yaml;
 
 pub use error::LaunchError;
+/// The allow-lists of `capabilities` and their rules.
+pub use crate::policy::{Address, AddressError, AllowList, AllowRule, Scheme};
 
 use crate::backends::fs::{Filesystem, FsErrorKind, RootPath};
-use crate::policy::{AllowList, AllowRule};
 use crate::units::{parse_byte_size, parse_duration_secs};
 use serde_json::{Map, Value};
 

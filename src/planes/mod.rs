@@ -24,7 +24,11 @@ pub(crate) use peer::normalise_audience;
 pub use reader::{ExportScope, ReadMode, ServedFile};
 pub use resource::OperatorPlane;
 
-use crate::path::RelPath;
+/// The in-flight byte budget the crate's planes hold read bodies against (one per capsule).
+pub use crate::budget::ByteBudget;
+/// A decoded, lexically contained path relative to an export root.
+pub use crate::path::RelPath;
+
 use crate::refusal::Refusal;
 use std::fmt::Debug;
 

@@ -305,7 +305,7 @@ pub trait RootDir: Send + Sync + Debug {
 
     /// Every regular file and symlink beneath the root with a UTF-8 path, never descending a
     /// symlinked directory; the caller decides each candidate with `open_file` (D-3.2, D-3.4).
-    /// A path longer than [`PATH_MAX`](crate::path::PATH_MAX) is left out, like a name that is
+    /// A path longer than `PATH_MAX` (4,096 bytes) is left out, like a name that is
     /// not UTF-8: no read could reach it. The walk is iterative and holds at most a couple of
     /// descriptors whatever the tree's depth, so an agent's ten-thousand-deep tree can neither
     /// overflow a stack nor exhaust the process's descriptors.
