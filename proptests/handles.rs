@@ -39,7 +39,7 @@ use resource_plane::backends::fs::{
 };
 use resource_plane::backends::{Clock, FixedKeyStore, KeyStore, ManualClock, RecordingTraceSink};
 use resource_plane::budget::ByteBudget;
-use resource_plane::http::body::PlaneBody;
+use resource_plane::http::PlaneBody;
 use resource_plane::path::RelPath;
 use resource_plane::planes::handle::{MAC_CONTEXT, MAC_SEPARATOR, assemble};
 use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane};

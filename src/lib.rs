@@ -54,7 +54,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs, unreachable_pub)]
 
-/// Declares a module that is not part of the API: private, or public (and hidden from the
+/// Declares a module that is not part of the API: crate-private, or public (and hidden from the
 /// docs) with the `internals` feature, through which the crate's own benches, fuzz targets and
 /// tests reach it. Inside such a module `pub` means "reachable by them", so the
 /// `unreachable_pub` lint is not applied to it in a build without the feature.
@@ -65,7 +65,7 @@ macro_rules! internal_module {
         pub mod $name;
         #[cfg(not(feature = "internals"))]
         #[allow(unreachable_pub, dead_code)]
-        mod $name;
+        pub(crate) mod $name;
     };
 }
 

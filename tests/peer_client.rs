@@ -24,7 +24,7 @@ use hyper_util::rt::TokioIo;
 use resource_plane::backends::fs::Filesystem;
 use resource_plane::backends::tls::PeerTls;
 use resource_plane::backends::{MemoryFilesystem, OsFilesystem, RecordingTraceSink, SystemClock};
-use resource_plane::http::client::PeerTimeouts;
+use resource_plane::http::PeerTimeouts;
 use resource_plane::http::{ListenerConfig, serve};
 use resource_plane::tools::ToolError;
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};

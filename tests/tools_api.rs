@@ -8,7 +8,7 @@
 #![allow(clippy::disallowed_methods)] // a composition root: it binds its own sockets
 
 use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink, SystemClock};
-use resource_plane::http::client::PeerTimeouts;
+use resource_plane::http::PeerTimeouts;
 use resource_plane::http::{ListenerConfig, serve};
 use resource_plane::refusal::Code;
 use resource_plane::tools::{

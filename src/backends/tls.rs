@@ -219,7 +219,7 @@ impl PeerTls {
 
 /// A TLS client configuration trusting the system roots and every certificate in `extra_ca`
 /// (PEM files): [`PeerTls::system`] with [`PeerTls::add_pem_files`], for a caller that
-/// drives [`PeerClient`](crate::http::client::PeerClient) itself. The files are read and
+/// drives its own TLS client to peers. The files are read and
 /// checked now; the system's store at the first https handshake.
 ///
 /// # Errors

@@ -24,6 +24,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 /// Blocking threads a shard may start beyond one per connection it serves.
+#[cfg(feature = "cli")]
 const BLOCKING_MARGIN: usize = 16;
 
 /// Listener limits.
@@ -131,7 +132,7 @@ pub async fn serve(
 ///
 /// * HTTP/1.0 and 1.1 only, one request per connection, `connection: close` on every answer;
 ///   a first line naming another HTTP version (the HTTP/2 preface among them) is answered 505
-///   by [`VersionGate`] before the service sees anything;
+///   by the version gate before the service sees anything;
 /// * a raw `#` in the request target reaches the service escaped as `%23` (the gate again): a
 ///   request target has no fragment, and hyper alone would cut it off, so that
 ///   `GET /resources/files/r.md#frag` read `r.md`. Here it is a request for the name
@@ -139,7 +140,7 @@ pub async fn serve(
 /// * a head larger than `max_head_bytes` is answered 431, one not complete within
 ///   `header_read_timeout` is dropped, both before the service sees anything;
 /// * at most `max_connections` connections at once (more wait in the accept backlog);
-/// * a response that makes no progress for `send_timeout` is cut ([`StallGuard`]);
+/// * a response that makes no progress for `send_timeout` is cut;
 /// * on shutdown: no more accepts, connections still reading their first bytes closed,
 ///   requests in flight given `drain_deadline` to finish.
 ///
@@ -164,10 +165,10 @@ pub async fn serve(
 /// ```
 ///
 /// # Errors
-/// An accept error that is not [`transient`]: the listener cannot go on, and neither should
+/// An accept error that is not transient: the listener cannot go on, and neither should
 /// the process that relies on it. Transient ones (out of descriptors, a connection reset before
-/// it was accepted) are logged and retried with a backoff of [`ACCEPT_BACKOFF_MIN`] doubling
-/// up to [`ACCEPT_BACKOFF_MAX`], reset by the next accepted connection.
+/// it was accepted) are logged and retried with a backoff of 10 ms doubling
+/// up to 1 s, reset by the next accepted connection.
 pub async fn serve_with<S, ResBody>(
     listener: TcpListener,
     service: S,
@@ -271,17 +272,17 @@ where
 }
 
 /// The first pause after a transient accept error.
-pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+pub(crate) const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 
 /// The longest pause between accept attempts while they keep failing.
-pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+pub(crate) const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Whether an accept error passes: out of descriptors or memory (`EMFILE`, `ENFILE`,
 /// `ENOBUFS`, `ENOMEM`: connections closing free them), or an error of the one connection being
 /// accepted rather than of the listening socket (`ECONNABORTED`, `EINTR`, and the network
 /// errors accept(2) says to treat like `EAGAIN`). Anything else (`EBADF`, `EINVAL`, ...) means
 /// the listening socket itself is gone.
-pub fn transient(error: &std::io::Error) -> bool {
+pub(crate) fn transient(error: &std::io::Error) -> bool {
     use rustix::io::Errno;
     let Some(code) = error.raw_os_error() else {
         return matches!(
@@ -323,7 +324,8 @@ pub fn transient(error: &std::io::Error) -> bool {
 ///
 /// # Errors
 /// When a shard's runtime cannot be built.
-pub fn serve_sharded(
+#[cfg(feature = "cli")]
+pub(crate) fn serve_sharded(
     listeners: Vec<std::net::TcpListener>,
     router: Router,
     config: ListenerConfig,

@@ -2,14 +2,15 @@
 //! building, the listener (its hardening in front of the router or any other tower service),
 //! and the outbound client for peers.
 
-pub mod body;
-pub mod client;
-pub mod listener;
-pub mod response;
-pub mod router;
-pub mod stall_guard;
-pub mod version_gate;
+pub(crate) mod body;
+pub(crate) mod client;
+pub(crate) mod listener;
+pub(crate) mod response;
+pub(crate) mod router;
+pub(crate) mod stall_guard;
+internal_module!(version_gate);
 
 pub use body::PlaneBody;
+pub use client::PeerTimeouts;
 pub use listener::{ListenerConfig, serve, serve_with};
-pub use router::{InvalidBasePath, Route, Router, RouterFuture, WithFallback};
+pub use router::{InvalidBasePath, Route, Router, RouterFuture, SessionStats, WithFallback};

@@ -6,19 +6,19 @@ use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, ETAG, HeaderName, HeaderValu
 use http::{Response, StatusCode};
 
 /// `x-murmur-generation`.
-pub const GENERATION: HeaderName = HeaderName::from_static("x-murmur-generation");
+pub(crate) const GENERATION: HeaderName = HeaderName::from_static("x-murmur-generation");
 /// `x-murmur-containment`.
-pub const CONTAINMENT: HeaderName = HeaderName::from_static("x-murmur-containment");
+pub(crate) const CONTAINMENT: HeaderName = HeaderName::from_static("x-murmur-containment");
 /// `x-murmur-export-root`.
-pub const EXPORT_ROOT: HeaderName = HeaderName::from_static("x-murmur-export-root");
+pub(crate) const EXPORT_ROOT: HeaderName = HeaderName::from_static("x-murmur-export-root");
 /// `x-murmur-mtime-ms`.
-pub const MTIME_MS: HeaderName = HeaderName::from_static("x-murmur-mtime-ms");
+pub(crate) const MTIME_MS: HeaderName = HeaderName::from_static("x-murmur-mtime-ms");
 /// `x-murmur-handle-id`.
-pub const HANDLE_ID: HeaderName = HeaderName::from_static("x-murmur-handle-id");
+pub(crate) const HANDLE_ID: HeaderName = HeaderName::from_static("x-murmur-handle-id");
 /// `x-murmur-audience`.
-pub const AUDIENCE: HeaderName = HeaderName::from_static("x-murmur-audience");
+pub(crate) const AUDIENCE: HeaderName = HeaderName::from_static("x-murmur-audience");
 /// `x-murmur-proof` (D-14.3).
-pub const PROOF: HeaderName = HeaderName::from_static("x-murmur-proof");
+pub(crate) const PROOF: HeaderName = HeaderName::from_static("x-murmur-proof");
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const OCTETS: HeaderValue = HeaderValue::from_static("application/octet-stream");
@@ -28,7 +28,7 @@ const CLOSE: HeaderValue = HeaderValue::from_static("close");
 /// each `%` percent-encoded, so the value decodes back to the text (a declared root is trusted
 /// config, but never allowed to break the response). Other bytes, UTF-8 included, pass as they
 /// are.
-pub fn header_text(text: &str) -> HeaderValue {
+pub(crate) fn header_text(text: &str) -> HeaderValue {
     HeaderValue::from_bytes(text.as_bytes()).unwrap_or_else(|_| {
         let mut escaped = Vec::with_capacity(text.len() * 3);
         for byte in text.bytes() {
@@ -59,7 +59,7 @@ fn base(status: u16, content_type: HeaderValue, body: PlaneBody) -> Response<Pla
 
 /// `{"error":…,"message":…}` with the code's status, `x-murmur-generation` when the route is a
 /// plane route, `allow: GET` on 405 and `x-murmur-handle-id` when a token was present.
-pub fn refusal(
+pub(crate) fn refusal(
     code: Code,
     generation: Option<u64>,
     handle_id: Option<&str>,
@@ -84,18 +84,18 @@ pub fn refusal(
 }
 
 /// A JSON document (`200`): the listing and the agent card.
-pub fn json(body: Vec<u8>) -> Response<PlaneBody> {
+pub(crate) fn json(body: Vec<u8>) -> Response<PlaneBody> {
     base(200, JSON, body.into())
 }
 
 /// A listing (`200`), streamed from its entries.
-pub fn listing(body: crate::planes::ListingBody) -> Response<PlaneBody> {
+pub(crate) fn listing(body: crate::planes::ListingBody) -> Response<PlaneBody> {
     base(200, JSON, PlaneBody::listing(body))
 }
 
 /// `304 Not Modified` for a file whose etag matched (D-13.1): the validator headers of the
 /// `200` it replaces, no body, and neither `content-type` nor `content-length`.
-pub fn not_modified(sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
+pub(crate) fn not_modified(sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
     let mut response = Response::new(PlaneBody::default());
     *response.status_mut() = StatusCode::NOT_MODIFIED;
     *response.headers_mut() = http::HeaderMap::with_capacity(HEADER_ROOM);
@@ -107,7 +107,7 @@ pub fn not_modified(sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
 }
 
 /// A file's bytes (`200`) with the validator headers of the spec.
-pub fn file(body: PlaneBody, sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
+pub(crate) fn file(body: PlaneBody, sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
     let mut response = base(200, OCTETS, body);
     let headers = response.headers_mut();
     headers.insert(ETAG, etag(sha256));

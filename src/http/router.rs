@@ -32,7 +32,7 @@ use tower_service::Service;
 /// The largest file a read or redeem serves on the async worker that received it; larger files,
 /// and every listing, move to the blocking pool. Small reads are cheaper inline than the two
 /// context switches of a hand-off.
-pub const INLINE_READ_LIMIT: u64 = 256 * 1024;
+pub(crate) const INLINE_READ_LIMIT: u64 = 256 * 1024;
 
 /// The request headers the planes read, as sent, each value in order.
 struct Asked<'a> {
@@ -860,7 +860,7 @@ impl<F> WithFallback<F> {
 }
 
 /// The future of [`WithFallback`]'s `call`.
-pub type WithFallbackFuture<FB, E> =
+pub(crate) type WithFallbackFuture<FB, E> =
     Pin<Box<dyn Future<Output = Result<Response<Either<PlaneBody, FB>>, E>> + Send + 'static>>;
 
 impl<B, F, FB> Service<Request<B>> for WithFallback<F>

@@ -24,11 +24,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 /// How long a response may make no progress before its connection is dropped, by default.
-pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A connection whose writes fail with `TimedOut` once one has been blocked for `timeout`.
 #[derive(Debug)]
-pub struct StallGuard<S> {
+pub(crate) struct StallGuard<S> {
     inner: S,
     timeout: Duration,
     /// Armed while a write is blocked; fires `timeout` after the block began.
@@ -37,7 +37,7 @@ pub struct StallGuard<S> {
 
 impl<S> StallGuard<S> {
     /// Guards `inner`'s writes with `timeout`.
-    pub fn new(inner: S, timeout: Duration) -> Self {
+    pub(crate) fn new(inner: S, timeout: Duration) -> Self {
         StallGuard {
             inner,
             timeout,

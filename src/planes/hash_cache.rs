@@ -68,7 +68,7 @@ const SHARDS: usize = 64;
 
 /// A listing's handle on the cache (see [`HashCache::view`]): its number, for marking hits.
 #[derive(Debug)]
-pub struct CacheView<'a> {
+pub(crate) struct CacheView<'a> {
     cache: &'a HashCache,
     listing: u64,
 }
@@ -76,7 +76,7 @@ pub struct CacheView<'a> {
 impl CacheView<'_> {
     /// The cached hash for a file whose descriptor reports `meta`, if still valid; a hit
     /// marks the entry as seen by this view's listing, so [`HashCache::update`] keeps it.
-    pub fn get(&self, meta: &FileMeta) -> Option<[u8; 32]> {
+    pub(crate) fn get(&self, meta: &FileMeta) -> Option<[u8; 32]> {
         let shard = self
             .cache
             .shard(meta)
@@ -92,14 +92,14 @@ impl CacheView<'_> {
     }
 
     /// This view's listing number, for [`HashCache::update`] once the listing is done.
-    pub fn listing(&self) -> u64 {
+    pub(crate) fn listing(&self) -> u64 {
         self.listing
     }
 }
 
 /// Hashes of files by identity, for repeat listings.
 #[derive(Debug)]
-pub struct HashCache {
+pub(crate) struct HashCache {
     shards: Box<[RwLock<Entries>]>,
     /// The last listing number handed out; numbers only grow.
     listings: AtomicU64,
@@ -116,7 +116,7 @@ impl Default for HashCache {
 
 impl HashCache {
     /// An empty cache.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -128,13 +128,13 @@ impl HashCache {
 
     /// The cached hash for a file whose descriptor reports `meta`, if still valid. A lookup
     /// of its own: a hit counts as seen by a new listing number, as through a [`view`](Self::view).
-    pub fn get(&self, meta: &FileMeta) -> Option<[u8; 32]> {
+    pub(crate) fn get(&self, meta: &FileMeta) -> Option<[u8; 32]> {
         self.view().get(meta)
     }
 
     /// A handle for one listing, numbered after every earlier one. New hashes go in afterwards,
     /// all at once, with [`update`](Self::update).
-    pub fn view(&self) -> CacheView<'_> {
+    pub(crate) fn view(&self) -> CacheView<'_> {
         CacheView {
             cache: self,
             listing: self.listings.fetch_add(1, Ordering::Relaxed) + 1,
@@ -147,7 +147,7 @@ impl HashCache {
     /// locked at a time, briefly, so an update lands whatever other listings are doing. The
     /// marks [`CacheView::get`] leaves on hits make the pruning one pass, with no set of the
     /// identities listed to build and look up.
-    pub fn update<'a>(
+    pub(crate) fn update<'a>(
         &self,
         hashed: impl IntoIterator<Item = (&'a FileMeta, &'a [u8; 32])>,
         hashed_at_ns: i128,
@@ -179,7 +179,7 @@ impl HashCache {
     /// entry counts as seen by the newest listing so far, so a listing in progress keeps it.
     /// A file already cached under the same key and hash (a file polled by reads) costs one
     /// read lock, not a write lock.
-    pub fn insert(&self, meta: &FileMeta, sha256: &[u8; 32], hashed_at_ns: i128) {
+    pub(crate) fn insert(&self, meta: &FileMeta, sha256: &[u8; 32], hashed_at_ns: i128) {
         let held = self
             .shard(meta)
             .read()
@@ -194,7 +194,7 @@ impl HashCache {
 
     /// Caches one hash that listing number `listing` took, as [`insert`](Self::insert) does, the
     /// entry counting as seen by that listing: its [`update`](Self::update) keeps it.
-    pub fn insert_seen(
+    pub(crate) fn insert_seen(
         &self,
         meta: &FileMeta,
         sha256: &[u8; 32],
@@ -231,7 +231,7 @@ impl HashCache {
     }
 
     /// Entries held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.shards
             .iter()
             .map(|shard| shard.read().unwrap_or_else(|e| e.into_inner()).len())
@@ -239,7 +239,7 @@ impl HashCache {
     }
 
     /// Whether the cache is empty.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

@@ -6,13 +6,13 @@
 
 mod cancel;
 mod condition;
-pub mod handle;
-pub mod hash_cache;
+internal_module!(handle);
+pub(crate) mod hash_cache;
 mod listing;
 mod peer;
-pub mod proof;
-pub mod reader;
-pub mod replay;
+internal_module!(proof);
+pub(crate) mod reader;
+pub(crate) mod replay;
 mod resource;
 
 pub use cancel::{Cancel, CancelOnDrop};
@@ -22,6 +22,7 @@ pub use listing::{Listing, ListingBody, ListingEntry};
 pub use peer::HmacPeerPlane;
 pub(crate) use peer::normalise_audience;
 pub use reader::{ExportScope, ReadMode, ServedFile};
+pub use replay::DEFAULT_REPLAY_CAPACITY;
 pub use resource::OperatorPlane;
 
 /// The in-flight byte budget the crate's planes hold read bodies against (one per capsule).

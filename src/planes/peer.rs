@@ -47,8 +47,8 @@ impl HmacPeerPlane {
     }
 
     /// The same plane remembering at most `capacity` accepted proofs at once (default
-    /// [`DEFAULT_REPLAY_CAPACITY`](super::replay::DEFAULT_REPLAY_CAPACITY)); at the cap a new
-    /// proof is refused, never admitted by forgetting an older one (see [`super::replay`]).
+    /// [`DEFAULT_REPLAY_CAPACITY`](super::DEFAULT_REPLAY_CAPACITY)); at the cap a new
+    /// proof is refused, never admitted by forgetting an older one.
     pub fn with_replay_capacity(mut self, capacity: usize) -> Self {
         self.replay = Arc::new(ReplayMemory::new(capacity));
         self

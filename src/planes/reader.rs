@@ -114,7 +114,7 @@ fn open(
 ///
 /// # Errors
 /// `not_found`, `outside_root`, `symlink_refused`, `not_a_regular_file`, `io_error`.
-pub fn canonical_file(
+pub(crate) fn canonical_file(
     fs: &dyn Filesystem,
     scope: &ExportScope,
     target: &RelPath,
@@ -149,7 +149,7 @@ pub enum ReadMode {
 /// # Errors
 /// `not_found`, `outside_root`, `symlink_refused`, `not_a_regular_file`, `too_large`,
 /// `io_error`.
-pub fn read_file(
+pub(crate) fn read_file(
     fs: &dyn Filesystem,
     scope: &ExportScope,
     target: &RelPath,
@@ -322,7 +322,7 @@ pub(crate) fn read_file_if(
 /// # Errors
 /// `outside_root` when the root escapes the workdir, `io_error` when it cannot be read or the
 /// listing was cancelled.
-pub fn list_files(
+pub(crate) fn list_files(
     fs: &dyn Filesystem,
     scope: &ExportScope,
     cache: &HashCache,

@@ -18,7 +18,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
 /// How long an accepted pair is remembered: twice the freshness window.
-pub const REPLAY_WINDOW_MS: i64 = 2 * super::proof::FRESHNESS_MS;
+pub(crate) const REPLAY_WINDOW_MS: i64 = 2 * super::proof::FRESHNESS_MS;
 /// Pairs remembered at most by default: about 1,090 proof redeems a second, sustained.
 pub const DEFAULT_REPLAY_CAPACITY: usize = 131_072;
 
@@ -27,7 +27,7 @@ type Pair = [u8; 32];
 
 /// Why a proof's pair is not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotAdmitted {
+pub(crate) enum NotAdmitted {
     /// The pair was accepted within the window: a replay.
     Replayed,
     /// The memory holds its capacity of pairs still within the window.
@@ -36,7 +36,7 @@ pub enum NotAdmitted {
 
 /// Accepted `(handle_id, n)` pairs of the last [`REPLAY_WINDOW_MS`], bounded.
 #[derive(Debug)]
-pub struct ReplayMemory {
+pub(crate) struct ReplayMemory {
     capacity: usize,
     state: Mutex<State>,
 }
@@ -50,7 +50,7 @@ struct State {
 
 impl ReplayMemory {
     /// An empty memory holding at most `capacity` pairs (at least one).
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         ReplayMemory {
             capacity: capacity.max(1),
             state: Mutex::new(State::default()),
@@ -63,7 +63,7 @@ impl ReplayMemory {
     ///
     /// # Errors
     /// [`NotAdmitted::Replayed`] or [`NotAdmitted::Full`].
-    pub fn admit(&self, handle_id: &str, n: &[u8; 16], now_ms: i64) -> Result<(), NotAdmitted> {
+    pub(crate) fn admit(&self, handle_id: &str, n: &[u8; 16], now_ms: i64) -> Result<(), NotAdmitted> {
         let mut pair = [0u8; 32];
         let id = handle_id.as_bytes();
         pair[..id.len().min(16)].copy_from_slice(&id[..id.len().min(16)]);
@@ -88,17 +88,12 @@ impl ReplayMemory {
     }
 
     /// Pairs held now (some may be past the window until the next admission forgets them).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.state
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .seen
             .len()
-    }
-
-    /// Whether no pair is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
