@@ -75,7 +75,7 @@ pub(crate) fn open_workdir(path: &Path) -> Result<(PathBuf, OsFilesystem), Launc
 /// otherwise.
 pub(crate) fn run(args: CheckArgs) -> ExitCode {
     match check(&args) {
-        Ok(report) => match super::serve::print_line(&report.to_string()) {
+        Ok(report) => match super::print_line(&report.to_string()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 super::log::say!("error: cannot write the result to stdout: {e}");

@@ -192,10 +192,7 @@ async fn demo() -> Result<String, String> {
         .unwrap_or_default()
         .trim_matches('"')
         .to_owned();
-    let expected_etag = format!(
-        "sha256:{}",
-        crate::hex::sha256_hex(REPORT.as_bytes())
-    );
+    let expected_etag = format!("sha256:{}", crate::hex::sha256_hex(REPORT.as_bytes()));
     check(
         read.status == 200 && etag == expected_etag && read.body == REPORT.as_bytes(),
         "operator reads report.md with a matching etag",

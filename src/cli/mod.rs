@@ -14,6 +14,15 @@ mod pull;
 mod serve;
 
 use clap::{Parser, Subcommand};
+
+/// Writes `line` and a line end to stdout and flushes it: the ready line, `check`'s report and
+/// `pull`'s summary, each one whole line a script reads.
+fn print_line(line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")?;
+    stdout.flush()
+}
 use std::process::ExitCode;
 
 /// Read-only file surfaces for an AI-agent capsule.
@@ -148,9 +157,7 @@ pub fn main() -> ExitCode {
                     | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
             ) =>
         {
-            log::say!(
-                "error[E-CLI-001]: a subcommand is required: serve, check, demo or pull"
-            );
+            log::say!("error[E-CLI-001]: a subcommand is required: serve, check, demo or pull");
             log::say!("  hint: run `resource-plane --help` for the commands and their flags");
             return ExitCode::from(2);
         }

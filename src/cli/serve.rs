@@ -107,10 +107,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
             let dir = std::env::temp_dir().join("resource-plane-traces");
             // A name no earlier session has used (a process id repeats, across container
             // restarts say, and the file would then hold two sessions' lines).
-            let name = format!(
-                "trace-{}.jsonl",
-                crate::backends::random::hex::<16>()
-            );
+            let name = format!("trace-{}.jsonl", crate::backends::random::hex::<16>());
             (dir.join(name), true)
         }
     };
@@ -159,13 +156,12 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         .map_err(|e| cli_error(format!("--peer-ca: {e}"), "pass PEM certificate files"))?;
     // One listening socket, accepted from by `shards` single-threaded runtimes.
     let shards = args.shards.unwrap_or_else(default_shards);
-    let listeners =
-        crate::backends::net::bind_shards(args.listen, shards).map_err(|e| {
-            cli_error(
-                format!("--listen {}: {e}", args.listen),
-                "choose a free address",
-            )
-        })?;
+    let listeners = crate::backends::net::bind_shards(args.listen, shards).map_err(|e| {
+        cli_error(
+            format!("--listen {}: {e}", args.listen),
+            "choose a free address",
+        )
+    })?;
     let bound = listeners[0]
         .local_addr()
         .map_err(|e| cli_error(format!("--listen: {e}"), "choose a free address"))?;
@@ -225,7 +221,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     // Nobody can learn the session's address once stdout is gone (a closed pipe, a full
     // disk): end the session at once, with a word on stderr, instead of panicking as
     // `println!` does.
-    if let Err(e) = print_line(&ready.to_string()) {
+    if let Err(e) = super::print_line(&ready.to_string()) {
         super::log::say!("error: cannot write the ready line to stdout: {e}");
         capsule.end_session();
         return Ok(ExitCode::FAILURE);
@@ -333,14 +329,6 @@ fn list_or_none(items: &[&str]) -> String {
     } else {
         items.join(",")
     }
-}
-
-/// Writes `line` and a line end to stdout and flushes it.
-pub(crate) fn print_line(line: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{line}")?;
-    stdout.flush()
 }
 
 /// How long past the drain deadline the session waits for the console to write its last

@@ -5,9 +5,9 @@
 mod error;
 mod yaml;
 
-pub use error::LaunchError;
 /// The allow-lists of `capabilities` and their rules.
 pub use crate::policy::{Address, AddressError, AllowList, AllowRule, Scheme};
+pub use error::LaunchError;
 
 use crate::backends::fs::{Filesystem, FsErrorKind, RootPath};
 use crate::units::{parse_byte_size, parse_duration_secs};

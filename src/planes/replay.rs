@@ -63,7 +63,12 @@ impl ReplayMemory {
     ///
     /// # Errors
     /// [`NotAdmitted::Replayed`] or [`NotAdmitted::Full`].
-    pub(crate) fn admit(&self, handle_id: &str, n: &[u8; 16], now_ms: i64) -> Result<(), NotAdmitted> {
+    pub(crate) fn admit(
+        &self,
+        handle_id: &str,
+        n: &[u8; 16],
+        now_ms: i64,
+    ) -> Result<(), NotAdmitted> {
         let mut pair = [0u8; 32];
         let id = handle_id.as_bytes();
         pair[..id.len().min(16)].copy_from_slice(&id[..id.len().min(16)]);

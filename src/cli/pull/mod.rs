@@ -17,10 +17,10 @@ mod listing;
 mod local;
 mod remote;
 
+use crate::manifest::LaunchError;
 use listing::{Entry, EntryPath, Listing};
 use local::{LocalError, LocalState, MirrorDir};
 use remote::{Origin, Remote, RemoteError};
-use crate::manifest::LaunchError;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -52,10 +52,6 @@ pub(crate) struct PullArgs {
     /// PEM certificates trusted for an https URL, added to the system's roots.
     #[arg(long)]
     ca: Vec<PathBuf>,
-}
-
-fn cli_error(message: impl Into<String>, hint: impl Into<String>) -> LaunchError {
-    LaunchError::command_line(message, hint)
 }
 
 /// Why one entry did not land: `<code>: <text>` in the summary, and whether a file that
@@ -115,7 +111,7 @@ pub(crate) async fn run(args: PullArgs) -> ExitCode {
             } else {
                 ExitCode::from(1)
             };
-            if let Err(e) = print_line(&summary.to_json()) {
+            if let Err(e) = super::print_line(&summary.to_json()) {
                 super::log::say!("error: cannot write the summary to stdout: {e}");
                 return ExitCode::FAILURE;
             }
@@ -126,13 +122,6 @@ pub(crate) async fn run(args: PullArgs) -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-fn print_line(line: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{line}")?;
-    stdout.flush()
 }
 
 /// The counts of the last stdout line.
@@ -169,16 +158,17 @@ impl Summary {
 
 async fn pull(args: PullArgs) -> Result<Summary, LaunchError> {
     let origin = Origin::parse(&args.url).map_err(|accepted| {
-        cli_error(
+        LaunchError::command_line(
             format!("URL {:?}: {accepted}", args.url),
             "pass the capsule's url as `resource-plane serve` prints it",
         )
     })?;
     let extra_ca: Vec<&std::path::Path> = args.ca.iter().map(PathBuf::as_path).collect();
-    let tls = crate::backends::tls::client_config(&extra_ca)
-        .map_err(|e| cli_error(format!("--ca: {e}"), "pass PEM certificate files"))?;
+    let tls = crate::backends::tls::client_config(&extra_ca).map_err(|e| {
+        LaunchError::command_line(format!("--ca: {e}"), "pass PEM certificate files")
+    })?;
     let dir_error = |what: String| {
-        cli_error(
+        LaunchError::command_line(
             format!("DIR {}: {what}", args.dir.display()),
             "pass an existing directory, or a new name in an existing directory",
         )
@@ -186,7 +176,7 @@ async fn pull(args: PullArgs) -> Result<Summary, LaunchError> {
     local::check_usable(&args.dir).map_err(dir_error)?;
     let remote = Remote::new(origin, tls, Duration::from_secs(args.timeout));
     let mut listing = fetch_listing(&remote).await.map_err(|e| {
-        cli_error(
+        LaunchError::command_line(
             format!("the listing of {}: {e}", remote.origin().display()),
             "check that URL is the capsule's url and that its manifest declares exports.files",
         )

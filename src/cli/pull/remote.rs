@@ -7,12 +7,12 @@
 //! `connection: close`, a fresh connection per request, TLS from
 //! [`crate::backends::tls`].
 
+use crate::policy::{Address, Scheme};
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use crate::policy::{Address, Scheme};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
