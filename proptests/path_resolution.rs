@@ -28,8 +28,9 @@ mod common;
 
 use http::Method;
 use proptest::prelude::*;
-use resource_plane::backends::fs::{Containment, Filesystem, MemoryFilesystem, OsFilesystem};
+use resource_plane::backends::fs::{Filesystem, MemoryFilesystem, OsFilesystem};
 use resource_plane::backends::{ManualClock, RecordingTraceSink};
+use resource_plane::scope::Containment;
 use resource_plane::{Backends, Capsule, Manifest};
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};

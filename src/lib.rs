@@ -69,9 +69,11 @@ pub mod planes;
 pub mod policy;
 pub mod redact;
 pub mod refusal;
+pub mod scope;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 pub mod tools;
+pub mod trace;
 pub mod units;
 
 pub use capsule::{Backends, Capsule, CapsuleBuilder, CapsuleConfig};

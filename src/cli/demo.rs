@@ -5,13 +5,13 @@
 //! both traces are summarised. Exits 0 only when every step behaved as the spec says. Logs name
 //! handles by `handle_id`, never by token.
 
-use resource_plane::backends::fs::Containment;
 use resource_plane::backends::tls::PeerTls;
 use resource_plane::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
 use resource_plane::http::client::{Limits, PeerClient, PeerResponse};
 use resource_plane::http::response::AUDIENCE;
 use resource_plane::http::{ListenerConfig, serve};
 use resource_plane::policy::Address;
+use resource_plane::scope::Containment;
 use resource_plane::{Capsule, Manifest};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -388,7 +388,7 @@ impl Drop for TempDir {
 
 #[allow(clippy::disallowed_methods)]
 fn tempdir() -> Result<TempDir, String> {
-    let nonce = resource_plane::backends::random::hex::<8>();
+    let nonce = super::random_hex::<8>();
     let path = std::env::temp_dir().join(format!("resource-plane-demo-{nonce}"));
     std::fs::create_dir_all(&path).map_err(|e| e.to_string())?;
     Ok(TempDir(path))

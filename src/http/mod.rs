@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod client;
+pub mod date;
 pub mod listener;
 pub mod response;
 pub mod router;

@@ -22,10 +22,10 @@
 )]
 
 use resource_plane::backends::fs::{
-    Containment, FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, OsFilesystem,
-    RootDir, RootPath,
+    FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, OsFilesystem, RootDir,
 };
 use resource_plane::path::RelPath;
+use resource_plane::scope::{Containment, RootPath};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::io::Read;
