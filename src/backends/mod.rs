@@ -29,7 +29,9 @@ pub use fs::{
 };
 pub use identity::{FixedIdentityKey, IdentityKey, OsRandomIdentityKey};
 pub use keys::{FixedKeyStore, KeyStore, OsRandomKeyStore};
-pub use net::{Connecting, PeerStream, PeerTransport, TcpTransport};
+pub use net::{
+    Connecting, MemoryListener, MemoryTransport, PeerStream, PeerTransport, TcpTransport,
+};
 pub use random::{OsRandom, Random, SeededRandom};
 pub use tls::{PeerTls, TlsError};
 pub use trace::{FailingTraceSink, JsonlTraceSink, RecordingTraceSink, TraceSink};

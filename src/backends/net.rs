@@ -6,16 +6,20 @@
 //! handed the operator's connections.)
 //!
 //! The peer transport ([`PeerTransport`]) opens the byte stream the client speaks HTTP (or TLS,
-//! then HTTP) over: [`TcpTransport`] connects over TCP, and a test or a runtime with its own
-//! network (an in-process peer, a proxy, a vsock) puts its own in its place through
+//! then HTTP) over: [`TcpTransport`] connects over TCP; [`MemoryTransport`], the test double,
+//! connects to in-process listeners over in-memory pipes; and a runtime with its own network
+//! (a proxy, a vsock) puts its own in their place through
 //! [`CapsuleBuilder::peer_transport`](crate::CapsuleBuilder::peer_transport).
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::pin::Pin;
-use tokio::io::{AsyncRead, AsyncWrite};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
+use tokio::sync::mpsc;
 
 /// Binds `addr` once and returns `count` non-blocking handles to the same listening socket.
 ///
@@ -85,5 +89,98 @@ impl PeerTransport for TcpTransport {
             let _ = tcp.set_nodelay(true);
             Ok(Box::new(tcp) as Box<dyn PeerStream>)
         })
+    }
+}
+
+/// Bytes each direction of a [`MemoryTransport`] pipe buffers before a writer waits.
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// Where each listening address's connections go.
+type Listeners = HashMap<(String, u16), mpsc::UnboundedSender<DuplexStream>>;
+
+/// In-process peers over in-memory pipes (`tokio::io::duplex`): the test double. A test listens
+/// at a `host:port` of its choosing, serves what arrives there (a capsule's router, say), and
+/// hands the transport to the capsules that should reach it. No socket is opened and no name is
+/// resolved; a connect to an address nobody listens at is refused (`ConnectionRefused`), as a
+/// closed port is.
+///
+/// ```
+/// use resource_plane::backends::{MemoryTransport, PeerTransport};
+/// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let transport = MemoryTransport::new();
+/// let mut listener = transport.listen("peer.test", 80);
+/// tokio::spawn(async move {
+///     let mut server = listener.accept().await.unwrap();
+///     server.write_all(b"hello").await.unwrap();
+/// });
+/// let mut client = transport.connect("PEER.test", 80).await.unwrap();
+/// let mut greeting = String::new();
+/// client.read_to_string(&mut greeting).await.unwrap();
+/// assert_eq!(greeting, "hello");
+///
+/// let refused = transport.connect("peer.test", 81).await.err().unwrap();
+/// assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct MemoryTransport {
+    listeners: Arc<Mutex<Listeners>>,
+}
+
+impl MemoryTransport {
+    /// A transport with no listener yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Listens at `host:port` (the host compared without regard to ASCII case, as DNS does):
+    /// every later connect there arrives on the returned listener, replacing any listener the
+    /// address had. Dropping the listener closes the address again.
+    pub fn listen(&self, host: &str, port: u16) -> MemoryListener {
+        let (sender, connections) = mpsc::unbounded_channel();
+        self.listeners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((host.to_ascii_lowercase(), port), sender);
+        MemoryListener { connections }
+    }
+}
+
+impl PeerTransport for MemoryTransport {
+    fn connect<'a>(&'a self, host: &'a str, port: u16) -> Connecting<'a> {
+        let key = (host.to_ascii_lowercase(), port);
+        let (client, server) = tokio::io::duplex(PIPE_BYTES);
+        let mut listeners = self
+            .listeners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let accepted = match listeners.get(&key) {
+            Some(listener) => match listener.send(server) {
+                Ok(()) => Ok(Box::new(client) as Box<dyn PeerStream>),
+                Err(_) => {
+                    // The listener was dropped: the address is closed from now on.
+                    listeners.remove(&key);
+                    Err(io::ErrorKind::ConnectionRefused.into())
+                }
+            },
+            None => Err(io::ErrorKind::ConnectionRefused.into()),
+        };
+        Box::pin(std::future::ready(accepted))
+    }
+}
+
+/// The server side of one [`MemoryTransport`] address.
+#[derive(Debug)]
+pub struct MemoryListener {
+    connections: mpsc::UnboundedReceiver<DuplexStream>,
+}
+
+impl MemoryListener {
+    /// The next connection's server end; `None` once the transport (every clone of it) is gone.
+    pub async fn accept(&mut self) -> Option<DuplexStream> {
+        self.connections.recv().await
     }
 }
