@@ -16,6 +16,13 @@
 //! card, with which it proves its redeems (`decisions.md` D-14). A refused launch is a
 //! [`LaunchError`]. Building a configuration or a capsule reads no file.
 //!
+//! Everything that touches the world is a backend under [`backends`]: besides the four, the
+//! [`Random`](backends::Random) source (session ids, nonces, generated keys) and the
+//! [`PeerTransport`](backends::PeerTransport) the tools reach peers over, both defaulting to the
+//! OS's and set through [`CapsuleBuilder::random`] and [`CapsuleBuilder::peer_transport`]. The
+//! rules live outside it: [`scope`] (roots and containment), [`trace`] (the tracer),
+//! [`planes`], [`http`], [`tools`].
+//!
 //! With the `test-util` feature, `test_util::capsule(yaml)` launches a capsule on in-memory
 //! backends in one line and mints handles for tests.
 //!

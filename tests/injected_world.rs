@@ -119,9 +119,16 @@ async fn share_and_fetch_travel_over_an_in_memory_transport() {
     assert_eq!(fetcher_connections.load(Ordering::SeqCst), 1, "the card");
     assert_eq!(minter_connections.load(Ordering::SeqCst), 0);
 
-    let fetch = fetcher.capsule.tools().typed::<FetchPeerFile>().expect("fetch");
+    let fetch = fetcher
+        .capsule
+        .tools()
+        .typed::<FetchPeerFile>()
+        .expect("fetch");
     let fetched = fetch
-        .fetch(FetchPeerFileInput::new("reporter.test:8080", &shared.handle))
+        .fetch(FetchPeerFileInput::new(
+            "reporter.test:8080",
+            &shared.handle,
+        ))
         .await
         .expect("fetch over memory");
     assert_eq!(minter_connections.load(Ordering::SeqCst), 1, "the redeem");
@@ -150,7 +157,11 @@ async fn share_and_fetch_travel_over_an_in_memory_transport() {
 async fn a_peer_the_transport_refuses_is_unreachable() {
     let transport = MemoryTransport::new();
     let fetcher = launch(FETCHER, FETCHER_URL, &transport);
-    let fetch = fetcher.capsule.tools().typed::<FetchPeerFile>().expect("fetch");
+    let fetch = fetcher
+        .capsule
+        .tools()
+        .typed::<FetchPeerFile>()
+        .expect("fetch");
     let minter = resource_plane::test_util::capsule(
         "name: reporter\nexports: { peer_files: { root: out/, max_ttl: 15m } }",
     );
@@ -328,7 +339,10 @@ async fn the_listener_dates_answers_by_its_clock() {
         .await
         .expect("read");
     assert_eq!(missing.status, 404);
-    assert_eq!(missing.header("date"), Some("Sun, 06 Nov 1994 08:49:37 GMT"));
+    assert_eq!(
+        missing.header("date"),
+        Some("Sun, 06 Nov 1994 08:49:37 GMT")
+    );
     let dates: Vec<_> = read.headers.iter().filter(|(n, _)| n == "date").collect();
     assert_eq!(dates.len(), 1, "one date, not hyper's as well: {dates:?}");
 
@@ -337,5 +351,8 @@ async fn the_listener_dates_answers_by_its_clock() {
         .await
         .expect("505");
     assert_eq!(version.status, 505);
-    assert_eq!(version.header("date"), Some("Mon, 07 Nov 1994 08:49:37 GMT"));
+    assert_eq!(
+        version.header("date"),
+        Some("Mon, 07 Nov 1994 08:49:37 GMT")
+    );
 }

@@ -147,6 +147,8 @@ pub async fn serve(
 ///   `header_read_timeout` is dropped, both before the service sees anything;
 /// * at most `max_connections` connections at once (more wait in the accept backlog);
 /// * a response that makes no progress for `send_timeout` is cut ([`StallGuard`]);
+/// * every answer of the service, and the gate's 505, carries a `date` read from
+///   [`clock`](ListenerConfig::clock), unless the service set its own;
 /// * on shutdown: no more accepts, connections still reading their first bytes closed,
 ///   requests in flight given `drain_deadline` to finish.
 ///

@@ -480,7 +480,10 @@ pub fn random_fills_what_it_is_given(name: &str, random: &dyn Random) {
             }
         }
         if let Some(at) = seen.iter().position(|values| values.len() == 1) {
-            panic!("{name}: byte {at} of a {len}-byte fill never changes: {seen:?}", seen = seen[at]);
+            panic!(
+                "{name}: byte {at} of a {len}-byte fill never changes: {seen:?}",
+                seen = seen[at]
+            );
         }
     }
     assert_eq!(random.bytes::<0>(), [0u8; 0]);
@@ -558,7 +561,10 @@ pub async fn peer_transport_reaches(
     host: &str,
     port: u16,
 ) {
-    for (i, host) in [host.to_owned(), host.to_ascii_uppercase()].iter().enumerate() {
+    for (i, host) in [host.to_owned(), host.to_ascii_uppercase()]
+        .iter()
+        .enumerate()
+    {
         let mut streams = Vec::new();
         for j in 0..3 {
             let stream = transport
