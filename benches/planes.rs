@@ -14,7 +14,6 @@
 #![allow(clippy::disallowed_methods)] // benches build their own worlds with std::fs
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
-use resource_plane::backends::fs::{Containment, RootPath};
 use resource_plane::backends::{
     Clock, FixedIdentityKey, FixedKeyStore, IdentityKey, KeyStore, OsFilesystem, SystemClock,
 };
@@ -23,6 +22,7 @@ use resource_plane::page_aligned;
 use resource_plane::planes::{
     ExportScope, HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane, proof,
 };
+use resource_plane::scope::{Containment, RootPath};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -15,10 +15,10 @@
 //!    `SCALE_SKIP_LARGE` skips it).
 #![allow(clippy::disallowed_methods)] // benches build their own worlds with std::fs
 
-use resource_plane::backends::fs::{Containment, RootPath};
 use resource_plane::backends::{OsFilesystem, SystemClock};
 use resource_plane::budget::ByteBudget;
 use resource_plane::planes::{ExportScope, OperatorPlane, ResourcePlane};
+use resource_plane::scope::{Containment, RootPath};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::path::Path;

@@ -8,11 +8,12 @@
 //! Run: `cargo run --example custom_plane`.
 
 use bytes::Bytes;
-use resource_plane::backends::{Containment, MemoryFilesystem, RecordingTraceSink, RootPath};
+use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
 use resource_plane::path::decode_request_path;
 use resource_plane::planes::{
     Cancel, ExportScope, Listing, ListingEntry, ResourcePlane, ServedFile,
 };
+use resource_plane::scope::{Containment, RootPath};
 use resource_plane::{Capsule, Code, Manifest, Refusal};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;

@@ -34,15 +34,14 @@ mod support;
 
 use http::Method;
 use proptest::prelude::*;
-use resource_plane::backends::fs::{
-    Containment, Filesystem, FsError, MemoryFilesystem, RootDir, RootPath,
-};
 use resource_plane::backends::{Clock, FixedKeyStore, KeyStore, ManualClock, RecordingTraceSink};
+use resource_plane::backends::{Filesystem, FsError, MemoryFilesystem, RootDir};
 use resource_plane::budget::ByteBudget;
 use resource_plane::http::PlaneBody;
 use resource_plane::path::RelPath;
 use resource_plane::planes::handle::{MAC_CONTEXT, MAC_SEPARATOR, assemble};
 use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane};
+use resource_plane::scope::{Containment, RootPath};
 use resource_plane::{Backends, Capsule, Manifest};
 use serde_json::Value;
 use std::sync::Arc;

@@ -28,8 +28,9 @@ mod common;
 
 use http::Method;
 use proptest::prelude::*;
-use resource_plane::backends::fs::{Containment, Filesystem, MemoryFilesystem, OsFilesystem};
+use resource_plane::backends::{Filesystem, MemoryFilesystem, OsFilesystem};
 use resource_plane::backends::{ManualClock, RecordingTraceSink};
+use resource_plane::scope::Containment;
 use resource_plane::{Backends, Capsule, Manifest};
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
@@ -858,7 +859,7 @@ fn openat2_is_what_the_os_property_exercises() {
     let fs = OsFilesystem::open(dir.path()).expect("open");
     assert_eq!(
         fs.strategy(),
-        resource_plane::backends::fs::Strategy::Openat2,
+        resource_plane::backends::Strategy::Openat2,
         "this kernel hides openat2: the OS property then checks the fallback walk twice"
     );
 }

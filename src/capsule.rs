@@ -3,11 +3,12 @@
 //! either plane with its own), and gets back a router to mount and the tools its model may see.
 
 use crate::audience;
-use crate::backends::fs::{Containment, Filesystem};
+use crate::backends::fs::Filesystem;
 use crate::backends::tls::PeerTls;
-use crate::backends::trace::{TraceSink, Tracer};
+use crate::backends::trace::TraceSink;
 use crate::backends::{
-    Clock, IdentityKey, KeyStore, OsRandomIdentityKey, OsRandomKeyStore, SystemClock,
+    Clock, IdentityKey, KeyStore, OsRandom, OsRandomIdentityKey, OsRandomKeyStore, PeerTransport,
+    Random, SystemClock, TcpTransport,
 };
 use crate::budget::ByteBudget;
 /// The capsule's export generation counter (see [`Capsule::generation`]).
@@ -15,8 +16,10 @@ pub use crate::generation::Generation;
 use crate::http::client::{PeerClient, PeerTimeouts};
 use crate::http::router::{Mounted, Router};
 use crate::manifest::{LaunchError, Manifest};
-use crate::planes::{ExportScope, HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
+use crate::planes::{HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
+use crate::scope::{Containment, ExportScope};
 use crate::tools::{FetchPeerFile, ShareFile, ToolInventory};
+use crate::trace::Tracer;
 use std::sync::Arc;
 
 /// The fetcher's own body cap when none is set: 10 MiB (D-10.2).
@@ -26,7 +29,10 @@ pub const DEFAULT_INFLIGHT_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
 /// The containment class assumed when none is set: `advisory`, the weakest claim.
 pub const DEFAULT_CONTAINMENT: Containment = Containment::Advisory;
 
-/// The four injectable backends.
+/// The four injectable backends every capsule needs. The other two, the random source and the
+/// peer transport, default to the OS's and are set like any other setting
+/// ([`CapsuleConfig::random`], [`CapsuleConfig::peer_transport`], or the builder's methods of
+/// the same names).
 #[derive(Debug, Clone)]
 pub struct Backends {
     /// The workdir's filesystem.
@@ -50,6 +56,8 @@ struct Settings {
     session_id: Option<String>,
     peer_timeouts: PeerTimeouts,
     identity: Option<Arc<dyn IdentityKey>>,
+    random: Arc<dyn Random>,
+    peer_transport: Arc<dyn PeerTransport>,
 }
 
 impl Default for Settings {
@@ -62,6 +70,8 @@ impl Default for Settings {
             session_id: None,
             peer_timeouts: PeerTimeouts::default(),
             identity: None,
+            random: Arc::new(OsRandom),
+            peer_transport: Arc::new(TcpTransport),
         }
     }
 }
@@ -71,7 +81,7 @@ impl Default for Settings {
 /// store is read at the first https handshake with a peer, if ever (see [`PeerTls`]).
 ///
 /// ```
-/// use resource_plane::backends::Containment;
+/// use resource_plane::scope::Containment;
 /// use resource_plane::CapsuleConfig;
 ///
 /// let config = CapsuleConfig::new("http://127.0.0.1:41234")
@@ -138,6 +148,22 @@ macro_rules! setting_methods {
             self.settings.identity = Some(key);
             self
         }
+
+        /// The random source (default [`OsRandom`]): the session id, trace event ids,
+        /// handle nonces, redeem-proof nonces, and the minting and identity keys the capsule
+        /// generates when none is given. A [`SeededRandom`](crate::backends::SeededRandom)
+        /// makes all of them the same on every run, for tests only.
+        pub fn random(mut self, random: Arc<dyn Random>) -> Self {
+            self.settings.random = random;
+            self
+        }
+
+        /// How `share-file` and `fetch-peer-file` reach peers (default [`TcpTransport`]): the
+        /// agent-card fetch and the redeem both connect through it.
+        pub fn peer_transport(mut self, transport: Arc<dyn PeerTransport>) -> Self {
+            self.settings.peer_transport = transport;
+            self
+        }
     };
 }
 
@@ -145,7 +171,8 @@ impl CapsuleConfig {
     /// A configuration advertising `advertised_url` (the card's `url` and the audience's tail),
     /// every other setting at its default: [`DEFAULT_CONTAINMENT`],
     /// [`DEFAULT_FETCH_MAX_BYTES`], [`DEFAULT_INFLIGHT_BUDGET_BYTES`], [`PeerTls::system`],
-    /// a fresh session id, [`PeerTimeouts::default`], a fresh identity key. Reads nothing.
+    /// a fresh session id, [`PeerTimeouts::default`], a fresh identity key, [`OsRandom`],
+    /// [`TcpTransport`]. Reads nothing.
     ///
     /// # Errors
     /// [`LaunchError::AdvertisedUrl`] (`E-CLI-001`) when `advertised_url` is not an http(s)
@@ -325,21 +352,23 @@ impl<'m> CapsuleBuilder<'m> {
                 export: "exports.peer_files",
             });
         }
-        manifest.check_launch(fs.as_ref())?;
+        manifest.check_launch(|root| Ok(fs.check_root(root)?))?;
         check_url(&url)?;
         let audience = audience::audience(&manifest.name, &url).ok_or_else(|| {
             LaunchError::malformed("name", "a non-empty string without control characters")
         })?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let settings = self.settings;
+        let random = settings.random.clone();
         let session_id = settings
             .session_id
             .clone()
-            .unwrap_or_else(|| format!("ses_{}", crate::backends::random::hex::<16>()));
-        let tracer = Tracer::new(trace, clock.clone(), session_id.clone());
+            .unwrap_or_else(|| format!("ses_{}", random.hex::<16>()));
+        let tracer = Tracer::with_random(trace, clock.clone(), session_id.clone(), random.as_ref());
         let budget = ByteBudget::new(settings.inflight_budget_bytes);
         let generation = Generation::new();
-        let client = PeerClient::new(settings.peer_tls.client_config());
+        let client = PeerClient::new(settings.peer_tls.client_config())
+            .with_transport(settings.peer_transport.clone());
 
         let files: Option<Arc<dyn ResourcePlane>> = match self.files {
             Some(plane) => Some(plane),
@@ -360,20 +389,23 @@ impl<'m> CapsuleBuilder<'m> {
         let peer: Option<Arc<dyn PeerPlane>> = manifest.peer_files.as_ref().map(|p| {
             let plane: Arc<dyn PeerPlane> = match &self.peer {
                 Some(plane) => plane.clone(),
-                None => Arc::new(HmacPeerPlane::new(
-                    fs.clone(),
-                    clock.clone(),
-                    self.keys
-                        .clone()
-                        .unwrap_or_else(|| Arc::new(OsRandomKeyStore::generate())),
-                    ExportScope {
-                        root: p.root.clone(),
-                        max_bytes: p.max_bytes,
-                        containment: settings.containment,
-                    },
-                    session_id.clone(),
-                    budget.clone(),
-                )),
+                None => Arc::new(
+                    HmacPeerPlane::new(
+                        fs.clone(),
+                        clock.clone(),
+                        self.keys.clone().unwrap_or_else(|| {
+                            Arc::new(OsRandomKeyStore::generate_from(random.as_ref()))
+                        }),
+                        ExportScope {
+                            root: p.root.clone(),
+                            max_bytes: p.max_bytes,
+                            containment: settings.containment,
+                        },
+                        session_id.clone(),
+                        budget.clone(),
+                    )
+                    .with_random(random.clone()),
+                ),
             };
             tools.register(Arc::new(
                 ShareFile::new(
@@ -392,7 +424,7 @@ impl<'m> CapsuleBuilder<'m> {
             let identity = settings
                 .identity
                 .clone()
-                .unwrap_or_else(|| Arc::new(OsRandomIdentityKey::generate()));
+                .unwrap_or_else(|| Arc::new(OsRandomIdentityKey::generate_from(random.as_ref())));
             tools.register(Arc::new(
                 FetchPeerFile::new(
                     allow.clone(),
@@ -403,7 +435,8 @@ impl<'m> CapsuleBuilder<'m> {
                     settings.fetch_max_bytes,
                     settings.peer_timeouts,
                 )
-                .with_identity(identity.clone(), clock.clone()),
+                .with_identity(identity.clone(), clock.clone())
+                .with_random(random.clone()),
             ));
             identity
         });

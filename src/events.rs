@@ -5,7 +5,7 @@
 //! `peer_handle_redeem` (D-6.1: more fields may follow): those lines are written as
 //! [`WithAudienceProof`] around the event.
 
-use crate::backends::trace::TraceEvent;
+use crate::trace::TraceEvent;
 use serde::Serialize;
 
 /// `resource_list`: one per request on the listing route.

@@ -16,6 +16,13 @@
 //! card, with which it proves its redeems (`decisions.md` D-14). A refused launch is a
 //! [`LaunchError`]. Building a configuration or a capsule reads no file.
 //!
+//! Everything that touches the world is a backend under [`backends`]: besides the four, the
+//! [`Random`](backends::Random) source (session ids, nonces, generated keys) and the
+//! [`PeerTransport`](backends::PeerTransport) the tools reach peers over, both defaulting to the
+//! OS's and set through [`CapsuleBuilder::random`] and [`CapsuleBuilder::peer_transport`]. The
+//! rules live outside it: [`scope`] (roots and containment), the tracer,
+//! [`planes`], [`http`], [`tools`].
+//!
 //! With the `test-util` feature, `test_util::capsule(yaml)` launches a capsule on in-memory
 //! backends in one line and mints handles for tests.
 //!
@@ -86,9 +93,11 @@ pub mod planes;
 internal_module!(policy);
 internal_module!(redact);
 pub mod refusal;
+pub mod scope;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 pub mod tools;
+internal_module!(trace);
 internal_module!(units);
 
 pub use capsule::{Backends, Capsule, CapsuleBuilder, CapsuleConfig};

@@ -1,14 +1,15 @@
 //! The backend conformance suites of `tests/support/conformance.rs`, run on every
-//! implementation the crate ships: the OS-backed ones and the in-memory, fixed and recording
-//! doubles. (The filesystem's suite runs in `tests/fs_conformance.rs`.)
+//! implementation the crate ships: the OS-backed ones and the in-memory, fixed, seeded and
+//! recording doubles. (The filesystem's suite runs in `tests/fs_conformance.rs`.)
 
 mod support;
 
 use resource_plane::backends::{
     Clock, FailingTraceSink, FixedIdentityKey, FixedKeyStore, IdentityKey, JsonlTraceSink,
-    KeyStore, ManualClock, OsRandomIdentityKey, OsRandomKeyStore, RecordingTraceSink, SystemClock,
-    TraceSink,
+    KeyStore, ManualClock, MemoryTransport, OsRandom, OsRandomIdentityKey, OsRandomKeyStore,
+    PeerTransport, Random, RecordingTraceSink, SeededRandom, SystemClock, TcpTransport, TraceSink,
 };
+use std::io::ErrorKind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use support::conformance::*;
@@ -112,4 +113,97 @@ fn recording_trace_sink_conforms() {
 fn failing_trace_sink_reports_failure() {
     let sink: Arc<dyn TraceSink> = Arc::new(FailingTraceSink);
     trace_sink_reports_failure("FailingTraceSink", sink.as_ref(), None);
+}
+
+#[test]
+fn os_random_conforms() {
+    random_fills_what_it_is_given("OsRandom", &OsRandom);
+    random_draws_differ("OsRandom", &|| Arc::new(OsRandom) as Arc<dyn Random>);
+}
+
+#[test]
+fn seeded_random_conforms() {
+    let seeded = SeededRandom::new([3; 32]);
+    random_fills_what_it_is_given("SeededRandom", &seeded);
+    // One stream never repeats a draw; two seeds give two streams.
+    let next = AtomicU8::new(0);
+    random_draws_differ("SeededRandom", &|| {
+        Arc::new(SeededRandom::new([next.fetch_add(1, Ordering::SeqCst); 32])) as Arc<dyn Random>
+    });
+    random_replays("SeededRandom", &|| {
+        Arc::new(SeededRandom::new([9; 32])) as Arc<dyn Random>
+    });
+}
+
+/// The OS transport over loopback: a listening address is reached, and a port just closed
+/// refuses with the OS's `ECONNREFUSED`.
+#[tokio::test]
+#[allow(clippy::disallowed_methods)] // the listeners the transport is tested against
+async fn tcp_transport_conforms() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(echo_one_line(stream));
+        }
+    });
+    peer_transport_reaches("TcpTransport", &TcpTransport, "127.0.0.1", port).await;
+    peer_transport_reaches("TcpTransport by name", &TcpTransport, "localhost", port).await;
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let closed_port = closed.local_addr().expect("address").port();
+    drop(closed);
+    peer_transport_refuses(
+        "TcpTransport",
+        &TcpTransport,
+        "127.0.0.1",
+        closed_port,
+        ErrorKind::ConnectionRefused,
+    )
+    .await;
+    let refused = TcpTransport
+        .connect("127.0.0.1", closed_port)
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        refused.raw_os_error(),
+        Some(rustix::io::Errno::CONNREFUSED.raw_os_error()),
+        "the OS's own error: {refused:?}"
+    );
+}
+
+/// The in-memory transport: a listening address is reached (its host in any case), one
+/// nobody listens at, or whose listener is gone, refuses as a closed port does.
+#[tokio::test]
+async fn memory_transport_conforms() {
+    let transport = MemoryTransport::new();
+    let mut listener = transport.listen("peer.test", 8080);
+    tokio::spawn(async move {
+        while let Some(stream) = listener.accept().await {
+            tokio::spawn(echo_one_line(stream));
+        }
+    });
+    peer_transport_reaches("MemoryTransport", &transport, "peer.test", 8080).await;
+    for (host, port) in [("peer.test", 8081), ("other.test", 8080)] {
+        peer_transport_refuses(
+            "MemoryTransport",
+            &transport,
+            host,
+            port,
+            ErrorKind::ConnectionRefused,
+        )
+        .await;
+    }
+    drop(transport.listen("gone.test", 1));
+    peer_transport_refuses(
+        "MemoryTransport, listener dropped",
+        &transport,
+        "gone.test",
+        1,
+        ErrorKind::ConnectionRefused,
+    )
+    .await;
 }

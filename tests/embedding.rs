@@ -7,16 +7,15 @@ mod support;
 
 use bytes::Bytes;
 use http::Method;
-use resource_plane::backends::tls::PeerTls;
-use resource_plane::backends::{
-    Containment, FixedKeyStore, ManualClock, MemoryFilesystem, RecordingTraceSink, RootPath,
-};
+use resource_plane::backends::PeerTls;
+use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem, RecordingTraceSink};
 use resource_plane::budget::ByteBudget;
 use resource_plane::path::{RelPath, decode_request_path};
 use resource_plane::planes::{
     Cancel, ExportScope, HmacPeerPlane, Listing, ListingEntry, Minted, PeerPlane, Redeem,
     ResourcePlane, ServedFile,
 };
+use resource_plane::scope::{Containment, RootPath};
 use resource_plane::test_util::{self, TEST_SESSION_ID, TEST_START_MS, TestCapsule};
 use resource_plane::{Backends, Capsule, CapsuleConfig, Code, LaunchError, Manifest, Refusal};
 use serde_json::Value;

@@ -4,13 +4,12 @@
 
 mod support;
 
-use resource_plane::backends::fs::{
-    Containment, FileMeta, Filesystem, FsError, OpenFile, RootDir, RootPath,
-};
+use resource_plane::backends::{FileMeta, Filesystem, FsError, OpenFile, RootDir};
 use resource_plane::backends::{OsFilesystem, SystemClock};
 use resource_plane::budget::ByteBudget;
 use resource_plane::path::RelPath;
 use resource_plane::planes::{ExportScope, OperatorPlane, ResourcePlane};
+use resource_plane::scope::{Containment, RootPath};
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

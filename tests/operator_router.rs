@@ -11,11 +11,12 @@ mod support;
 
 use http::{Method, Request, Response};
 use resource_plane::backends::{
-    Clock, Containment, FailingTraceSink, FileMeta, Filesystem, FsError, FsErrorKind, ManualClock,
-    MemoryFilesystem, OpenFile, RecordingTraceSink, RootDir, RootPath, TraceSink,
+    Clock, FailingTraceSink, FileMeta, Filesystem, FsError, FsErrorKind, ManualClock,
+    MemoryFilesystem, OpenFile, RecordingTraceSink, RootDir, TraceSink,
 };
 use resource_plane::http::PlaneBody;
 use resource_plane::path::RelPath;
+use resource_plane::scope::{Containment, RootPath};
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};

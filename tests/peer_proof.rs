@@ -21,14 +21,15 @@ mod support;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::{Method, Response};
-use resource_plane::backends::fs::RootDir;
+use resource_plane::backends::RootDir;
 use resource_plane::backends::{
-    Clock, Containment, Filesystem, FixedIdentityKey, FixedKeyStore, FsError, FsErrorKind,
-    KeyStore, ManualClock, MemoryFilesystem, RecordingTraceSink, RootPath, SystemClock,
+    Clock, Filesystem, FixedIdentityKey, FixedKeyStore, FsError, FsErrorKind, KeyStore,
+    ManualClock, MemoryFilesystem, RecordingTraceSink, SystemClock,
 };
 use resource_plane::budget::ByteBudget;
 use resource_plane::http::{ListenerConfig, PlaneBody, serve};
 use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, Redeem};
+use resource_plane::scope::{Containment, RootPath};
 use resource_plane::{Backends, Capsule, CapsuleConfig, Code, Manifest};
 use ring::signature::{Ed25519KeyPair, KeyPair as _};
 use serde_json::{Value, json};

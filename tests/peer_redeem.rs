@@ -17,15 +17,16 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use http::{Method, Response};
 use resource_plane::backends::Filesystem;
-use resource_plane::backends::fs::RootDir;
+use resource_plane::backends::RootDir;
 use resource_plane::backends::{
-    Clock, Containment, FixedKeyStore, FsError, FsErrorKind, KeyStore, ManualClock,
-    MemoryFilesystem, OsRandomKeyStore, RecordingTraceSink, RootPath,
+    Clock, FixedKeyStore, FsError, FsErrorKind, KeyStore, ManualClock, MemoryFilesystem,
+    OsRandomKeyStore, RecordingTraceSink,
 };
 use resource_plane::budget::ByteBudget;
 use resource_plane::http::PlaneBody;
 use resource_plane::path::RelPath;
 use resource_plane::planes::{ExportScope, HmacPeerPlane, Minted, PeerPlane, Redeem};
+use resource_plane::scope::{Containment, RootPath};
 use resource_plane::{Backends, Capsule, CapsuleConfig, Code, Manifest};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,11 +6,10 @@
 #![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
 
 use http::Method;
-use resource_plane::backends::fs::{
-    Containment, FileMeta, Filesystem, FsError, FsErrorKind, OpenFile, RootDir, RootPath,
-};
+use resource_plane::backends::{FileMeta, Filesystem, FsError, FsErrorKind, OpenFile, RootDir};
 use resource_plane::backends::{ManualClock, OsFilesystem, RecordingTraceSink};
 use resource_plane::path::RelPath;
+use resource_plane::scope::{Containment, RootPath};
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 use rustix::fs::{CWD, RenameFlags};
 use std::io::Read;

@@ -3,10 +3,10 @@
 #![no_main]
 use http::Method;
 use libfuzzer_sys::fuzz_target;
-use resource_plane::backends::fs::Containment;
 use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem, TraceSink};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use resource_plane::http::{Route, Router};
+use resource_plane::scope::Containment;
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 use std::sync::{Arc, OnceLock};
 

@@ -6,14 +6,14 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use libfuzzer_sys::fuzz_target;
-use resource_plane::backends::fs::Containment;
 use resource_plane::backends::{
-    FixedIdentityKey, FixedKeyStore, IdentityKey, ManualClock, MemoryFilesystem, RootPath,
+    FixedIdentityKey, FixedKeyStore, IdentityKey, ManualClock, MemoryFilesystem,
 };
 use resource_plane::budget::ByteBudget;
 use resource_plane::path::RelPath;
 use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, proof};
 use resource_plane::refusal::Code;
+use resource_plane::scope::{Containment, RootPath};
 use std::sync::Arc;
 
 const NOW: i64 = 1_787_577_327_015;

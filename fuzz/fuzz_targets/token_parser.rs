@@ -2,11 +2,11 @@
 //! redeem of arbitrary bytes answers only the shape, audience or MAC codes.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem, RootPath};
-use resource_plane::backends::fs::Containment;
+use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem};
 use resource_plane::budget::ByteBudget;
 use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, handle};
 use resource_plane::refusal::Code;
+use resource_plane::scope::{Containment, RootPath};
 use std::sync::Arc;
 
 fuzz_target!(|data: &[u8]| {

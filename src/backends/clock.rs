@@ -23,13 +23,6 @@ impl Clock for SystemClock {
     }
 }
 
-/// The current time as an HTTP `date` value (IMF-fixdate), for the few responses written
-/// without hyper.
-#[allow(clippy::disallowed_methods)] // the wall clock, read here as SystemClock reads it
-pub fn http_date_now() -> String {
-    httpdate::fmt_http_date(std::time::SystemTime::now())
-}
-
 /// A clock that moves only when told to: the test double.
 #[derive(Debug, Default)]
 pub struct ManualClock {

@@ -9,15 +9,16 @@
 //! key is kept between calls. Expanding costs one fixed-base scalar multiplication per
 //! signature, about as much as the signature itself: the fetcher pays it once per redeem.
 
+use super::random::{OsRandom, Random};
 use ring::signature::{Ed25519KeyPair, KeyPair as _};
 use std::fmt;
 use std::sync::RwLock;
 use zeroize::Zeroizing;
 
 /// Bytes of an Ed25519 public key.
-pub const PUBLIC_KEY_LEN: usize = 32;
+pub(crate) const PUBLIC_KEY_LEN: usize = 32;
 /// Bytes of an Ed25519 signature.
-pub const SIGNATURE_LEN: usize = 64;
+pub(crate) const SIGNATURE_LEN: usize = 64;
 
 /// An Ed25519 key that signs and shows its public half, but never reveals its secret.
 pub trait IdentityKey: fmt::Debug + Send + Sync {
@@ -77,10 +78,18 @@ pub struct OsRandomIdentityKey {
 }
 
 impl OsRandomIdentityKey {
-    /// Draws a fresh key (D-14.1).
+    /// Draws a fresh key from the OS random source (D-14.1).
     pub fn generate() -> Self {
+        Self::generate_from(&OsRandom)
+    }
+
+    /// Draws a fresh key from `random`: the capsule's own source, which is the OS's unless a
+    /// test put a [`SeededRandom`](super::SeededRandom) in its place.
+    pub fn generate_from(random: &dyn Random) -> Self {
+        let mut seed = Zeroizing::new([0u8; 32]);
+        random.fill(seed.as_mut_slice());
         OsRandomIdentityKey {
-            cell: SeedCell::new(super::random::bytes::<32>()),
+            cell: SeedCell::new(*seed),
         }
     }
 }

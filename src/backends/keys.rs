@@ -1,6 +1,7 @@
 //! The minting key (D-7.5, design habit 2): the key never leaves its `KeyStore`. The store signs
 //! and verifies; it never exposes the bytes, never prints them, and zeroes them on `destroy`.
 
+use super::random::{OsRandom, Random};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use std::fmt;
@@ -67,10 +68,18 @@ pub struct OsRandomKeyStore {
 }
 
 impl OsRandomKeyStore {
-    /// Generates a fresh key (D-7.5).
+    /// Generates a fresh key from the OS random source (D-7.5).
     pub fn generate() -> Self {
+        Self::generate_from(&OsRandom)
+    }
+
+    /// Generates a fresh key from `random`: the capsule's own source, which is the OS's
+    /// unless a test put a [`SeededRandom`](super::SeededRandom) in its place.
+    pub fn generate_from(random: &dyn Random) -> Self {
+        let mut key = Zeroizing::new([0u8; 32]);
+        random.fill(key.as_mut_slice());
         OsRandomKeyStore {
-            cell: KeyCell::new(super::random::bytes::<32>()),
+            cell: KeyCell::new(*key),
         }
     }
 }

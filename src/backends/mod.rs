@@ -1,30 +1,38 @@
-//! Everything that touches the world: the filesystem, the clock, the keys (the minting key and
-//! the identity key), the trace file and the OS random source. Ambient authority
-//! (`SystemTime::now`, `std::fs`, randomness, raw syscalls) appears only under this module
-//! (design habit 7; enforced by `clippy.toml`).
+//! Everything that touches the world, and nothing else: the filesystem, the clock, the keys (the
+//! minting key and the identity key), the random source, the peer transport and the trace
+//! sinks. Ambient authority (`SystemTime::now`, `std::fs`, `std::net`, `std::env`, randomness,
+//! raw syscalls) appears only under this module and the CLI (design habit 7; enforced by
+//! `clippy.toml`). The rules that use the world live elsewhere: the tracer beside the
+//! planes, roots and containment in [`scope`](crate::scope).
 //!
-//! Each backend is a small, synchronous, dyn-compatible trait held as `Arc<dyn _>`, with a real
-//! implementation and a test double that passes the same conformance tests.
+//! Each backend is a small, dyn-compatible trait held as `Arc<dyn _>`, with a real
+//! implementation and a test double that passes the same conformance suite
+//! (`tests/support/conformance.rs`). All are synchronous but the peer transport, whose connect
+//! is a boxed future.
 
 // The world lives here: this module tree is where the filesystem, the network, the clock and
 // randomness are reached (clippy.toml bans them everywhere else but the CLI).
 #![allow(clippy::disallowed_methods)]
 
-pub mod clock;
-pub mod fs;
-pub mod identity;
-pub mod keys;
-pub mod net;
-pub mod random;
-pub mod tls;
-pub mod trace;
+pub(crate) mod clock;
+pub(crate) mod fs;
+pub(crate) mod identity;
+pub(crate) mod keys;
+pub(crate) mod net;
+pub(crate) mod random;
+pub(crate) mod tls;
+pub(crate) mod trace;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use fs::{
-    Containment, FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, OpenFile,
-    OsFilesystem, RootDir, RootPath, RootPathError,
+    FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, OpenFile, OsFilesystem, RootDir,
+    Strategy,
 };
 pub use identity::{FixedIdentityKey, IdentityKey, OsRandomIdentityKey};
 pub use keys::{FixedKeyStore, KeyStore, OsRandomKeyStore};
+pub use net::{
+    Connecting, MemoryListener, MemoryTransport, PeerStream, PeerTransport, TcpTransport,
+};
+pub use random::{OsRandom, Random, SeededRandom};
 pub use tls::{PeerTls, TlsError};
 pub use trace::{FailingTraceSink, JsonlTraceSink, RecordingTraceSink, TraceSink};

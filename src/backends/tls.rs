@@ -224,26 +224,9 @@ impl PeerTls {
 ///
 /// # Errors
 /// As [`PeerTls::add_pem_file`].
-pub fn client_config(extra_ca: &[&Path]) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+#[cfg(feature = "cli")]
+pub(crate) fn client_config(extra_ca: &[&Path]) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     Ok(PeerTls::system().add_pem_files(extra_ca)?.client_config())
-}
-
-/// A TLS client configuration trusting exactly `roots` (tests build their own CA).
-///
-/// # Errors
-/// [`TlsError::Config`] when the protocol versions cannot be configured.
-pub fn client_config_with_roots(
-    roots: RootCertStore,
-) -> Result<Arc<rustls::ClientConfig>, TlsError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Config {
-            detail: e.to_string(),
-        })?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
 }
 
 /// The system's trusted certificates, read once per process on first use. Certificates the

@@ -5,7 +5,7 @@
 //! disagree.
 
 use crate::Manifest;
-use crate::backends::OsFilesystem;
+use crate::backends::{Filesystem, OsFilesystem};
 use crate::manifest::{LaunchError, ParseOptions, Parsed};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -99,7 +99,7 @@ fn check(args: &CheckArgs) -> Result<serde_json::Value, LaunchError> {
     match &args.workdir {
         Some(workdir) => {
             let (_, fs) = open_workdir(workdir)?;
-            manifest.check_launch(&fs)?;
+            manifest.check_launch(|root| Ok(fs.check_root(root)?))?;
         }
         None => manifest.check_handle_lifetime()?,
     }

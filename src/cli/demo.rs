@@ -5,13 +5,13 @@
 //! both traces are summarised. Exits 0 only when every step behaved as the spec says. Logs name
 //! handles by `handle_id`, never by token.
 
-use crate::backends::fs::Containment;
 use crate::backends::tls::PeerTls;
 use crate::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
 use crate::http::client::{Limits, PeerClient, PeerResponse};
 use crate::http::response::AUDIENCE;
 use crate::http::{ListenerConfig, serve};
 use crate::policy::Address;
+use crate::scope::Containment;
 use crate::{Capsule, Manifest};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -385,7 +385,7 @@ impl Drop for TempDir {
 
 #[allow(clippy::disallowed_methods)]
 fn tempdir() -> Result<TempDir, String> {
-    let nonce = crate::backends::random::hex::<8>();
+    let nonce = super::random_hex::<8>();
     let path = std::env::temp_dir().join(format!("resource-plane-demo-{nonce}"));
     std::fs::create_dir_all(&path).map_err(|e| e.to_string())?;
     Ok(TempDir(path))

@@ -13,7 +13,15 @@ mod log;
 mod pull;
 mod serve;
 
+use crate::backends::{OsRandom, Random};
 use clap::{Parser, Subcommand};
+
+/// `N` bytes of the OS random source as lowercase hex: the command line's temporary names. The
+/// command line is the composition root, so it draws from the OS directly.
+fn random_hex<const N: usize>() -> String {
+    let os: &dyn Random = &OsRandom;
+    os.hex::<N>()
+}
 
 /// Writes `line` and a line end to stdout and flushes it: the ready line, `check`'s report and
 /// `pull`'s summary, each one whole line a script reads.

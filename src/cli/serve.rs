@@ -3,13 +3,13 @@
 //! (with `--console`) end of stdin.
 
 use super::check::{cli_error, open_workdir, read_manifest};
-use crate::backends::fs::Containment;
 use crate::backends::tls::PeerTls;
-use crate::backends::{JsonlTraceSink, SystemClock};
+use crate::backends::{Filesystem, JsonlTraceSink, SystemClock};
 use crate::capsule::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_INFLIGHT_BUDGET_BYTES};
 use crate::http::ListenerConfig;
 use crate::http::listener::serve_sharded;
 use crate::manifest::LaunchError;
+use crate::scope::Containment;
 use crate::{Capsule, Manifest};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -99,7 +99,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     }
     let manifest = parsed.manifest;
     let (workdir, fs) = open_workdir(&args.workdir)?;
-    manifest.check_launch(&fs)?;
+    manifest.check_launch(|root| Ok(fs.check_root(root)?))?;
 
     let (trace_path, default_trace) = match &args.trace {
         Some(path) => (path.clone(), false),
@@ -107,7 +107,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
             let dir = std::env::temp_dir().join("resource-plane-traces");
             // A name no earlier session has used (a process id repeats, across container
             // restarts say, and the file would then hold two sessions' lines).
-            let name = format!("trace-{}.jsonl", crate::backends::random::hex::<16>());
+            let name = format!("trace-{}.jsonl", super::random_hex::<16>());
             (dir.join(name), true)
         }
     };

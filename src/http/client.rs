@@ -1,6 +1,7 @@
 //! The outbound client for peers: one GET over a fresh connection, http or https (verified TLS),
 //! bounded in time and size, following no redirect (D-8, D-10.2).
 
+use crate::backends::net::{PeerTransport, TcpTransport};
 use crate::policy::{Address, Scheme};
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -63,16 +64,28 @@ pub enum ClientError {
     TooLarge,
 }
 
-/// Makes outbound requests to peers.
+/// Makes outbound requests to peers, over a [`PeerTransport`] ([`TcpTransport`] unless told
+/// otherwise).
 #[derive(Debug, Clone)]
 pub struct PeerClient {
     tls: Arc<rustls::ClientConfig>,
+    transport: Arc<dyn PeerTransport>,
 }
 
 impl PeerClient {
-    /// A client verifying https peers against `tls`.
+    /// A client verifying https peers against `tls`, connecting over TCP.
     pub fn new(tls: Arc<rustls::ClientConfig>) -> Self {
-        PeerClient { tls }
+        PeerClient {
+            tls,
+            transport: Arc::new(TcpTransport),
+        }
+    }
+
+    /// The same client reaching peers through `transport` instead of TCP: the request, the TLS
+    /// for an https peer, and every limit stay as they are.
+    pub fn with_transport(mut self, transport: Arc<dyn PeerTransport>) -> Self {
+        self.transport = transport;
+        self
     }
 
     /// `GET <target><path>` with `headers`, within `limits`.
@@ -111,11 +124,10 @@ impl PeerClient {
             .trim_end_matches(']')
             .to_owned();
         let port = target.effective_port();
-        let tcp = tokio::time::timeout(limits.connect, crate::backends::net::connect(&host, port))
+        let stream = tokio::time::timeout(limits.connect, self.transport.connect(&host, port))
             .await
             .map_err(|_| ClientError::Unreachable("connect timed out".into()))?
             .map_err(|e| unreachable("connect", &e))?;
-        let _ = tcp.set_nodelay(true);
         let request = Request::get(path)
             .header(http::header::HOST, target.host_port())
             .header(http::header::CONNECTION, "close");
@@ -125,13 +137,13 @@ impl PeerClient {
             .body(Empty::<Bytes>::new())
             .map_err(|e| unreachable("request", &e))?;
         match target.effective_scheme() {
-            Scheme::Http => send(TokioIo::new(tcp), request, limits.max_body).await,
+            Scheme::Http => send(TokioIo::new(stream), request, limits.max_body).await,
             Scheme::Https => {
                 let name = rustls_pki_types::ServerName::try_from(host)
                     .map_err(|e| unreachable("server name", &e))?;
                 let tls = tokio::time::timeout(
                     limits.connect,
-                    tokio_rustls::TlsConnector::from(self.tls.clone()).connect(name, tcp),
+                    tokio_rustls::TlsConnector::from(self.tls.clone()).connect(name, stream),
                 )
                 .await
                 .map_err(|_| ClientError::Unreachable("TLS handshake timed out".into()))?

@@ -11,6 +11,7 @@
 use super::router::Router;
 use super::stall_guard::{DEFAULT_SEND_TIMEOUT, StallGuard};
 use super::version_gate::VersionGate;
+use crate::backends::{Clock, SystemClock};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -27,8 +28,8 @@ use tokio::sync::Semaphore;
 #[cfg(feature = "cli")]
 const BLOCKING_MARGIN: usize = 16;
 
-/// Listener limits.
-#[derive(Debug, Clone, Copy)]
+/// Listener limits, and the clock every answer is dated by.
+#[derive(Debug, Clone)]
 pub struct ListenerConfig {
     /// Connections served at once; more wait to be accepted.
     pub max_connections: usize,
@@ -41,6 +42,11 @@ pub struct ListenerConfig {
     /// How long a response may make no progress (the client takes nothing) before its
     /// connection is dropped and its body's budget bytes come back (see `stall_guard`).
     pub send_timeout: Duration,
+    /// What the `date` header of every answer says: the service's answers and the 505 the
+    /// listener writes itself (default [`SystemClock`]). A service that sets its own `date`
+    /// keeps it. The 400 and 431 hyper writes for a head it cannot parse, before any service
+    /// sees it, carry hyper's own reading of the system clock.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for ListenerConfig {
@@ -51,6 +57,7 @@ impl Default for ListenerConfig {
             max_head_bytes: 16 * 1024,
             drain_deadline: Duration::from_secs(5),
             send_timeout: DEFAULT_SEND_TIMEOUT,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -141,6 +148,8 @@ pub async fn serve(
 ///   `header_read_timeout` is dropped, both before the service sees anything;
 /// * at most `max_connections` connections at once (more wait in the accept backlog);
 /// * a response that makes no progress for `send_timeout` is cut;
+/// * every answer of the service, and the gate's 505, carries a `date` read from
+///   [`clock`](ListenerConfig::clock), unless the service set its own;
 /// * on shutdown: no more accepts, connections still reading their first bytes closed,
 ///   requests in flight given `drain_deadline` to finish.
 ///
@@ -224,18 +233,23 @@ where
                 }
             },
         };
-        let service = TowerToHyperService::new(service.clone());
+        let service = dated(
+            TowerToHyperService::new(service.clone()),
+            config.clock.clone(),
+        );
         let watcher = graceful.watcher();
         let builders = builders.clone();
         let mut stop = stop.clone();
+        let (send_timeout, header_read_timeout) = (config.send_timeout, config.header_read_timeout);
+        let clock = config.clock.clone();
         tokio::spawn(async move {
-            let guarded = StallGuard::new(stream, config.send_timeout);
-            let mut gate = VersionGate::with_lookahead(guarded, lookahead);
+            let guarded = StallGuard::new(stream, send_timeout);
+            let mut gate = VersionGate::with_lookahead(guarded, lookahead).with_clock(clock);
             // The head's first bytes, read before hyper is built, choose its header table;
             // the time they take comes off hyper's header read timeout.
             let started = tokio::time::Instant::now();
             let primed = tokio::select! {
-                primed = tokio::time::timeout(config.header_read_timeout, gate.prime()) => primed,
+                primed = tokio::time::timeout(header_read_timeout, gate.prime()) => primed,
                 _ = stop.wait_for(|stop| *stop) => return,
             };
             match primed {
@@ -249,7 +263,7 @@ where
                     return;
                 }
             }
-            let left = config.header_read_timeout.saturating_sub(started.elapsed());
+            let left = header_read_timeout.saturating_sub(started.elapsed());
             let http = builders.for_head(gate.complete_head_lines(), left);
             if let Err(e) = watcher
                 .watch(http.serve_connection(TokioIo::new(gate), service))
@@ -269,6 +283,35 @@ where
         tracing::warn!("drain deadline passed with connections still open");
     }
     failed.map_or(Ok(()), Err)
+}
+
+/// `service`, each answer dated by `clock` (see [`ListenerConfig::clock`]). hyper's own date
+/// is then left out of every answer the service gives, since hyper writes one only when the
+/// answer has none.
+fn dated<S, ResBody>(
+    service: S,
+    clock: Arc<dyn Clock>,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response<ResBody>,
+    Error = S::Error,
+    Future = impl Future<Output = Result<Response<ResBody>, S::Error>> + Send,
+> + Send
+where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<ResBody>> + Send,
+    S::Future: Send,
+    S::Error: Into<Box<dyn StdError + Send + Sync>>,
+    ResBody: http_body::Body,
+{
+    hyper::service::service_fn(move |request| {
+        let answer = service.call(request);
+        let clock = clock.clone();
+        async move {
+            let mut response = answer.await?;
+            super::date::stamp(response.headers_mut(), clock.as_ref());
+            Ok(response)
+        }
+    })
 }
 
 /// The first pause after a transient accept error.
@@ -342,6 +385,7 @@ pub(crate) fn serve_sharded(
         .enumerate()
         .map(|(index, listener)| {
             let router = router.clone();
+            let per_shard = per_shard.clone();
             let mut shutdown = shutdown.clone();
             let (one_failed, mut another_failed) = (failed.clone(), failed.subscribe());
             std::thread::Builder::new()
@@ -355,6 +399,7 @@ pub(crate) fn serve_sharded(
                         .enable_all()
                         .max_blocking_threads(per_shard.max_connections + BLOCKING_MARGIN)
                         .build()?;
+                    let drain_deadline = per_shard.drain_deadline;
                     let served = runtime.block_on(async move {
                         let listener = TcpListener::from_std(listener)?;
                         let stop = async move {
@@ -371,7 +416,7 @@ pub(crate) fn serve_sharded(
                     }
                     // Dropping a runtime waits for its blocking threads without limit; a read
                     // still parked then must not keep a stopped shard, and the process, alive.
-                    runtime.shutdown_timeout(per_shard.drain_deadline);
+                    runtime.shutdown_timeout(drain_deadline);
                     served
                 })
         })

@@ -8,8 +8,6 @@
 
 use super::body::PlaneBody;
 use super::response::{self, AUDIENCE, CONTAINMENT, EXPORT_ROOT, GENERATION, HANDLE_ID, PROOF};
-use crate::backends::fs::Containment;
-use crate::backends::trace::{TraceEvent, Tracer};
 use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead, WithAudienceProof};
 use crate::generation::Generation;
 use crate::path::{percent_decode_strict, strip_query};
@@ -17,6 +15,8 @@ use crate::planes::{
     Cancel, IfNoneMatch, ListingBody, ListingHead, PeerPlane, ReadMode, ReadOutcome, ResourcePlane,
 };
 use crate::refusal::{Code, Refusal};
+use crate::scope::Containment;
+use crate::trace::{TraceEvent, Tracer};
 use http::header::{HeaderValue, IF_NONE_MATCH};
 use http::{Method, Request, Response};
 use http_body_util::Either;

@@ -23,8 +23,10 @@
 //!
 //! Each byte is judged once, however the line is split across reads (a line scanner keeps its state between reads).
 
+use crate::backends::{Clock, SystemClock};
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
@@ -32,11 +34,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 pub const DEFAULT_LOOKAHEAD: usize = 16 * 1024;
 
 /// The answer to a request line naming an HTTP version other than 1.0 or 1.1: no body, and the
-/// connection closes.
-fn version_not_supported() -> Vec<u8> {
+/// connection closes. Dated `now_ms`.
+fn version_not_supported(now_ms: i64) -> Vec<u8> {
     format!(
         "HTTP/1.1 505 HTTP Version Not Supported\r\ncontent-length: 0\r\nconnection: close\r\ndate: {}\r\n\r\n",
-        crate::backends::clock::http_date_now()
+        super::date::http_date(now_ms)
     )
     .into_bytes()
 }
@@ -201,10 +203,14 @@ pub struct VersionGate<S> {
     scan: LineScan,
     /// `seen` holds bytes from [`prime`](Self::prime) that the scan has not judged yet.
     primed: bool,
+    /// Dates the 505.
+    clock: Arc<dyn Clock>,
 }
 
 impl<S> VersionGate<S> {
-    /// Watches `inner`'s first line, holding back up to [`DEFAULT_LOOKAHEAD`] bytes of it.
+    /// Watches `inner`'s first line, holding back up to [`DEFAULT_LOOKAHEAD`] bytes of it; a
+    /// 505 is dated by the [`SystemClock`] unless [`with_clock`](Self::with_clock) says
+    /// otherwise.
     pub fn new(inner: S) -> Self {
         Self::with_lookahead(inner, DEFAULT_LOOKAHEAD)
     }
@@ -219,7 +225,14 @@ impl<S> VersionGate<S> {
             lookahead,
             scan: LineScan::default(),
             primed: false,
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// The same gate dating its 505 by `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// How many header lines the held bytes' request head has, when they hold all of it: the
@@ -360,7 +373,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
                             buf.set_filled(before);
                             this.seen = Vec::new();
                             Gate::Refusing {
-                                reply: version_not_supported(),
+                                reply: version_not_supported(this.clock.now_ms()),
                                 written: 0,
                             }
                         }

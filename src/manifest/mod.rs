@@ -9,7 +9,7 @@ mod yaml;
 pub use crate::policy::{Address, AddressError, AllowList, AllowRule, Scheme};
 pub use error::LaunchError;
 
-use crate::backends::fs::{Filesystem, FsErrorKind, RootPath};
+use crate::scope::{RootCheckError, RootPath};
 use crate::units::{parse_byte_size, parse_duration_secs};
 use serde_json::{Map, Value};
 
@@ -505,13 +505,29 @@ impl Manifest {
 
     /// The launch checks, in order: [`check_handle_lifetime`](Self::check_handle_lifetime)
     /// (`E-CAP-008`), then [`check_roots`](Self::check_roots) (`E-CAP-007`) (D-1.8, D-1.9).
-    /// Touches nothing but lookups.
+    /// `check_root` is asked about each declared root, as in `check_roots`.
+    ///
+    /// ```
+    /// use resource_plane::backends::{Filesystem, MemoryFilesystem};
+    /// use resource_plane::Manifest;
+    ///
+    /// let fs = MemoryFilesystem::new();
+    /// fs.add_symlink("out", "../elsewhere");
+    /// let manifest = Manifest::from_yaml("name: x\nexports: { files: { root: out, mode: read-only } }")
+    ///     .unwrap()
+    ///     .manifest;
+    /// let refused = manifest.check_launch(|root| Ok(fs.check_root(root)?)).unwrap_err();
+    /// assert_eq!(refused.code(), "E-CAP-007");
+    /// ```
     ///
     /// # Errors
     /// The first refusal.
-    pub fn check_launch(&self, fs: &dyn Filesystem) -> Result<(), LaunchError> {
+    pub fn check_launch(
+        &self,
+        check_root: impl FnMut(&RootPath) -> Result<(), RootCheckError>,
+    ) -> Result<(), LaunchError> {
         self.check_handle_lifetime()?;
-        self.check_roots(fs)
+        self.check_roots(check_root)
     }
 
     /// `E-CAP-008` (D-1.8): a persistent capsule (`after_task: sleep`) exporting peer files
@@ -534,12 +550,19 @@ impl Manifest {
     }
 
     /// `E-CAP-007` (D-1.9) for `exports.files.root` then `exports.peer_files.root`: a root
-    /// whose path, resolved beneath the workdir `fs` opens, escapes it. Touches nothing but
-    /// lookups.
+    /// whose path, resolved beneath the workdir, escapes it. The manifest touches no
+    /// filesystem: `check_root` answers for each declared root, in that order, usually
+    /// `|root| Ok(fs.check_root(root)?)` over the workdir's
+    /// [`Filesystem`](crate::backends::Filesystem), which looks the path up and creates nothing.
     ///
     /// # Errors
-    /// `E-CAP-007` naming the field.
-    pub fn check_roots(&self, fs: &dyn Filesystem) -> Result<(), LaunchError> {
+    /// `E-CAP-007` naming the field: [`LaunchError::RootEscapes`] when `check_root` says
+    /// [`RootCheckError::Escapes`], [`LaunchError::RootUncheckable`] when it says the workdir
+    /// could not be read to tell.
+    pub fn check_roots(
+        &self,
+        mut check_root: impl FnMut(&RootPath) -> Result<(), RootCheckError>,
+    ) -> Result<(), LaunchError> {
         let roots = [
             ("exports.files.root", self.files.as_ref().map(|f| &f.root)),
             (
@@ -549,14 +572,14 @@ impl Manifest {
         ];
         for (field, root) in roots {
             let Some(root) = root else { continue };
-            if let Err(e) = fs.check_root(root) {
+            if let Err(e) = check_root(root) {
                 let root = root.declared().to_owned();
-                return Err(match e.kind {
-                    FsErrorKind::OutsideRoot => LaunchError::RootEscapes { field, root },
-                    _ => LaunchError::RootUncheckable {
+                return Err(match e {
+                    RootCheckError::Escapes => LaunchError::RootEscapes { field, root },
+                    RootCheckError::Uncheckable(detail) => LaunchError::RootUncheckable {
                         field,
                         root,
-                        detail: e.detail,
+                        detail,
                     },
                 });
             }
@@ -619,7 +642,11 @@ fn parse_allow(f: &Fields<'_>) -> Res<AllowList> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::fs::MemoryFilesystem;
+
+    /// A workdir where every root is inside.
+    fn all_inside(_: &RootPath) -> Result<(), RootCheckError> {
+        Ok(())
+    }
 
     fn parse(yaml: &str) -> Result<Manifest, LaunchError> {
         Manifest::from_yaml(yaml).map(|p| p.manifest)
@@ -1326,11 +1353,10 @@ mod tests {
 
     #[test]
     fn cap_008_sleep_needs_short_ttl() {
-        let fs = MemoryFilesystem::new();
         let refused = |yaml: &str| {
             parse(yaml)
                 .unwrap()
-                .check_launch(&fs)
+                .check_launch(all_inside)
                 .err()
                 .map(|e| e.code())
         };
@@ -1348,7 +1374,7 @@ mod tests {
         assert_eq!(refused(&format!("{base}, max_ttl: 15m }} }}")), None);
         let e = parse(&format!("{base} }} }}"))
             .unwrap()
-            .check_launch(&fs)
+            .check_launch(all_inside)
             .unwrap_err();
         let text = e.to_string();
         for needle in [
@@ -1361,36 +1387,77 @@ mod tests {
         }
     }
 
+    /// The manifest asks about each declared root in field order, and turns the first
+    /// answer that is not `Ok` into `E-CAP-007` naming that root's field.
     #[test]
-    fn cap_007_escaping_roots() {
-        let fs = MemoryFilesystem::new();
-        fs.add_dir("inside");
-        fs.add_symlink("ok", "inside");
-        fs.add_symlink("out", "../elsewhere");
-        fs.add_symlink("dangling", "nowhere/../../x");
-        fs.add_symlink("abs", "/work/inside");
-        let check = |root: &str| {
-            parse(&format!(
-                "name: x\nexports: {{ files: {{ root: {root}, mode: read-only }} }}"
-            ))
-            .unwrap()
-            .check_launch(&fs)
-            .err()
-            .map(|e| (e.code(), e.message()))
+    fn cap_007_names_the_first_root_the_workdir_refuses() {
+        let both = parse(
+            "name: x\nexports: { files: { root: ./a/, mode: read-only }, \
+             peer_files: { root: b, mode: read-only } }",
+        )
+        .unwrap();
+        let mut asked = Vec::new();
+        both.check_launch(|root| {
+            asked.push(root.declared().to_owned());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(asked, ["./a/", "b"], "each root, files first");
+
+        let escapes_at = |bad: &'static str| {
+            move |root: &RootPath| {
+                if root.relative() == bad {
+                    Err(RootCheckError::Escapes)
+                } else {
+                    Ok(())
+                }
+            }
         };
-        assert_eq!(check("missing"), None);
-        assert_eq!(check("ok"), None);
-        assert_eq!(check("."), None);
-        for bad in ["out", "dangling", "abs", "abs/sub"] {
-            let (code, message) = check(bad).expect(bad);
-            assert_eq!(code, "E-CAP-007");
-            assert!(message.starts_with("exports.files.root"), "{message}");
-        }
-        // E-CAP-008 is checked first.
+        let e = both.check_launch(escapes_at("a")).unwrap_err();
+        assert_eq!(e.code(), "E-CAP-007");
+        assert!(
+            e.message().starts_with("exports.files.root"),
+            "{}",
+            e.message()
+        );
+        assert!(e.message().contains("./a/"), "{}", e.message());
+        let e = both.check_launch(escapes_at("b")).unwrap_err();
+        assert_eq!(e.code(), "E-CAP-007");
+        assert!(
+            e.message().starts_with("exports.peer_files.root"),
+            "{}",
+            e.message()
+        );
+
+        let e = both
+            .check_launch(|_| Err(RootCheckError::Uncheckable("EACCES on the workdir".into())))
+            .unwrap_err();
+        assert_eq!(e.code(), "E-CAP-007");
+        assert!(
+            matches!(
+                &e,
+                LaunchError::RootUncheckable { field: "exports.files.root", detail, .. }
+                    if detail == "EACCES on the workdir"
+            ),
+            "{e:?}"
+        );
+    }
+
+    /// `E-CAP-008` is decided first, without asking about any root.
+    #[test]
+    fn cap_008_comes_before_any_root_is_checked() {
         let m = parse(
             "name: x\nlifecycle: { after_task: sleep }\nexports: { peer_files: { root: out } }",
         )
         .unwrap();
-        assert_eq!(m.check_launch(&fs).unwrap_err().code(), "E-CAP-008");
+        let mut asked = 0;
+        let e = m
+            .check_launch(|_| {
+                asked += 1;
+                Err(RootCheckError::Escapes)
+            })
+            .unwrap_err();
+        assert_eq!(e.code(), "E-CAP-008");
+        assert_eq!(asked, 0);
     }
 }

@@ -15,13 +15,14 @@ pub(crate) mod reader;
 pub(crate) mod replay;
 mod resource;
 
+pub use crate::scope::ExportScope;
 pub use cancel::{Cancel, CancelOnDrop};
 pub use condition::IfNoneMatch;
 pub(crate) use listing::ListingHead;
 pub use listing::{Listing, ListingBody, ListingEntry};
 pub use peer::HmacPeerPlane;
 pub(crate) use peer::normalise_audience;
-pub use reader::{ExportScope, ReadMode, ServedFile};
+pub use reader::{ReadMode, ServedFile};
 pub use replay::DEFAULT_REPLAY_CAPACITY;
 pub use resource::OperatorPlane;
 

@@ -3,14 +3,15 @@
 
 use super::handle::{self, MAC_CONTEXT, MAC_SEPARATOR, Payload};
 use super::proof::{self, Malformed, Proof};
-use super::reader::{self, ExportScope, ReadMode};
+use super::reader::{self, ReadMode};
 use super::replay::{NotAdmitted, ReplayMemory};
 use super::{Minted, PeerPlane, Redeem};
 use crate::audience::{KEY_TAG, looks_keyed};
-use crate::backends::{Clock, Filesystem, KeyStore};
+use crate::backends::{Clock, Filesystem, KeyStore, OsRandom, Random};
 use crate::budget::ByteBudget;
 use crate::path::{RelPath, decode_request_path, strip_query};
 use crate::refusal::{Code, Refusal};
+use crate::scope::ExportScope;
 use std::sync::Arc;
 
 /// `exports.peer_files` with handles signed by a [`KeyStore`].
@@ -23,6 +24,8 @@ pub struct HmacPeerPlane {
     session_id: String,
     budget: ByteBudget,
     replay: Arc<ReplayMemory>,
+    /// Where each handle's nonce comes from.
+    random: Arc<dyn Random>,
 }
 
 impl HmacPeerPlane {
@@ -43,7 +46,14 @@ impl HmacPeerPlane {
             session_id,
             budget,
             replay: Arc::new(ReplayMemory::default()),
+            random: Arc::new(OsRandom),
         }
+    }
+
+    /// The same plane drawing each handle's nonce from `random` instead of the OS source.
+    pub fn with_random(mut self, random: Arc<dyn Random>) -> Self {
+        self.random = random;
+        self
     }
 
     /// The same plane remembering at most `capacity` accepted proofs at once (default
@@ -96,7 +106,7 @@ impl PeerPlane for HmacPeerPlane {
         let payload = self.payload(
             path,
             self.clock.now_ms().saturating_add(ttl_ms),
-            crate::backends::random::hex::<NONCE_BYTES>(),
+            self.random.hex::<NONCE_BYTES>(),
         );
         let payload_b64 = handle::encode_payload(&payload);
         let mac = self

@@ -5,11 +5,12 @@ use super::cancel::Cancel;
 use super::condition::IfNoneMatch;
 use super::hash_cache::{CacheView, HashCache};
 use super::listing::{ENTRY_BYTES, Listing, ListingBuilder};
-use crate::backends::fs::{Containment, FileMeta, Filesystem, OpenFile, RootPath};
+use crate::backends::fs::{FileMeta, Filesystem, OpenFile};
 use crate::budget::{BudgetPermit, ByteBudget, FillSlot};
 use crate::page_aligned;
 use crate::path::RelPath;
 use crate::refusal::{Code, Refusal};
+use crate::scope::ExportScope;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use std::io::Read;
@@ -86,17 +87,6 @@ fn borrow(
             permit
         })),
     }
-}
-
-/// Where one plane's files live and how they are contained.
-#[derive(Debug, Clone)]
-pub struct ExportScope {
-    /// The export root.
-    pub root: RootPath,
-    /// The largest file served.
-    pub max_bytes: u64,
-    /// The achieved containment class.
-    pub containment: Containment,
 }
 
 fn open(
@@ -572,6 +562,7 @@ mod tests {
     use super::*;
     use crate::backends::fs::MemoryFilesystem;
     use crate::planes::ListingEntry;
+    use crate::scope::{Containment, RootPath};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn scope(max_bytes: u64) -> ExportScope {

@@ -2,13 +2,14 @@
 
 use super::ResourcePlane;
 use super::hash_cache::HashCache;
-use super::reader::{self, ExportScope, ReadAnswer, ReadMode, ServedFile};
+use super::reader::{self, ReadAnswer, ReadMode, ServedFile};
 use super::{Cancel, IfNoneMatch, Listing, ReadOutcome};
 use crate::backends::Clock;
 use crate::backends::fs::Filesystem;
 use crate::budget::ByteBudget;
 use crate::path::decode_request_path;
 use crate::refusal::Refusal;
+use crate::scope::ExportScope;
 use std::sync::Arc;
 
 /// `exports.files` served from a filesystem backend.

@@ -11,14 +11,14 @@ use super::{
     CallOptions, SCHEMA_DIALECT, Tool, ToolError, ToolErrorCode, ToolFuture, checked_text,
     json_object, json_text,
 };
-use crate::backends::trace::{OwedLine, Tracer};
-use crate::backends::{Clock, Filesystem, IdentityKey};
+use crate::backends::{Clock, Filesystem, IdentityKey, OsRandom, Random};
 use crate::events::PeerFileFetch;
 use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
 use crate::http::response::{AUDIENCE, GENERATION, PROOF};
 use crate::planes::handle;
 use crate::policy::{Address, AllowList};
 use crate::refusal::Code;
+use crate::trace::{OwedLine, Tracer};
 use http::header::HeaderValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -94,6 +94,8 @@ pub struct FetchPeerFile {
     max_bytes: u64,
     timeouts: PeerTimeouts,
     identity: Option<(Arc<dyn IdentityKey>, Arc<dyn Clock>)>,
+    /// Where each proof's nonce comes from.
+    random: Arc<dyn Random>,
 }
 
 /// A refusal of this tool: a code (maybe the peer's own), its public message and trace detail.
@@ -151,7 +153,14 @@ impl FetchPeerFile {
             max_bytes,
             timeouts,
             identity: None,
+            random: Arc::new(OsRandom),
         }
+    }
+
+    /// The same tool drawing each proof's nonce from `random` instead of the OS source.
+    pub fn with_random(mut self, random: Arc<dyn Random>) -> Self {
+        self.random = random;
+        self
     }
 
     /// The same tool proving its redeems with `identity`, the key its card publishes, each
@@ -173,7 +182,7 @@ impl FetchPeerFile {
             identity.as_ref(),
             handle_id,
             clock.now_ms(),
-            &crate::backends::random::bytes::<{ crate::planes::proof::NONCE_BYTES }>(),
+            &self.random.bytes::<{ crate::planes::proof::NONCE_BYTES }>(),
         )
         .ok_or_else(|| {
             Failure::of(

@@ -12,12 +12,12 @@ use super::call::{DEADLINE_MESSAGE, within};
 use super::{
     CallOptions, SCHEMA_DIALECT, Tool, ToolError, ToolFuture, checked_text, json_object, json_text,
 };
-use crate::backends::trace::{OwedLine, Tracer};
 use crate::events::{PeerHandleMint, WithAudienceProof};
 use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
 use crate::planes::PeerPlane;
 use crate::policy::{Address, AllowList};
 use crate::refusal::{Code, Refusal};
+use crate::trace::{OwedLine, Tracer};
 use crate::units::parse_ttl_secs;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

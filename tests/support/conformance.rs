@@ -8,9 +8,12 @@
 //!
 //! Each suite panics with a message naming the implementation and the broken rule.
 
-use resource_plane::backends::{Clock, IdentityKey, KeyStore, ManualClock, TraceSink};
+use resource_plane::backends::{
+    Clock, IdentityKey, KeyStore, ManualClock, PeerTransport, Random, TraceSink,
+};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Lowercase hex of `bytes`, to look for key material in a `Debug` rendering.
 fn hex(bytes: &[u8]) -> String {
@@ -452,5 +455,179 @@ pub fn trace_sink_reports_failure(
     });
     if let (Some(read_back), Some(before)) = (read_back, before) {
         assert_eq!(read_back(), before, "{name}: a failed append left a line");
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Random
+// ------------------------------------------------------------------------------------------------
+
+/// Every random source: a fill writes every byte it is given, whatever its length (empty,
+/// shorter than, equal to, longer than and far longer than a 32-byte block); `bytes` and `hex`
+/// have the length asked for, `hex` in lowercase; draws from several threads at once all
+/// complete; and `Debug` renders.
+pub fn random_fills_what_it_is_given(name: &str, random: &dyn Random) {
+    random.fill(&mut []);
+    for len in [1usize, 2, 31, 32, 33, 64, 100, 4096] {
+        // Eight draws into a buffer prefilled each time with one byte: a position the source
+        // never writes keeps that byte in all eight.
+        let mut seen = vec![BTreeSet::new(); len];
+        for _ in 0..8 {
+            let mut buffer = vec![0xa5u8; len];
+            random.fill(&mut buffer);
+            for (at, byte) in buffer.iter().enumerate() {
+                seen[at].insert(*byte);
+            }
+        }
+        if let Some(at) = seen.iter().position(|values| values.len() == 1) {
+            panic!(
+                "{name}: byte {at} of a {len}-byte fill never changes: {seen:?}",
+                seen = seen[at]
+            );
+        }
+    }
+    assert_eq!(random.bytes::<0>(), [0u8; 0]);
+    assert_eq!(random.bytes::<48>().len(), 48, "{name}: bytes::<48>");
+    let hex = random.hex::<16>();
+    assert_eq!(hex.len(), 32, "{name}: hex::<16> is {hex:?}");
+    assert!(
+        hex.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+        "{name}: hex::<16> is not lowercase hex: {hex:?}"
+    );
+    std::thread::scope(|s| {
+        let draws: Vec<_> = (0..4).map(|_| s.spawn(|| random.bytes::<32>())).collect();
+        for draw in draws {
+            draw.join().expect("a draw from another thread");
+        }
+    });
+    assert!(
+        !format!("{random:?}").is_empty(),
+        "{name}: Debug renders nothing"
+    );
+}
+
+/// A source fit for nonces and keys: a thousand 16-byte draws are all different, and so are
+/// two sources' first draws.
+pub fn random_draws_differ(name: &str, make: &dyn Fn() -> Arc<dyn Random>) {
+    let random = make();
+    let mut drawn = BTreeSet::new();
+    for i in 0..1_000 {
+        assert!(
+            drawn.insert(random.bytes::<16>()),
+            "{name}: draw {i} repeats an earlier one"
+        );
+    }
+    assert_ne!(
+        make().bytes::<16>(),
+        make().bytes::<16>(),
+        "{name}: two sources drew the same first bytes"
+    );
+}
+
+/// A reproducible source: two sources from `make` give the same bytes for the same sequence of
+/// draws, whatever their lengths, and a later draw is not an earlier one again.
+pub fn random_replays(name: &str, make: &dyn Fn() -> Arc<dyn Random>) {
+    let draw_all = |random: &dyn Random| -> Vec<Vec<u8>> {
+        [0usize, 5, 32, 33, 200, 8]
+            .iter()
+            .map(|&len| {
+                let mut out = vec![0u8; len];
+                random.fill(&mut out);
+                out
+            })
+            .collect()
+    };
+    let (a, b) = (make(), make());
+    let first = draw_all(a.as_ref());
+    assert_eq!(first, draw_all(b.as_ref()), "{name}: two sources disagree");
+    assert_ne!(
+        first,
+        draw_all(a.as_ref()),
+        "{name}: the stream starts over"
+    );
+}
+
+// ------------------------------------------------------------------------------------------------
+// PeerTransport
+// ------------------------------------------------------------------------------------------------
+
+/// Every transport, given an address something listens at that echoes one line back: the
+/// connect succeeds and the stream carries bytes both ways, however the host is cased; it does
+/// so for several connections at once.
+pub async fn peer_transport_reaches(
+    name: &str,
+    transport: &dyn PeerTransport,
+    host: &str,
+    port: u16,
+) {
+    for (i, host) in [host.to_owned(), host.to_ascii_uppercase()]
+        .iter()
+        .enumerate()
+    {
+        let mut streams = Vec::new();
+        for j in 0..3 {
+            let stream = transport
+                .connect(host, port)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: connect {i}/{j} to {host}:{port}: {e}"));
+            streams.push(stream);
+        }
+        for (j, stream) in streams.iter_mut().enumerate() {
+            let line = format!("ping {i} {j}\n");
+            stream
+                .write_all(line.as_bytes())
+                .await
+                .unwrap_or_else(|e| panic!("{name}: write on {host}:{port}: {e}"));
+            let mut back = vec![0u8; line.len()];
+            stream
+                .read_exact(&mut back)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: read on {host}:{port}: {e}"));
+            assert_eq!(back, line.as_bytes(), "{name}: the echo came back changed");
+        }
+    }
+    assert!(
+        !format!("{transport:?}").is_empty(),
+        "{name}: Debug renders nothing"
+    );
+}
+
+/// Every transport, given an address nothing listens at: the connect fails with `kind`
+/// (`ConnectionRefused` for a closed port), promptly, with no stream.
+pub async fn peer_transport_refuses(
+    name: &str,
+    transport: &dyn PeerTransport,
+    host: &str,
+    port: u16,
+    kind: std::io::ErrorKind,
+) {
+    let outcome = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        transport.connect(host, port),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{name}: a connect to {host}:{port} hangs"));
+    match outcome {
+        Ok(_) => panic!("{name}: connected to {host}:{port}, where nothing listens"),
+        Err(e) => assert_eq!(e.kind(), kind, "{name}: {host}:{port} failed with {e}"),
+    }
+}
+
+/// What a listener at a reachable address does with each connection for
+/// [`peer_transport_reaches`]: reads one line and writes it back.
+pub async fn echo_one_line<S>(stream: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncBufReadExt;
+    let (reader, mut writer) = tokio::io::split(stream);
+    let mut line = String::new();
+    if tokio::io::BufReader::new(reader)
+        .read_line(&mut line)
+        .await
+        .is_ok()
+    {
+        let _ = writer.write_all(line.as_bytes()).await;
     }
 }

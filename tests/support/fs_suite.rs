@@ -21,11 +21,11 @@
               it is the ground truth the backends are measured against, not a caller of them"
 )]
 
-use resource_plane::backends::fs::{
-    Containment, FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, OsFilesystem,
-    RootDir, RootPath,
+use resource_plane::backends::{
+    FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, OsFilesystem, RootDir,
 };
 use resource_plane::path::RelPath;
+use resource_plane::scope::{Containment, RootPath};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::io::Read;

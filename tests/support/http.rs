@@ -83,7 +83,12 @@ pub fn read_to_eof(stream: &mut TcpStream, timeout: Duration) -> Vec<u8> {
             Ok(n) => out.extend_from_slice(&buf[..n]),
             // A server closing with unread request bytes resets: that is a close too.
             Err(e) if e.kind() == ErrorKind::ConnectionReset => return out,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            // A signal to the test process (a child exiting) interrupts the read: retried.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
             Err(e) => panic!("read failed: {e}"),
         }
     }

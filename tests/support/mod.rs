@@ -7,7 +7,8 @@
 //! `examples/soak.rs` includes `soak_driver.rs` directly with `#[path]`.
 //!
 //! - [`conformance`]: one suite per backend trait (clock, key store, identity key, trace
-//!   sink), run on the crate's implementations and on every test wrapper.
+//!   sink, random source, peer transport), run on the crate's implementations and on every
+//!   test wrapper.
 //! - [`fs_suite`]: the filesystem conformance suite, parameterised by a wrapper.
 //! - [`http`]: one raw HTTP/1.1 client over loopback.
 //! - [`process`]: one `resource-plane serve` process started through `bash`.

@@ -2,8 +2,9 @@
 //! double for planes and tools, checked against the kernel by the conformance suite.
 
 use super::resolve::{self, Lookup, Node, Symlinks};
-use super::{Containment, FileMeta, Filesystem, FsError, FsErrorKind, OpenFile, RootDir, RootPath};
+use super::{FileMeta, Filesystem, FsError, FsErrorKind, OpenFile, RootDir};
 use crate::path::RelPath;
+use crate::scope::{Containment, RootPath};
 use std::collections::BTreeMap;
 use std::io::{self, Cursor, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -363,7 +364,7 @@ impl RootDir for MemRootDir {
             &MemLookup,
             &self.dir,
             target.as_str().as_bytes(),
-            self.class.symlinks(),
+            Symlinks::under(self.class),
         )?)?;
         let (bytes, mtime_ms, change) = lock(&f.content).clone();
         let fault = *lock(&f.read_fault);
@@ -384,7 +385,7 @@ impl RootDir for MemRootDir {
     }
 
     fn canonical_path(&self, target: &RelPath) -> Result<RelPath, FsError> {
-        resolve::canonical_path(&MemLookup, &self.dir, target, self.class.symlinks())
+        resolve::canonical_path(&MemLookup, &self.dir, target, Symlinks::under(self.class))
     }
 
     fn walk(&self) -> Result<Vec<RelPath>, FsError> {

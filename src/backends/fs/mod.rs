@@ -16,63 +16,9 @@ pub use os::{OsFilesystem, Strategy};
 
 use crate::path::RelPath;
 use crate::refusal::{Code, Refusal};
+use crate::scope::{Containment, RootCheckError, RootPath};
 use std::fmt::{self, Debug};
 use std::io::Read;
-
-/// The containment class the embedding runtime achieved for this session, taken as given.
-/// It decides symlinks below an export root (D-2.5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Containment {
-    /// Follows relative symlinks that stay beneath the root (the CLI's default).
-    #[default]
-    Advisory,
-    /// Refuses every symlink below the root with `symlink_refused`.
-    Scoped,
-    /// Like `advisory` for symlinks.
-    Sealed,
-}
-
-impl Containment {
-    /// The header and trace spelling: `advisory`, `scoped` or `sealed`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Containment::Advisory => "advisory",
-            Containment::Scoped => "scoped",
-            Containment::Sealed => "sealed",
-        }
-    }
-
-    /// Parses the header spelling.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "advisory" => Some(Containment::Advisory),
-            "scoped" => Some(Containment::Scoped),
-            "sealed" => Some(Containment::Sealed),
-            _ => None,
-        }
-    }
-
-    /// Whether symlinks below the root are followed (D-2.5).
-    pub const fn follows_symlinks(self) -> bool {
-        !matches!(self, Containment::Scoped)
-    }
-
-    /// How the shared resolver treats a symlink below the root under this class (D-2.5).
-    pub(in crate::backends::fs) const fn symlinks(self) -> resolve::Symlinks {
-        if self.follows_symlinks() {
-            resolve::Symlinks::Follow
-        } else {
-            resolve::Symlinks::Refuse
-        }
-    }
-
-    /// All three classes, for suites that run under each.
-    pub const ALL: [Containment; 3] = [
-        Containment::Advisory,
-        Containment::Scoped,
-        Containment::Sealed,
-    ];
-}
 
 /// The path a resolution's canonical `names` spell beneath a root (see
 /// [`RootDir::canonical_path`]).
@@ -90,82 +36,6 @@ fn rel_path_of(names: &[Vec<u8>]) -> Result<RelPath, FsError> {
     RelPath::parse_canonical(&joined)
         .map_err(|_| FsError::new(FsErrorKind::Io, "the file has no canonical path"))
 }
-
-/// An export root as declared (`out/`, `.`, `./out`), validated by D-1.2.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RootPath {
-    declared: String,
-    components: Vec<String>,
-}
-
-impl RootPath {
-    /// Validates a declared root (trimmed): relative, no `..` component, no control character.
-    /// `.` components and a trailing `/` are dropped; an empty result is the workdir itself.
-    /// Control characters (NUL, a line break, a tab) are refused because the root is echoed
-    /// verbatim in the `x-murmur-export-root` header (D-1.2), which cannot carry them, as a
-    /// capsule name with one is refused for the audience header.
-    ///
-    /// # Errors
-    /// A [`RootPathError`] naming what is accepted, for `E-MAN-003`.
-    pub fn parse(declared: &str) -> Result<Self, RootPathError> {
-        const ACCEPTED: RootPathError = RootPathError {
-            accepted: "a relative path inside the workdir such as out/ or . (no leading /, no \
-                 .., no control characters)",
-        };
-        let declared = declared.trim();
-        if declared.is_empty() || declared.starts_with('/') || declared.contains(char::is_control) {
-            return Err(ACCEPTED);
-        }
-        let mut components = Vec::new();
-        for c in declared.split('/') {
-            match c {
-                "" | "." => {}
-                ".." => return Err(ACCEPTED),
-                name => components.push(name.to_owned()),
-            }
-        }
-        Ok(RootPath {
-            declared: declared.to_owned(),
-            components,
-        })
-    }
-
-    /// The root as declared (trimmed): echoed verbatim in headers and listings.
-    pub fn declared(&self) -> &str {
-        &self.declared
-    }
-
-    /// The path to open beneath the workdir: `.` for the workdir itself.
-    pub fn relative(&self) -> String {
-        if self.components.is_empty() {
-            ".".into()
-        } else {
-            self.components.join("/")
-        }
-    }
-}
-
-/// Why a declared root is no [`RootPath`]: it renders as what is accepted, the text of the
-/// `E-MAN-003` that names the root's field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RootPathError {
-    accepted: &'static str,
-}
-
-impl RootPathError {
-    /// What a root may be.
-    pub const fn accepted(&self) -> &'static str {
-        self.accepted
-    }
-}
-
-impl fmt::Display for RootPathError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.accepted)
-    }
-}
-
-impl std::error::Error for RootPathError {}
 
 /// Why a filesystem operation refused; maps one-to-one onto a public [`Code`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +103,17 @@ impl From<FsError> for Refusal {
             FsErrorKind::Io => Code::IoError,
         };
         Refusal::new(code, e.detail)
+    }
+}
+
+impl From<FsError> for RootCheckError {
+    /// `OutsideRoot` is an escape (`E-CAP-007`); any other kind says the workdir could not be
+    /// read to tell.
+    fn from(e: FsError) -> Self {
+        match e.kind {
+            FsErrorKind::OutsideRoot => RootCheckError::Escapes,
+            _ => RootCheckError::Uncheckable(e.detail),
+        }
     }
 }
 

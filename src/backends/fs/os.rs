@@ -9,8 +9,10 @@
 //! own descriptor, so a FIFO never blocks and a device's open routine never runs (D-2.6).
 
 use super::resolve::{self, Lookup, Node, Symlinks};
-use super::{Containment, FileMeta, Filesystem, FsError, FsErrorKind, OpenFile, RootDir, RootPath};
+use super::{FileMeta, Filesystem, FsError, FsErrorKind, OpenFile, RootDir};
+use crate::backends::random::{OsRandom, Random};
 use crate::path::RelPath;
+use crate::scope::{Containment, RootPath};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use std::fmt;
@@ -450,7 +452,8 @@ fn land_in(
         Mode::empty(),
     )
     .map_err(|e| land_error(e, "open landing directory"))?;
-    let temp = format!(".{name}.{}.part", super::super::random::hex::<8>());
+    let random: &dyn Random = &OsRandom;
+    let temp = format!(".{name}.{}.part", random.hex::<8>());
     let unnamed = proc_fds.and_then(|proc_fds| {
         rustix::fs::openat(
             &dir_fd,
@@ -540,7 +543,7 @@ impl RootDir for OsRootDir {
                 &OsLookup { class },
                 &self.fd,
                 target.as_str().as_bytes(),
-                class.symlinks(),
+                Symlinks::under(class),
             )?)?,
         };
         accept_regular(probe, class, self.proc_fds.clone())
@@ -554,7 +557,7 @@ impl RootDir for OsRootDir {
             &OsLookup { class: self.class },
             &self.fd,
             target,
-            self.class.symlinks(),
+            Symlinks::under(self.class),
         )
     }
 
@@ -832,7 +835,8 @@ mod tests {
     /// none for a symlink; FIFOs and directory symlinks are never candidates.
     #[test]
     fn the_shared_walk_finds_what_the_plain_walk_finds_with_each_files_stat() {
-        use crate::backends::fs::{Containment, Filesystem, RootPath};
+        use crate::backends::fs::Filesystem;
+        use crate::scope::{Containment, RootPath};
         let scratch = tempfile::tempdir().expect("scratch");
         let out = scratch.path().join("out");
         let mut deep = out.clone();

@@ -8,6 +8,7 @@
 
 use super::{FsError, FsErrorKind};
 use crate::path::{NAME_MAX, PATH_MAX};
+use crate::scope::Containment;
 use std::collections::VecDeque;
 
 /// The kernel's limit on symlink hops in one resolution (`MAXSYMLINKS`).
@@ -44,6 +45,17 @@ pub(super) enum Symlinks {
     /// start, even if the walk would stop earlier at a missing name: the launch check of D-1.9
     /// ("dangling or not").
     FollowLexicallyContained,
+}
+
+impl Symlinks {
+    /// How a symlink below an export root is treated under `class` (D-2.5).
+    pub(super) const fn under(class: Containment) -> Self {
+        if class.follows_symlinks() {
+            Symlinks::Follow
+        } else {
+            Symlinks::Refuse
+        }
+    }
 }
 
 /// Resolves `path` beneath `start`.

@@ -239,7 +239,7 @@ impl MirrorDir {
         let dir = self
             .parent_of(path, true)?
             .ok_or_else(|| refused(format!("the directory of {path} is missing")))?;
-        let temp = format!(".{}{TEMP_SUFFIX}", crate::backends::random::hex::<16>());
+        let temp = format!(".{}{TEMP_SUFFIX}", crate::cli::random_hex::<16>());
         let fd = rustix::fs::openat(
             &dir,
             temp.as_str(),
