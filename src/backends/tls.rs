@@ -170,7 +170,7 @@ impl PeerTls {
 
     /// The client configuration the crate's peer client connects with. Building it reads
     /// nothing.
-    pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
+    pub(crate) fn client_config(&self) -> Arc<rustls::ClientConfig> {
         self.config.clone()
     }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// Limits for one outbound request.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Time to establish TCP (and TLS).
     pub connect: Duration,
     /// Time for the whole exchange, connect included.
@@ -45,7 +45,7 @@ impl Default for PeerTimeouts {
 
 /// A completed exchange.
 #[derive(Debug)]
-pub struct PeerResponse {
+pub(crate) struct PeerResponse {
     /// The status.
     pub status: StatusCode,
     /// The headers.
@@ -56,7 +56,7 @@ pub struct PeerResponse {
 
 /// Why an exchange failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     /// Could not connect, TLS failed, timed out, or the peer spoke something other than HTTP.
     Unreachable(String),
     /// A 200 answer's body exceeded `max_body` (a refusal's body never does: one over
@@ -67,14 +67,14 @@ pub enum ClientError {
 /// Makes outbound requests to peers, over a [`PeerTransport`] ([`TcpTransport`] unless told
 /// otherwise).
 #[derive(Debug, Clone)]
-pub struct PeerClient {
+pub(crate) struct PeerClient {
     tls: Arc<rustls::ClientConfig>,
     transport: Arc<dyn PeerTransport>,
 }
 
 impl PeerClient {
     /// A client verifying https peers against `tls`, connecting over TCP.
-    pub fn new(tls: Arc<rustls::ClientConfig>) -> Self {
+    pub(crate) fn new(tls: Arc<rustls::ClientConfig>) -> Self {
         PeerClient {
             tls,
             transport: Arc::new(TcpTransport),
@@ -83,7 +83,7 @@ impl PeerClient {
 
     /// The same client reaching peers through `transport` instead of TCP: the request, the TLS
     /// for an https peer, and every limit stay as they are.
-    pub fn with_transport(mut self, transport: Arc<dyn PeerTransport>) -> Self {
+    pub(crate) fn with_transport(mut self, transport: Arc<dyn PeerTransport>) -> Self {
         self.transport = transport;
         self
     }
@@ -92,7 +92,7 @@ impl PeerClient {
     ///
     /// # Errors
     /// [`ClientError::Unreachable`] or [`ClientError::TooLarge`].
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         target: &Address,
         path: &str,

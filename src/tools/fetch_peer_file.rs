@@ -135,7 +135,7 @@ struct Landed {
 
 impl FetchPeerFile {
     /// The tool, asserting `own_audience`, accepting at most `max_bytes`.
-    pub fn new(
+    pub(crate) fn new(
         allow: AllowList,
         client: PeerClient,
         fs: Arc<dyn Filesystem>,
@@ -158,14 +158,18 @@ impl FetchPeerFile {
     }
 
     /// The same tool drawing each proof's nonce from `random` instead of the OS source.
-    pub fn with_random(mut self, random: Arc<dyn Random>) -> Self {
+    pub(crate) fn with_random(mut self, random: Arc<dyn Random>) -> Self {
         self.random = random;
         self
     }
 
     /// The same tool proving its redeems with `identity`, the key its card publishes, each
     /// proof stamped with `clock`'s time (D-14.3).
-    pub fn with_identity(mut self, identity: Arc<dyn IdentityKey>, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn with_identity(
+        mut self,
+        identity: Arc<dyn IdentityKey>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         self.identity = Some((identity, clock));
         self
     }

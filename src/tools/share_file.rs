@@ -91,7 +91,7 @@ struct Attempt {
 
 impl ShareFile {
     /// The tool over `plane`, fetching cards with `client` as `network` allows.
-    pub fn new(
+    pub(crate) fn new(
         plane: Arc<dyn PeerPlane>,
         network: Option<AllowList>,
         client: PeerClient,
