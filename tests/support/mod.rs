@@ -14,6 +14,7 @@
 //! - [`soak_driver`]: the serve process and soak of `tests/faults.rs` and `tests/soak_short.rs`.
 
 pub mod conformance;
+pub mod doubles;
 pub mod fs_suite;
 pub mod http;
 pub mod process;

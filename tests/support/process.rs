@@ -447,7 +447,14 @@ impl Launch {
             Stderr::File(path) => Some(path.clone()),
             _ => None,
         };
+        let workdir = self
+            .args
+            .iter()
+            .position(|a| a == "--workdir")
+            .and_then(|at| self.args.get(at + 1))
+            .map(PathBuf::from);
         let mut served = Served {
+            workdir,
             label: self.label,
             child,
             stdin,
@@ -595,6 +602,7 @@ pub struct Served {
     /// The ready line, parsed.
     pub ready: Value,
     stderr: Option<PathBuf>,
+    workdir: Option<PathBuf>,
 }
 
 impl Served {
@@ -834,6 +842,13 @@ impl Served {
             .as_ref()
             .map(|path| std::fs::read_to_string(path).unwrap_or_default())
             .unwrap_or_default()
+    }
+
+    /// The `--workdir` it was started with.
+    pub fn workdir(&self) -> PathBuf {
+        self.workdir
+            .clone()
+            .unwrap_or_else(|| panic!("{}: started without --workdir", self.label))
     }
 
     /// The trace the ready line names.
