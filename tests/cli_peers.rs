@@ -12,11 +12,11 @@ mod support;
 
 use serde_json::{Value, json};
 use std::io::Write;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::doubles::{CardServer, SilentPeer, closed_port};
 use support::process::{Launch, Served, Stderr, Workdir, tree};
+use support::tokens::Signer;
 use support::{is_lower_hex, sha256_hex};
 
 /// The longest a console answer or the ready line may take.
@@ -803,47 +803,6 @@ fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<u8>) 
     (reply.status, reply.body)
 }
 
-/// An Ed25519 key the test holds, signing redeem proofs by the layout of D-14.3.
-struct TestKey {
-    pair: ring::signature::Ed25519KeyPair,
-    key: String,
-}
-
-impl TestKey {
-    fn new(seed: u8) -> Self {
-        use base64::Engine as _;
-        use ring::signature::KeyPair as _;
-        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&[seed; 32]).expect("seed");
-        let key = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(pair.public_key());
-        TestKey { pair, key }
-    }
-
-    /// `x-murmur-proof` for `handle` at `t_ms` with the nonce bytes `n`.
-    fn proof(&self, handle: &str, t_ms: i64, n: [u8; 16]) -> String {
-        use base64::Engine as _;
-        let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
-        let handle_id = &sha256_hex(handle.as_bytes())[..16];
-        let n = b64(&n);
-        let message = format!("murmur-peer-redeem-v1\x1f{handle_id}\x1f{t_ms}\x1f{n}");
-        let sig = b64(self.pair.sign(message.as_bytes()).as_ref());
-        format!("ed25519;key={};t={t_ms};n={n};sig={sig}", self.key)
-    }
-
-    /// An agent card naming `name` at `addr` and publishing this key.
-    fn card(&self, name: &str, addr: SocketAddr) -> String {
-        json!({
-            "name": name,
-            "url": format!("http://{addr}"),
-            "capabilities": {"extensions": [{
-                "uri": "urn:resource-plane:peer-proof:v1",
-                "required": false,
-                "params": {"alg": "Ed25519", "key": self.key},
-            }]},
-        })
-        .to_string()
-    }
-}
-
 /// D-14: share and fetch between two `serve` processes prove the audience on both trace sides
 /// of the minter (mint and redeem lines say `ed25519`); a third party holding the token and
 /// asserting the right audience is refused with and without a proof of its own.
@@ -897,7 +856,7 @@ fn a_proved_share_and_fetch_and_a_third_party_refused_with_and_without_its_own_p
     assert_eq!(status, 403);
     let refused: Value = serde_json::from_slice(&refused).expect("JSON");
     assert_eq!(refused["error"], "handle_not_valid");
-    let mallory = TestKey::new(0x4d);
+    let mallory = Signer::new([0x4d; 32]);
     let proof = mallory.proof(&handle, now_ms(), [1; 16]);
     let (status, body) = http_get(
         &a.addr(),
@@ -971,7 +930,7 @@ fn stale_future_and_replayed_proofs_are_refused_by_a_serve_process() {
         &minter_manifest(None),
         "127.0.0.1:0",
     );
-    let key = TestKey::new(0x33);
+    let key = Signer::new([0x33; 32]);
     let peer = CardServer::new(|addr| key.card("tester", addr));
     let result = a.call_ok(
         "share-file",
