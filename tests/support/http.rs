@@ -347,3 +347,36 @@ pub fn get_raw(to: impl Into<Target>, path: &str) -> (u16, String) {
         .unwrap_or(0);
     (status, text)
 }
+
+/// [`exchange_raw`] on the tokio runtime, for a test whose server runs on the same runtime.
+pub async fn exchange_raw_async(
+    to: impl Into<Target>,
+    request: &[u8],
+    timeout: Duration,
+) -> Vec<u8> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut stream = tokio::net::TcpStream::connect(to.into().0)
+        .await
+        .expect("connect to the server");
+    let _ = stream.write_all(request).await;
+    read_to_eof_async(&mut stream, timeout).await
+}
+
+/// [`read_to_eof`] on the tokio runtime: `timeout` for each read.
+pub async fn read_to_eof_async(stream: &mut tokio::net::TcpStream, timeout: Duration) -> Vec<u8> {
+    use tokio::io::AsyncReadExt as _;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match tokio::time::timeout(timeout, stream.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| panic!("no EOF within {timeout:?} after {} bytes", out.len()))
+        {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            // A server closing with unread request bytes resets: that is a close too.
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return out,
+            Err(e) => panic!("read failed: {e}"),
+        }
+    }
+}
