@@ -158,6 +158,12 @@ impl Reply {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
+    /// The status and the start of the body, for a failure message.
+    pub fn describe(&self) -> String {
+        let body = String::from_utf8_lossy(&self.body[..self.body.len().min(200)]).into_owned();
+        format!("{} {body:?}", self.status)
+    }
+
     /// What every response of the binary carries: `connection: close` and an IMF-fixdate
     /// `date`.
     pub fn assert_close_and_date(&self, what: &str) {

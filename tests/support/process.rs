@@ -798,6 +798,11 @@ impl Served {
         }
     }
 
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// The exit status within [`EXIT_TIMEOUT`]; a process still running fails the test.
     pub fn wait_exit(&mut self, after: &str) -> ExitStatus {
         self.wait(EXIT_TIMEOUT).unwrap_or_else(|| {

@@ -208,6 +208,19 @@ impl WorldBuilder {
         })
     }
 
+    /// Binds a loopback listener, advertises its address, launches the capsule and serves its
+    /// router there until the returned [`Listening`] drops.
+    pub async fn listen(self) -> Listening {
+        let (listener, addr) = bind().await;
+        let world = self.url(format!("http://{addr}")).build();
+        let serving = world.serve(listener);
+        Listening {
+            world,
+            addr,
+            _serving: serving,
+        }
+    }
+
     /// Launches the capsule; a refusal fails the test.
     pub fn build(self) -> World {
         let yaml = self.yaml.clone();
@@ -371,6 +384,12 @@ impl World {
         Reply::of(self.handle(request.body(()).expect("a request")).await)
     }
 
+    /// `GET /resources/peer/<token>` with `audience`, through `handle`.
+    pub async fn ask_peer(&self, token: &str, audience: &str) -> Reply {
+        self.ask(&format!("/resources/peer/{token}"), Some(audience))
+            .await
+    }
+
     fn note(&self, reply: &Reply) {
         if reply.status != 200
             && let Ok(body) = serde_json::from_slice::<Value>(&reply.body)
@@ -473,6 +492,14 @@ impl World {
         ));
         Serving { _stop: stop }
     }
+}
+
+/// A world served on a loopback listener; the listener stops when this drops.
+pub struct Listening {
+    pub world: World,
+    /// Where it listens (and what it advertises).
+    pub addr: SocketAddr,
+    _serving: Serving,
 }
 
 /// A router being served; the listener stops when this drops.
