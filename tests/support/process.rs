@@ -55,7 +55,7 @@ pub struct Workdir {
     _dir: TempDir,
     root: PathBuf,
     logs: TempDir,
-    launches: std::cell::Cell<usize>,
+    launches: std::sync::atomic::AtomicUsize,
 }
 
 impl Workdir {
@@ -71,7 +71,7 @@ impl Workdir {
             _dir: dir,
             root,
             logs: tempfile::tempdir().expect("a log directory"),
-            launches: std::cell::Cell::new(0),
+            launches: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -189,8 +189,10 @@ impl Workdir {
     /// A launch of the binary with `args`, its `TMPDIR` the scratch directory's `tmp/` and its
     /// stderr captured to a file of its own under [`Workdir::logs`] (`serve-<n>.stderr`).
     pub fn launch(&self, args: &[String]) -> Launch {
-        let n = self.launches.get() + 1;
-        self.launches.set(n);
+        let n = self
+            .launches
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
         Launch::new(args)
             .env("TMPDIR", self.tmpdir())
             .stderr(Stderr::File(self.log_for(&format!("serve-{n}"))))
