@@ -309,6 +309,7 @@ pub struct Launch {
     stderr: Stderr,
     env: Vec<(String, Option<String>)>,
     hold_stdout: bool,
+    run_timeout: Duration,
 }
 
 impl Launch {
@@ -326,7 +327,14 @@ impl Launch {
                 ("NO_COLOR".into(), None),
             ],
             hold_stdout: false,
+            run_timeout: LAUNCH_TIMEOUT,
         }
+    }
+
+    /// How long [`Launch::run`] waits for the end (default [`LAUNCH_TIMEOUT`]).
+    pub fn within(mut self, timeout: Duration) -> Self {
+        self.run_timeout = timeout;
+        self
     }
 
     /// The name failures call the process by.
@@ -492,7 +500,8 @@ impl Launch {
         served
     }
 
-    /// Runs the process to its end (within [`LAUNCH_TIMEOUT`]) with stdout and stderr piped.
+    /// Runs the process to its end (within [`Launch::within`], by default [`LAUNCH_TIMEOUT`])
+    /// with stdout and stderr piped and read as they come.
     pub fn run(self) -> Exited {
         self.run_with_stdout(Stdio::piped())
     }
@@ -508,32 +517,48 @@ impl Launch {
                 .spawn()
                 .unwrap_or_else(|e| panic!("{}: spawn {}: {e}", self.label, bin())),
         );
-        let deadline = Instant::now() + LAUNCH_TIMEOUT;
+        let read = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_string(&mut text);
+                }
+                text
+            })
+        };
+        let stdout = read(
+            child
+                .0
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let stderr = read(
+            child
+                .0
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let deadline = Instant::now() + self.run_timeout;
         let status = loop {
             if let Some(status) = child.0.try_wait().expect("try_wait") {
                 break status;
             }
             assert!(
                 Instant::now() < deadline,
-                "{}: still running after {LAUNCH_TIMEOUT:?} ({:?})",
+                "{}: still running after {:?} ({:?})",
                 self.label,
+                self.run_timeout,
                 self.args
             );
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(10));
         };
-        let mut stdout = String::new();
-        let mut stderr = String::new();
-        if let Some(mut piped) = child.0.stdout.take() {
-            let _ = piped.read_to_string(&mut stdout);
-        }
-        if let Some(mut piped) = child.0.stderr.take() {
-            let _ = piped.read_to_string(&mut stderr);
-        }
         Exited {
             status,
             code: status.code(),
-            stdout,
-            stderr,
+            stdout: stdout.join().expect("the stdout reader"),
+            stderr: stderr.join().expect("the stderr reader"),
         }
     }
 }
