@@ -175,6 +175,7 @@ impl WorldBuilder {
             (None, Some(key)) => Some(Arc::new(FixedKeyStore::new(key)) as Arc<dyn KeyStore>),
             (None, None) => None,
         };
+        let url = self.url.clone();
         let mut config = CapsuleConfig::new(self.url)?.containment(self.containment);
         if let Some(session) = self.session {
             config = config.session_id(session);
@@ -197,6 +198,7 @@ impl WorldBuilder {
         )?;
         Ok(World {
             capsule,
+            url,
             fs: self.fs,
             clock,
             trace: recorder,
@@ -233,6 +235,8 @@ impl WorldBuilder {
 /// message it answered (D-4.4: one fixed message per code).
 pub struct World {
     pub capsule: Capsule,
+    /// The URL it advertises.
+    pub url: String,
     /// The memory workdir: the capsule's filesystem unless the builder was given another.
     pub fs: Arc<MemoryFilesystem>,
     /// The manual clock: the capsule's clock unless the builder was given another.
@@ -500,6 +504,14 @@ pub struct Listening {
     /// Where it listens (and what it advertises).
     pub addr: SocketAddr,
     _serving: Serving,
+}
+
+impl std::ops::Deref for Listening {
+    type Target = World;
+
+    fn deref(&self) -> &World {
+        &self.world
+    }
 }
 
 /// A router being served; the listener stops when this drops.
