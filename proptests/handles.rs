@@ -545,7 +545,7 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
     let (peer, other) = (Signer::new(PEER_SEED), Signer::new(OTHER_PEER_SEED));
     let (key, other_key) = (peer.key.clone(), other.key.clone());
     let id = resource_plane::hex::handle_id(token);
-    let (t_text, n_text) = (t.to_string(), b64(&n));
+    let (t_text, n_text) = (t.to_string(), b64(n));
     let good = peer.header(&key, &id, &t_text, &n_text);
     let sent = |proofs: Vec<String>, mac_ok| Presented {
         token: token.to_owned(),
@@ -608,7 +608,7 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             let (_, sig) = good.rsplit_once("sig=").expect("sig");
             let mut other = n;
             other[*at] ^= xor;
-            let n = b64(&other);
+            let n = b64(other);
             sent(
                 vec![format!("ed25519;key={key};t={t_text};n={n};sig={sig}")],
                 true,

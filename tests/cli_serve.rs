@@ -1206,7 +1206,7 @@ fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
 fn a_slow_client_that_keeps_reading_outlasts_the_send_timeout() {
     const SIZE: usize = 4 << 20;
     let world = with_files(FILES_MANIFEST);
-    world.file("out/big", &vec![b'y'; SIZE]);
+    world.file("out/big", vec![b'y'; SIZE]);
     let server = start(&world, world.args(&["--send-timeout", "3"]));
     let mut stream = ask(server.port(), "/resources/files/big");
     let started = Instant::now();
