@@ -65,7 +65,8 @@ impl WorldBuilder {
         self
     }
 
-    /// What the clock reads at launch (default [`NOW_MS`]).
+    /// What the clock reads at launch (default [`NOW_MS`]; a clock shared through
+    /// [`WorldBuilder::manual_clock`] keeps its own reading).
     pub fn now(mut self, ms: i64) -> Self {
         self.now_ms = ms;
         self
