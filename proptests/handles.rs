@@ -34,18 +34,19 @@ mod support;
 
 use http::Method;
 use proptest::prelude::*;
-use resource_plane::backends::{Clock, FixedKeyStore, KeyStore, ManualClock, RecordingTraceSink};
+use resource_plane::backends::{Clock, FixedKeyStore, ManualClock};
 use resource_plane::backends::{Filesystem, FsError, MemoryFilesystem, RootDir};
 use resource_plane::budget::ByteBudget;
-use resource_plane::http::PlaneBody;
 use resource_plane::path::RelPath;
-use resource_plane::planes::handle::{MAC_CONTEXT, MAC_SEPARATOR, assemble};
+use resource_plane::planes::handle::assemble;
 use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane};
 use resource_plane::scope::{Containment, RootPath};
-use resource_plane::{Backends, Capsule, Manifest};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use support::response::{Shape, error_code, shape};
+use support::tokens::{Signer, b64, segments, sign_b64 as sign};
+use support::world::{CountingFs, KEY, NOW_MS, SESSION, World};
 
 // ------------------------------------------------------------------------------------------------
 // Configuration and fixed world parameters
@@ -55,12 +56,9 @@ fn config() -> ProptestConfig {
     common::config(common::cases())
 }
 
-const KEY: [u8; 32] = [0x42; 32];
 const OTHER_KEY: [u8; 32] = [0x17; 32];
-const SESSION: &str = "ses_0123456789abcdef0123456789abcdef";
 const OTHER_SESSION: &str = "ses_fedcba9876543210fedcba9876543210";
 const AUDIENCE: &str = "reporter@localhost:41234";
-const NOW_MS: i64 = 1_787_577_327_015;
 const TTL_SECS: u64 = 3600;
 const FILE: &str = "report.md";
 const CONTENT: &[u8] = b"# report\nthe bytes a valid handle serves\n";
@@ -71,43 +69,12 @@ const B64URL: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 // Counting backends
 // ------------------------------------------------------------------------------------------------
 
-/// A [`MemoryFilesystem`] that counts how often an export root is opened.
-#[derive(Debug, Default)]
-struct CountingFs<F = MemoryFilesystem> {
-    inner: F,
-    open_roots: AtomicUsize,
-}
-
-impl<F: Filesystem> Filesystem for CountingFs<F> {
-    fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError> {
-        self.open_roots.fetch_add(1, Ordering::SeqCst);
-        self.inner.open_root(root, class)
-    }
-
-    fn check_root(&self, root: &RootPath) -> Result<(), FsError> {
-        self.inner.check_root(root)
-    }
-
-    fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError> {
-        self.inner.land(dir, name, bytes)
-    }
-
-    fn unland(&self, dir: &str, name: &str) -> Result<(), FsError> {
-        self.inner.unland(dir, name)
-    }
-}
-
 /// The counting wrapper passes the filesystem conformance suite on every implementation.
 #[test]
 fn the_counting_filesystem_conforms() {
     support::fs_suite::run_all(support::fs_suite::Wrap {
-        name: "prop_handles::CountingFs",
-        wrap: |fs| {
-            Arc::new(CountingFs {
-                inner: support::fs_suite::Shared(fs),
-                open_roots: AtomicUsize::new(0),
-            })
-        },
+        name: "support::world::CountingFs (prop_handles)",
+        wrap: |fs| Arc::new(CountingFs::new(support::fs_suite::Shared(fs))),
     });
 }
 
@@ -143,18 +110,30 @@ fn the_counting_clock_conforms() {
 // The world
 // ------------------------------------------------------------------------------------------------
 
-struct World {
-    fs: Arc<CountingFs>,
-    clock: Arc<CountingClock>,
-    /// The plane under test: `SESSION`, `KEY`.
-    plane: HmacPeerPlane,
-    /// Another instance: `OTHER_SESSION`, same `KEY`.
-    other_instance: HmacPeerPlane,
-    /// A capsule with the same key and session id, for the wire checks.
-    capsule: Capsule,
-    trace: Arc<RecordingTraceSink>,
+/// A capsule of [`SESSION`] and [`KEY`] over counted backends holding `out/report.md`, for the
+/// wire checks; and the backends, whose counters the plane under test shares (its
+/// [`World::minter`] runs on them).
+fn launch() -> (World, Arc<CountingFs>, Arc<CountingClock>) {
+    let fs = Arc::new(CountingFs::<MemoryFilesystem>::default());
+    fs.inner.add_file(&format!("out/{FILE}"), CONTENT, NOW_MS);
+    let clock = Arc::new(CountingClock {
+        inner: ManualClock::new(NOW_MS),
+        reads: AtomicUsize::new(0),
+    });
+    let world = World::builder("name: minter\nexports: { peer_files: { root: out/ } }")
+        .filesystem(fs.clone())
+        .clock(clock.clone())
+        .session(SESSION)
+        .build();
+    (world, fs, clock)
 }
 
+/// `(open_root calls, clock reads)` so far.
+fn counters(fs: &CountingFs, clock: &CountingClock) -> (usize, usize) {
+    (fs.open_roots(), clock.reads.load(Ordering::SeqCst))
+}
+
+/// The export scope of the mocked planes.
 fn scope() -> ExportScope {
     ExportScope {
         root: RootPath::parse("out/").expect("root"),
@@ -163,84 +142,10 @@ fn scope() -> ExportScope {
     }
 }
 
-fn plane(fs: &Arc<CountingFs>, clock: &Arc<CountingClock>, session: &str) -> HmacPeerPlane {
-    HmacPeerPlane::new(
-        fs.clone(),
-        clock.clone(),
-        Arc::new(FixedKeyStore::new(KEY)),
-        scope(),
-        session.to_owned(),
-        ByteBudget::new(1 << 24),
-    )
-}
-
-impl World {
-    fn new() -> Self {
-        let fs = Arc::new(CountingFs::<MemoryFilesystem>::default());
-        fs.inner.add_file(&format!("out/{FILE}"), CONTENT, NOW_MS);
-        let clock = Arc::new(CountingClock {
-            inner: ManualClock::new(NOW_MS),
-            reads: AtomicUsize::new(0),
-        });
-        let manifest = Manifest::from_yaml("name: minter\nexports: { peer_files: { root: out/ } }")
-            .expect("manifest")
-            .manifest;
-        let trace = Arc::new(RecordingTraceSink::new());
-        let config = common::capsule_config().session_id(SESSION);
-        let capsule = Capsule::launch(
-            &manifest,
-            config,
-            Backends {
-                fs: fs.clone(),
-                clock: clock.clone(),
-                keys: Some(Arc::new(FixedKeyStore::new(KEY))),
-                trace: trace.clone(),
-            },
-        )
-        .expect("launch");
-        World {
-            plane: plane(&fs, &clock, SESSION),
-            other_instance: plane(&fs, &clock, OTHER_SESSION),
-            fs,
-            clock,
-            capsule,
-            trace,
-        }
-    }
-
-    fn mint(&self, plane: &HmacPeerPlane) -> String {
-        let path = RelPath::parse_canonical(FILE).expect("path");
-        plane.mint(&path, AUDIENCE, TTL_SECS).expect("mint").token
-    }
-
-    fn counters(&self) -> (usize, usize) {
-        (
-            self.fs.open_roots.load(Ordering::SeqCst),
-            self.clock.reads.load(Ordering::SeqCst),
-        )
-    }
-}
-
-/// `mh1.<payload>.<mac>` split into its three segments.
-fn segments(token: &str) -> (String, String) {
-    let mut parts = token.splitn(3, '.');
-    let _ = parts.next();
-    let payload = parts.next().expect("payload").to_owned();
-    let mac = parts.next().expect("mac").to_owned();
-    (payload, mac)
-}
-
-fn sign(key: [u8; 32], payload_b64: &str, audience: &str) -> String {
-    let mac = FixedKeyStore::new(key)
-        .sign(&[
-            MAC_CONTEXT,
-            MAC_SEPARATOR,
-            payload_b64.as_bytes(),
-            MAC_SEPARATOR,
-            audience.as_bytes(),
-        ])
-        .expect("live key");
-    assemble(payload_b64, &mac)
+/// A handle for [`FILE`] bound to [`AUDIENCE`], minted by `plane`.
+fn mint(plane: &HmacPeerPlane) -> String {
+    let path = RelPath::parse_canonical(FILE).expect("path");
+    plane.mint(&path, AUDIENCE, TTL_SECS).expect("mint").token
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -327,7 +232,12 @@ enum Expect {
 }
 
 /// Applies `m` to `token`, giving the token and audience to present.
-fn apply(m: &Mutation, token: &str, world: &World) -> (String, String, Expect) {
+fn apply(
+    m: &Mutation,
+    token: &str,
+    plane: &HmacPeerPlane,
+    other_instance: &HmacPeerPlane,
+) -> (String, String, Expect) {
     let (payload, mac) = segments(token);
     let refused = |t: String| (t, AUDIENCE.to_owned(), Expect::Refused);
     match m {
@@ -391,7 +301,7 @@ fn apply(m: &Mutation, token: &str, world: &World) -> (String, String, Expect) {
         Mutation::SwapSegments => refused(format!("mh1.{mac}.{payload}")),
         Mutation::ResignWithOtherKey => refused(sign(OTHER_KEY, &payload, AUDIENCE)),
         Mutation::SpliceOtherMac => {
-            let (_, other_mac) = segments(&world.mint(&world.plane));
+            let (_, other_mac) = segments(&mint(plane));
             refused(format!("mh1.{payload}.{other_mac}"))
         }
         Mutation::OtherAudience { name, host, port } => {
@@ -401,7 +311,7 @@ fn apply(m: &Mutation, token: &str, world: &World) -> (String, String, Expect) {
             }
             (token.to_owned(), audience, Expect::Refused)
         }
-        Mutation::OtherInstance => refused(world.mint(&world.other_instance)),
+        Mutation::OtherInstance => refused(mint(other_instance)),
     }
 }
 
@@ -409,40 +319,9 @@ fn apply(m: &Mutation, token: &str, world: &World) -> (String, String, Expect) {
 // Wire helpers
 // ------------------------------------------------------------------------------------------------
 
-/// Everything a response says but `x-murmur-handle-id` and `date`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct WireShape {
-    status: u16,
-    headers: Vec<(String, Vec<u8>)>,
-    body: Vec<u8>,
-}
-
-fn shape(response: &http::Response<PlaneBody>) -> WireShape {
-    let mut headers: Vec<(String, Vec<u8>)> = response
-        .headers()
-        .iter()
-        .filter(|(name, _)| name.as_str() != HANDLE_ID_HEADER && name.as_str() != "date")
-        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
-        .collect();
-    headers.sort();
-    WireShape {
-        status: response.status().as_u16(),
-        headers,
-        body: response.body().bytes().to_vec(),
-    }
-}
-
-fn error_code(response: &http::Response<PlaneBody>) -> String {
-    let body: Value = serde_json::from_slice(&response.body().bytes()).unwrap_or(Value::Null);
-    body["error"]
-        .as_str()
-        .unwrap_or("<no error field>")
-        .to_owned()
-}
-
 /// The `handle_not_valid` answer every forgery must match: a zero MAC on a real payload.
-fn reference_not_valid(world: &World) -> WireShape {
-    let (payload, _) = segments(&world.mint(&world.plane));
+fn reference_not_valid(world: &World, plane: &HmacPeerPlane) -> Shape {
+    let (payload, _) = segments(&mint(plane));
     let forged = assemble(&payload, &[0u8; 32]);
     let response = world.capsule.router().respond(
         &Method::GET,
@@ -465,18 +344,20 @@ proptest! {
         mutations in prop::collection::vec(mutation(), 1..5),
         trap in any::<bool>(),
     ) {
-        let world = World::new();
-        let token = world.mint(&world.plane);
-        let reference = reference_not_valid(&world);
+        let (world, fs, clock) = launch();
+        // The plane under test (`SESSION`, `KEY`) and another instance (`OTHER_SESSION`).
+        let (plane, other_instance) = (world.minter(SESSION), world.minter(OTHER_SESSION));
+        let token = mint(&plane);
+        let reference = reference_not_valid(&world, &plane);
         if trap {
             // Past `exp`: a token that got past the MAC would now answer `handle_expired`.
-            world.clock.inner.set(NOW_MS + TTL_SECS as i64 * 1000 + 1);
+            clock.inner.set(NOW_MS + TTL_SECS as i64 * 1000 + 1);
         }
         for m in &mutations {
-            let (presented, audience, expect) = apply(m, &token, &world);
-            let before = world.counters();
-            let redeem = world.plane.redeem(&presented, &[audience.as_bytes()]);
-            let after = world.counters();
+            let (presented, audience, expect) = apply(m, &token, &plane, &other_instance);
+            let before = counters(&fs, &clock);
+            let redeem = plane.redeem(&presented, &[audience.as_bytes()]);
+            let after = counters(&fs, &clock);
             let code = match &redeem.result {
                 Ok(_) => "ok",
                 Err(refusal) => refusal.code.as_str(),
@@ -508,7 +389,7 @@ proptest! {
             if presented.is_empty() || presented.contains('?') {
                 continue;
             }
-            let opens = world.fs.open_roots.load(Ordering::SeqCst);
+            let opens = fs.open_roots();
             let response = world.capsule.router().respond(
                 &Method::GET,
                 &format!("/resources/peer/{presented}"),
@@ -531,7 +412,7 @@ proptest! {
                 prop_assert_eq!(&event["path"], &Value::Null, "a forgery never names a path");
             }
             if expect == Expect::Refused {
-                prop_assert_eq!(world.fs.open_roots.load(Ordering::SeqCst), opens,
+                prop_assert_eq!(fs.open_roots(), opens,
                     "{:?}: the router opened the root for a {} token", m, code);
             }
         }
@@ -544,8 +425,8 @@ proptest! {
 
 #[test]
 fn resigning_with_the_same_key_reproduces_the_token() {
-    let world = World::new();
-    let token = world.mint(&world.plane);
+    let (world, _, _) = launch();
+    let token = mint(&world.minter(SESSION));
     let (payload, _) = segments(&token);
     assert_eq!(
         sign(KEY, &payload, AUDIENCE),
@@ -556,14 +437,15 @@ fn resigning_with_the_same_key_reproduces_the_token() {
 
 #[test]
 fn the_other_instance_token_is_well_formed_and_valid_at_its_own_instance() {
-    let world = World::new();
-    let token = world.mint(&world.other_instance);
-    let redeem = world.other_instance.redeem(&token, &[AUDIENCE.as_bytes()]);
+    let (world, _, _) = launch();
+    let (plane, other_instance) = (world.minter(SESSION), world.minter(OTHER_SESSION));
+    let token = mint(&other_instance);
+    let redeem = other_instance.redeem(&token, &[AUDIENCE.as_bytes()]);
     assert_eq!(
         redeem.result.map(|f| f.bytes.to_vec()).ok(),
         Some(CONTENT.to_vec())
     );
-    let refused = world.plane.redeem(&token, &[AUDIENCE.as_bytes()]);
+    let refused = plane.redeem(&token, &[AUDIENCE.as_bytes()]);
     assert_eq!(
         refused.result.map(|_| ()).unwrap_err().code.as_str(),
         "handle_not_valid"
@@ -601,34 +483,6 @@ impl std::fmt::Debug for MockFs {
 
 const PEER_SEED: [u8; 32] = [0x5e; 32];
 const OTHER_PEER_SEED: [u8; 32] = [0x6f; 32];
-
-/// A peer's Ed25519 key: `(key pair, key as unpadded base64url)`.
-fn peer_key(seed: [u8; 32]) -> (ring::signature::Ed25519KeyPair, String) {
-    use base64::Engine as _;
-    use ring::signature::KeyPair as _;
-    let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&seed).expect("a seed");
-    let key = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(pair.public_key().as_ref());
-    (pair, key)
-}
-
-fn b64(bytes: &[u8]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-/// `ed25519;key=…;t=…;n=…;sig=…` with `key_text` named and `signer`'s signature over
-/// `murmur-peer-redeem-v1` 0x1f handle_id 0x1f t 0x1f n.
-fn proof_header(
-    signer: &ring::signature::Ed25519KeyPair,
-    key_text: &str,
-    handle_id: &str,
-    t: &str,
-    n: &str,
-) -> String {
-    let message = format!("murmur-peer-redeem-v1\x1f{handle_id}\x1f{t}\x1f{n}");
-    let sig = b64(signer.sign(message.as_bytes()).as_ref());
-    format!("ed25519;key={key_text};t={t};n={n};sig={sig}")
-}
 
 #[derive(Debug, Clone)]
 enum ProofMutation {
@@ -687,11 +541,11 @@ struct Presented {
 }
 
 fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
-    let (pair, key) = peer_key(PEER_SEED);
-    let (other_pair, other_key) = peer_key(OTHER_PEER_SEED);
+    let (peer, other) = (Signer::new(PEER_SEED), Signer::new(OTHER_PEER_SEED));
+    let (key, other_key) = (peer.key.clone(), other.key.clone());
     let id = resource_plane::hex::handle_id(token);
-    let (t_text, n_text) = (t.to_string(), b64(&n));
-    let good = proof_header(&pair, &key, &id, &t_text, &n_text);
+    let (t_text, n_text) = (t.to_string(), b64(n));
+    let good = peer.header(&key, &id, &t_text, &n_text);
     let sent = |proofs: Vec<String>, mac_ok| Presented {
         token: token.to_owned(),
         audience: AUDIENCE.to_owned(),
@@ -706,7 +560,7 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             bytes[i] ^= 1 << bit;
             let token = String::from_utf8(bytes).expect("ASCII stays ASCII");
             let id = resource_plane::hex::handle_id(&token);
-            let proof = proof_header(&pair, &key, &id, &t_text, &n_text);
+            let proof = peer.header(&key, &id, &t_text, &n_text);
             Presented {
                 token,
                 audience: AUDIENCE.to_owned(),
@@ -723,14 +577,12 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             audience: format!("{AUDIENCE}#ed25519:{key}"),
             ..sent(vec![], false)
         },
-        ProofMutation::OtherKeysProof => sent(
-            vec![proof_header(&other_pair, &other_key, &id, &t_text, &n_text)],
-            false,
-        ),
-        ProofMutation::BoundKeyOtherSignature => sent(
-            vec![proof_header(&other_pair, &key, &id, &t_text, &n_text)],
-            true,
-        ),
+        ProofMutation::OtherKeysProof => {
+            sent(vec![other.header(&other_key, &id, &t_text, &n_text)], false)
+        }
+        ProofMutation::BoundKeyOtherSignature => {
+            sent(vec![other.header(&key, &id, &t_text, &n_text)], true)
+        }
         ProofMutation::FlipSigBit { at, bit } => {
             let (head, sig) = good.rsplit_once("sig=").expect("sig");
             let mut raw = {
@@ -755,30 +607,18 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             let (_, sig) = good.rsplit_once("sig=").expect("sig");
             let mut other = n;
             other[*at] ^= xor;
-            let n = b64(&other);
+            let n = b64(other);
             sent(
                 vec![format!("ed25519;key={key};t={t_text};n={n};sig={sig}")],
                 true,
             )
         }
         ProofMutation::Stale { by } => sent(
-            vec![proof_header(
-                &pair,
-                &key,
-                &id,
-                &(t - by).to_string(),
-                &n_text,
-            )],
+            vec![peer.header(&key, &id, &(t - by).to_string(), &n_text)],
             true,
         ),
         ProofMutation::Future { by } => sent(
-            vec![proof_header(
-                &pair,
-                &key,
-                &id,
-                &(t + by).to_string(),
-                &n_text,
-            )],
+            vec![peer.header(&key, &id, &(t + by).to_string(), &n_text)],
             true,
         ),
         ProofMutation::ChangeHeaderChar { at, to } => {
@@ -837,11 +677,11 @@ proptest! {
         mutations in prop::collection::vec(proof_mutation(), 1..5),
         nonce_seed in any::<u8>(),
     ) {
-        let world = World::new();
-        let (_, key) = peer_key(PEER_SEED);
-        let keyed = format!("{AUDIENCE}#ed25519:{key}");
-        let token = sign(KEY, &segments(&world.mint(&world.plane)).0, &keyed);
-        let reference = reference_not_valid(&world);
+        let (world, _, clock) = launch();
+        let world_plane = world.minter(SESSION);
+        let keyed = Signer::new(PEER_SEED).keyed(AUDIENCE);
+        let token = sign(KEY, &segments(&mint(&world_plane)).0, &keyed);
+        let reference = reference_not_valid(&world, &world_plane);
         for (i, m) in mutations.iter().enumerate() {
             // A nonce per step, so only a `Replay` step repeats an accepted one.
             let n = [nonce_seed.wrapping_add(i as u8); 16];
@@ -856,7 +696,7 @@ proptest! {
                 &proofs,
             );
             if matches!(m, ProofMutation::Identity) {
-                let served = world.plane.redeem_with_proof(&presented.token, &audience, &proofs);
+                let served = world_plane.redeem_with_proof(&presented.token, &audience, &proofs);
                 prop_assert_eq!(served.result.map(|f| f.bytes.to_vec()).ok(), Some(CONTENT.to_vec()));
                 prop_assert_eq!(served.audience_proof, Some("ed25519"));
                 let response = send();
@@ -869,7 +709,7 @@ proptest! {
             // The plane, over a filesystem that fails the test if it is opened (a replay's
             // plane once: for the first use of the proof, which finds no root).
             let replay = matches!(m, ProofMutation::Replay);
-            let plane = mocked_plane(&world.clock, usize::from(replay));
+            let plane = mocked_plane(&clock, usize::from(replay));
             if replay {
                 let first = plane.redeem_with_proof(&presented.token, &audience, &proofs);
                 prop_assert_eq!(first.result.err().map(|e| e.code.as_str()), Some("not_found"));

@@ -17,6 +17,8 @@
 //! Case count: `RP_PROPTEST_CASES` (default 64).
 
 mod common;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -28,7 +30,6 @@ use resource_plane::redact::{redact_json, redact_tokens};
 use resource_plane::trace::Tracer;
 use resource_plane::{Backends, Capsule, Manifest};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 // ------------------------------------------------------------------------------------------------
@@ -45,9 +46,7 @@ fn config() -> ProptestConfig {
 
 /// The placeholder D-6.5 demands, computed independently of the crate.
 fn placeholder(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("<handle:{}>", &hex[..16])
+    format!("<handle:{}>", support::tokens::handle_id(token))
 }
 
 /// A well-formed token: payload and MAC of arbitrary bytes, base64url without padding.

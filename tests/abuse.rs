@@ -8,7 +8,8 @@ mod support;
 
 use std::io::Write;
 use std::time::Duration;
-use support::process::{Served, Stderr, Workdir, get};
+use support::http::get_raw;
+use support::process::{Served, Stderr, Workdir};
 
 const FILES: &str = "name: reporter\nexports:\n  files: { root: out, mode: read-only }\n";
 
@@ -53,7 +54,7 @@ fn running_out_of_descriptors_with_a_closed_stderr_is_survived() {
         let _ = stream.write_all(b"GET /resources/files/a.txt HTTP/1.1\r\nhost: x\r\n\r\n");
     }
     std::thread::sleep(Duration::from_millis(500));
-    let (status, response) = get(port, "/resources/files/a.txt");
+    let (status, response) = get_raw(port, "/resources/files/a.txt");
     assert_eq!(status, 200, "{response}");
     assert!(response.ends_with("hello"), "{response}");
     let mut served = served;
@@ -94,7 +95,7 @@ fn percent_encoded_tokens_never_reach_the_trace() {
         format!("/resources/files/mh1%252E{payload}%252E{mac}"),
         format!("/resources/files/x/mh1%2E{payload}.{mac}"),
     ] {
-        let (status, _) = get(port, &path);
+        let (status, _) = get_raw(port, &path);
         assert_eq!(status, 404, "{path}");
     }
     served.close_stdin();
@@ -188,7 +189,7 @@ fn stalled_listing_clients_stay_inside_the_budget_and_are_cut() {
     let args = world.args(&["--inflight-budget", "8388608", "--send-timeout", "3"]);
     let served = Served::start("", &args, Stderr::Inherit, false);
     let port = served.port();
-    let (status, whole) = get(port, "/resources/files");
+    let (status, whole) = get_raw(port, "/resources/files");
     assert_eq!(status, 200);
     let body_len = whole.len();
     assert!(body_len > 4_000_000, "{body_len}");
@@ -232,6 +233,6 @@ fn stalled_listing_clients_stay_inside_the_budget_and_are_cut() {
     assert!(cut >= 1, "no stalled client was cut");
     // The clients leave; a reader is then served the whole listing.
     drop(stalled);
-    let (status, again) = get(port, "/resources/files");
+    let (status, again) = get_raw(port, "/resources/files");
     assert_eq!((status, again.len()), (200, body_len));
 }

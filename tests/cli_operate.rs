@@ -4,9 +4,10 @@
 //! clap's own errors and a `--help` that stands on its own; and, through the library, the
 //! strict parse, the tools a manifest grants and the session's counts.
 //!
-//! Each binary test runs the real `resource-plane` in a [`World`]: one temporary directory
-//! holding `wd/` (the workdir), `manifest.yaml`, `tr/` (traces) and `tmp/` (the child's
-//! `TMPDIR`), so "creates nothing" is a comparison of the whole world before and after.
+//! Each binary test runs the real `resource-plane` in a [`Workdir`] (`tests/support/process.rs`):
+//! one temporary directory holding `wd/` (the workdir, with `out/report.md`), `manifest.yaml`,
+//! `tr/` (traces) and `tmp/` (the child's `TMPDIR`), so "creates nothing" is a comparison of
+//! the whole directory before and after.
 
 mod support;
 
@@ -14,17 +15,8 @@ use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink
 use resource_plane::manifest::ParseOptions;
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, mpsc};
-use std::time::{Duration, Instant};
-use tempfile::TempDir;
-
-const BIN: &str = env!("CARGO_BIN_EXE_resource-plane");
-const TIMEOUT: Duration = Duration::from_secs(10);
+use std::sync::Arc;
+use support::process::{Exited, Served, Workdir};
 
 /// Every grant: both planes, both capabilities.
 const FULL_MANIFEST: &str = "\
@@ -44,297 +36,14 @@ exports:
   files: { root: out/, mode: read-only }
 ";
 
-// ---------------------------------------------------------------------------------------------
-// The world and the processes.
-// ---------------------------------------------------------------------------------------------
-
-struct World {
-    _dir: TempDir,
-    root: PathBuf,
-}
-
-impl World {
-    fn new(manifest: &str) -> World {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = std::fs::canonicalize(dir.path()).expect("canonical tempdir");
-        for sub in ["wd/out", "tr", "tmp"] {
-            std::fs::create_dir_all(root.join(sub)).expect("world subdirectory");
-        }
-        std::fs::write(root.join("wd/out/report.md"), "the report\n").expect("a file");
-        std::fs::write(root.join("manifest.yaml"), manifest).expect("manifest");
-        World { _dir: dir, root }
-    }
-
-    fn path(&self, rel: &str) -> String {
-        self.root.join(rel).display().to_string()
-    }
-
-    /// `serve --workdir wd --manifest manifest.yaml --trace tr/trace.jsonl` plus `extra`.
-    fn serve_args(&self, extra: &[&str]) -> Vec<String> {
-        let mut args: Vec<String> = [
-            "serve",
-            "--workdir",
-            &self.path("wd"),
-            "--manifest",
-            &self.path("manifest.yaml"),
-            "--trace",
-            &self.path("tr/trace.jsonl"),
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
-        args
-    }
-
-    /// `check --manifest manifest.yaml` plus `extra`.
-    fn check_args(&self, extra: &[&str]) -> Vec<String> {
-        let mut args = vec![
-            "check".to_owned(),
-            "--manifest".into(),
-            self.path("manifest.yaml"),
-        ];
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
-        args
-    }
-
-    /// Every path under the world with its type and size.
-    fn snapshot(&self) -> BTreeMap<String, String> {
-        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
-            for entry in std::fs::read_dir(dir).expect("read_dir") {
-                let path = entry.expect("entry").path();
-                let rel = path.strip_prefix(base).unwrap().display().to_string();
-                let meta = std::fs::symlink_metadata(&path).expect("lstat");
-                if meta.file_type().is_symlink() {
-                    let target = std::fs::read_link(&path).expect("readlink");
-                    out.insert(rel, format!("link -> {}", target.display()));
-                } else if meta.is_dir() {
-                    out.insert(rel, "dir".into());
-                    walk(&path, base, out);
-                } else {
-                    out.insert(rel, format!("file, {} bytes", meta.len()));
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(&self.root, &self.root, &mut out);
-        out
-    }
-}
-
-/// A command for the binary in `world`: its own `TMPDIR`, no inherited log level.
-fn command(world: &World, args: &[String], log: Option<&str>) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .args(args)
-        .env("TMPDIR", world.root.join("tmp"))
-        .env_remove("RESOURCE_PLANE_LOG")
-        .env_remove("NO_COLOR");
-    if let Some(level) = log {
-        command.env("RESOURCE_PLANE_LOG", level);
-    }
-    command
-}
-
-struct Exited {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs the binary to its end (within [`TIMEOUT`]).
-fn run(world: &World, args: &[String], log: Option<&str>) -> Exited {
-    let mut child = Guard(
-        command(world, args, log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn resource-plane"),
-    );
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.0.try_wait().expect("try_wait") {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "{args:?} did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    Exited {
-        code: status.code(),
-        stdout,
-        stderr,
-    }
-}
-
-/// Kills and reaps the child when dropped.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A `serve` that printed its ready line; stderr goes to a file read at will.
-struct Server {
-    child: Guard,
-    stdin: Option<ChildStdin>,
-    stdout: mpsc::Receiver<String>,
-    ready_line: String,
-    ready: Value,
-    logs: TempDir,
-}
-
-impl Server {
-    fn start(world: &World, args: Vec<String>, log: Option<&str>) -> Server {
-        let logs = tempfile::tempdir().expect("log dir");
-        let stderr = std::fs::File::create(logs.path().join("stderr")).expect("stderr file");
-        let console = args.iter().any(|a| a == "--console");
-        let mut child = Guard(
-            command(world, &args, log)
-                .stdin(if console {
-                    Stdio::piped()
-                } else {
-                    Stdio::null()
-                })
-                .stdout(Stdio::piped())
-                .stderr(stderr)
-                .spawn()
-                .expect("spawn resource-plane"),
-        );
-        let stdin = child.0.stdin.take();
-        let out = child.0.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut server = Server {
-            child,
-            stdin,
-            stdout: rx,
-            ready_line: String::new(),
-            ready: Value::Null,
-            logs,
-        };
-        server.ready_line = server
-            .stdout
-            .recv_timeout(TIMEOUT)
-            .unwrap_or_else(|_| panic!("no ready line; stderr:\n{}", server.stderr()));
-        server.ready = serde_json::from_str(&server.ready_line).expect("the ready line is JSON");
-        server
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.logs.path().join("stderr")).unwrap_or_default()
-    }
-
-    fn port(&self) -> u16 {
-        let url = self.ready["url"].as_str().expect("url");
-        url.rsplit(':').next().unwrap().parse().expect("a port")
-    }
-
-    fn console(&mut self, line: &str) -> Value {
-        let stdin = self.stdin.as_mut().expect("console stdin");
-        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
-        stdin.flush().unwrap();
-        let answer = self.stdout.recv_timeout(TIMEOUT).expect("a console answer");
-        serde_json::from_str(&answer).expect("a JSON answer")
-    }
-
-    /// SIGTERM, then exit status 0; returns stderr.
-    fn stop(mut self) -> String {
-        rustix::process::kill_process(
-            rustix::process::Pid::from_child(&self.child.0),
-            rustix::process::Signal::TERM,
-        )
-        .expect("kill(2)");
-        let deadline = Instant::now() + TIMEOUT;
-        let status = loop {
-            if let Some(status) = self.child.0.try_wait().expect("try_wait") {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "serve did not exit on SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        assert_eq!(status.code(), Some(0), "stderr:\n{}", self.stderr());
-        self.stderr()
-    }
-}
-
-/// `GET path`, returning the status.
-fn get(port: u16, path: &str) -> u16 {
-    let request = support::http::request_bytes("GET", path, &[("host", "x")]);
-    support::http::exchange(("127.0.0.1", port), &request, TIMEOUT).status
-}
-
-/// The one stderr line holding `needle`.
-fn line_with<'a>(stderr: &'a str, needle: &str) -> &'a str {
-    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(needle)).collect();
-    assert_eq!(lines.len(), 1, "one line with {needle:?} in:\n{stderr}");
-    lines[0]
-}
-
-/// Requires exit 2, nothing on stdout, `error[code]: message` then a `  hint:` line on
-/// stderr, and nothing created in the world. Returns stderr.
-fn assert_refused(world: &World, args: &[String], code: &str, message: &str) -> String {
-    let before = world.snapshot();
-    let out = run(world, args, None);
-    assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
-    assert_eq!(out.stdout, "", "{args:?}");
-    let lines: Vec<&str> = out.stderr.lines().collect();
-    let at = lines
-        .iter()
-        .position(|l| l.starts_with(&format!("error[{code}]: ")))
-        .unwrap_or_else(|| panic!("{args:?}: no error[{code}] line:\n{}", out.stderr));
-    assert!(
-        lines[at].contains(message),
-        "{args:?}: {:?} lacks {message:?}",
-        lines[at]
-    );
-    assert!(
-        lines.get(at + 1).is_some_and(|l| l.starts_with("  hint: ")),
-        "{args:?}: no hint line after the error:\n{}",
-        out.stderr
-    );
-    assert!(
-        !out.stderr.contains("decisions.md") && !out.stderr.contains("D-1"),
-        "operator text points to the README, not the decisions: {}",
-        out.stderr
-    );
-    assert_eq!(world.snapshot(), before, "{args:?} created something");
-    out.stderr
-}
-
 // =============================================================================================
 // 1. `check`.
 // =============================================================================================
 
 #[test]
 fn check_prints_the_effective_configuration_as_one_line_and_creates_nothing() {
-    let world = World::new(FULL_MANIFEST);
-    for extra in [&[][..], &["--workdir", &world.path("wd")], &["--strict"]] {
+    let world = with_report(FULL_MANIFEST);
+    for extra in [&[][..], &["--workdir", &text(&world, "wd")], &["--strict"]] {
         let before = world.snapshot();
         let out = run(&world, &world.check_args(extra), None);
         assert_eq!(out.code, Some(0), "{extra:?}: {}", out.stderr);
@@ -377,7 +86,7 @@ fn check_prints_the_effective_configuration_as_one_line_and_creates_nothing() {
     }
 
     // Defaults filled in, absent blocks null, warnings listed (not logged).
-    let world = World::new("name: bare\nexports: { peer_files: { root: ' shared ' }, file: 1 }\n");
+    let world = with_report("name: bare\nexports: { peer_files: { root: ' shared ' }, file: 1 }\n");
     let out = run(&world, &world.check_args(&[]), None);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stderr, "");
@@ -399,7 +108,7 @@ fn check_prints_the_effective_configuration_as_one_line_and_creates_nothing() {
     );
 
     // A manifest declaring nothing is valid, with its warning.
-    let world = World::new("name: idle\n");
+    let world = with_report("name: idle\n");
     let out = run(&world, &world.check_args(&[]), None);
     assert_eq!(out.code, Some(0));
     let report: Value = serde_json::from_str(&out.stdout).unwrap();
@@ -464,9 +173,9 @@ fn check_refuses_with_the_lines_of_a_refused_launch() {
         ),
     ];
     for (case, manifest, extra, code, message) in cases {
-        let world = World::new(manifest);
-        std::os::unix::fs::symlink("../tr", world.root.join("wd/escape")).unwrap();
-        let wd = world.path("wd");
+        let world = with_report(manifest);
+        std::os::unix::fs::symlink("../tr", world.at("wd/escape")).unwrap();
+        let wd = text(&world, "wd");
         let extra: Vec<String> = extra.iter().map(|a| a.replace("WD", &wd)).collect();
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let checked = assert_refused(&world, &world.check_args(&extra), code, message);
@@ -475,7 +184,7 @@ fn check_refuses_with_the_lines_of_a_refused_launch() {
             .copied()
             .filter(|a| *a != "--workdir" && !a.starts_with(&wd))
             .collect();
-        let mut serve = world.serve_args(&serve_extra);
+        let mut serve = world.args(&serve_extra);
         if let Some(at) = extra.iter().position(|a| *a == "--workdir") {
             serve[2] = extra[at + 1].to_owned();
         }
@@ -491,14 +200,14 @@ fn check_refuses_with_the_lines_of_a_refused_launch() {
     }
 
     // Without --workdir the roots are not checked: the escaping root passes.
-    let world = World::new("name: r\nexports: { files: { root: escape, mode: read-only } }\n");
-    std::os::unix::fs::symlink("../tr", world.root.join("wd/escape")).unwrap();
+    let world = with_report("name: r\nexports: { files: { root: escape, mode: read-only } }\n");
+    std::os::unix::fs::symlink("../tr", world.at("wd/escape")).unwrap();
     assert_eq!(run(&world, &world.check_args(&[]), None).code, Some(0));
 
     // An unreadable manifest is a command-line refusal.
-    let world = World::new(FILES_MANIFEST);
+    let world = with_report(FILES_MANIFEST);
     let mut args = world.check_args(&[]);
-    args[2] = world.path("no-such.yaml");
+    args[2] = text(&world, "no-such.yaml");
     assert_refused(&world, &args, "E-CLI-001", "--manifest ");
 }
 
@@ -508,30 +217,31 @@ fn check_refuses_with_the_lines_of_a_refused_launch() {
 
 #[test]
 fn strict_serve_refuses_an_unknown_key_with_the_exact_message_and_creates_nothing() {
-    let world =
-        World::new("name: r\nexports:\n  files: { root: out/, mode: read-only, max_byte: 10Mi }\n");
-    let stderr = assert_refused(&world, &world.serve_args(&["--strict"]), "E-MAN-003", "");
+    let world = with_report(
+        "name: r\nexports:\n  files: { root: out/, mode: read-only, max_byte: 10Mi }\n",
+    );
+    let stderr = assert_refused(&world, &world.args(&["--strict"]), "E-MAN-003", "");
     let error = line_with(&stderr, "error[");
     assert_eq!(
         error,
         "error[E-MAN-003]: exports.files.max_byte: unknown key (did you mean `max_bytes`?)"
     );
     assert!(
-        !world.root.join("tr/trace.jsonl").exists(),
+        !world.at("tr/trace.jsonl").exists(),
         "no trace file for a refused launch"
     );
 
     // Without a near key, no suggestion; at the top level too.
     let world =
-        World::new("name: r\ncolour: blue\nexports: { files: { root: out/, mode: read-only } }\n");
-    let stderr = assert_refused(&world, &world.serve_args(&["--strict"]), "E-MAN-003", "");
+        with_report("name: r\ncolour: blue\nexports: { files: { root: out/, mode: read-only } }\n");
+    let stderr = assert_refused(&world, &world.args(&["--strict"]), "E-MAN-003", "");
     assert_eq!(
         line_with(&stderr, "error["),
         "error[E-MAN-003]: colour: unknown key"
     );
 
     // The same manifest without --strict serves, with the warning.
-    let server = Server::start(&world, world.serve_args(&[]), None);
+    let server = start(&world, world.args(&[]), None);
     let stderr = server.stop();
     assert!(
         line_with(&stderr, "unknown key `colour`").contains("WARN"),
@@ -541,7 +251,7 @@ fn strict_serve_refuses_an_unknown_key_with_the_exact_message_and_creates_nothin
 
 #[test]
 fn unknown_keys_are_warned_about_naming_the_key_meant_at_every_level() {
-    let world = World::new(
+    let world = with_report(
         "\
 nmae: typo
 name: r
@@ -570,7 +280,7 @@ lifecycle: { after_tsak: sleep, after_task: exit }
     let report: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(report["warnings"], serde_json::json!(expected));
     // … and `serve` logs each as a warning and serves.
-    let server = Server::start(&world, world.serve_args(&[]), None);
+    let server = start(&world, world.args(&[]), None);
     let port = server.port();
     assert_eq!(get(port, "/resources/files"), 200);
     let stderr = server.stop();
@@ -584,8 +294,8 @@ lifecycle: { after_tsak: sleep, after_task: exit }
 
 #[test]
 fn a_manifest_that_declares_nothing_is_a_warning_and_still_serves() {
-    let world = World::new("name: idle\n");
-    let server = Server::start(&world, world.serve_args(&[]), None);
+    let world = with_report("name: idle\n");
+    let server = start(&world, world.args(&[]), None);
     assert_eq!(server.ready["planes"], serde_json::json!([]));
     assert_eq!(server.ready["tools"], serde_json::json!([]));
     assert_eq!(get(server.port(), "/resources/files"), 404);
@@ -621,8 +331,8 @@ fn the_ready_line_ends_with_the_declared_planes_and_the_registered_tools_sorted(
         ),
     ];
     for (manifest, planes, tools) in cases {
-        let world = World::new(manifest);
-        let mut server = Server::start(&world, world.serve_args(&["--console"]), None);
+        let world = with_report(manifest);
+        let mut server = start(&world, world.args(&["--console"]), None);
         let keys: Vec<&str> = server
             .ready
             .as_object()
@@ -670,12 +380,12 @@ fn the_ready_line_ends_with_the_declared_planes_and_the_registered_tools_sorted(
 #[test]
 fn info_logs_the_listening_and_shutdown_lines_and_nothing_per_request() {
     // A peer whose card the minter fetches.
-    let peer_world = World::new(FILES_MANIFEST);
-    let peer = Server::start(&peer_world, peer_world.serve_args(&[]), None);
+    let peer_world = with_report(FILES_MANIFEST);
+    let peer = start(&peer_world, peer_world.args(&[]), None);
     let peer_url = peer.ready["url"].as_str().unwrap().to_owned();
 
-    let world = World::new(FULL_MANIFEST);
-    let mut server = Server::start(&world, world.serve_args(&["--console"]), None);
+    let world = with_report(FULL_MANIFEST);
+    let mut server = start(&world, world.args(&["--console"]), None);
     let url = server.ready["url"].as_str().unwrap().to_owned();
     let port = server.port();
     assert_eq!(get(port, "/resources/files"), 200);
@@ -697,7 +407,7 @@ fn info_logs_the_listening_and_shutdown_lines_and_nothing_per_request() {
         "planes=files:out/,peer_files:out/".to_owned(),
         "tools=fetch-peer-file,share-file".to_owned(),
         "containment=advisory".to_owned(),
-        format!("trace={}", world.path("tr/trace.jsonl")),
+        format!("trace={}", text(&world, "tr/trace.jsonl")),
     ] {
         assert!(
             listening.contains(&field),
@@ -732,8 +442,8 @@ fn server_audience(url: &str) -> String {
 /// At `debug`, one line per request, its path with any token redacted.
 #[test]
 fn debug_logs_each_request_without_its_token_or_content() {
-    let world = World::new(FULL_MANIFEST);
-    let server = Server::start(&world, world.serve_args(&[]), Some("debug"));
+    let world = with_report(FULL_MANIFEST);
+    let server = start(&world, world.args(&[]), Some("debug"));
     let port = server.port();
     assert_eq!(get(port, "/resources/files/report.md"), 200);
     let forged = "mh1.eyJwIjoicmVwb3J0Lm1kIn0.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
@@ -756,9 +466,9 @@ fn debug_logs_each_request_without_its_token_or_content() {
 #[test]
 fn an_unusable_log_level_is_a_warning_and_info_applies() {
     let world =
-        World::new("name: r\ncolour: blue\nexports: { files: { root: out/, mode: read-only } }\n");
+        with_report("name: r\ncolour: blue\nexports: { files: { root: out/, mode: read-only } }\n");
     for garbage in ["garbage", "info,verbose", "=debug", "debug=", "loud"] {
-        let server = Server::start(&world, world.serve_args(&[]), Some(garbage));
+        let server = start(&world, world.args(&[]), Some(garbage));
         let stderr = server.stop();
         let warning = line_with(&stderr, "RESOURCE_PLANE_LOG");
         assert!(warning.contains("WARN"), "{warning}");
@@ -780,7 +490,7 @@ fn an_unusable_log_level_is_a_warning_and_info_applies() {
         ("resource_plane=warn", true, false),
         ("warn,resource_plane=info", true, true),
     ] {
-        let server = Server::start(&world, world.serve_args(&[]), Some(level));
+        let server = start(&world, world.args(&[]), Some(level));
         let stderr = server.stop();
         assert!(!stderr.contains("RESOURCE_PLANE_LOG"), "{level}: {stderr}");
         assert_eq!(
@@ -798,7 +508,7 @@ fn an_unusable_log_level_is_a_warning_and_info_applies() {
 
 #[test]
 fn command_line_errors_keep_clap_s_own_format_and_exit_2() {
-    let world = World::new(FILES_MANIFEST);
+    let world = with_report(FILES_MANIFEST);
     for (args, reason) in [
         (
             vec!["serve", "--workdr", "/tmp"],
@@ -863,7 +573,7 @@ fn command_line_errors_keep_clap_s_own_format_and_exit_2() {
 
 #[test]
 fn help_carries_a_manifest_the_exit_statuses_and_readme_pointers() {
-    let world = World::new(FILES_MANIFEST);
+    let world = with_report(FILES_MANIFEST);
     for args in [
         vec!["--help"],
         vec!["serve", "--help"],
@@ -960,4 +670,79 @@ async fn a_capsule_counts_the_requests_its_router_answers() {
     let stats = capsule.stats();
     assert_eq!(stats.requests_answered, 4);
     assert_eq!(stats.handles_minted, 0);
+}
+
+// =============================================================================================
+// Worlds and checks.
+// =============================================================================================
+
+/// A workdir holding `out/report.md`, under `manifest`.
+fn with_report(manifest: &str) -> Workdir {
+    let world = Workdir::new(manifest);
+    world.file("out/report.md", "the report\n");
+    world
+}
+
+/// `path` under the scratch directory, as command-line text.
+fn text(world: &Workdir, rel: &str) -> String {
+    world.at(rel).display().to_string()
+}
+
+/// Runs the binary to its end with `RESOURCE_PLANE_LOG` at `log` (unset when `None`).
+fn run(world: &Workdir, args: &[String], log: Option<&str>) -> Exited {
+    world.launch(args).log(log).run()
+}
+
+/// A `serve` that printed its ready line, stderr captured; stdin open when `args` hold
+/// `--console`.
+fn start(world: &Workdir, args: Vec<String>, log: Option<&str>) -> Served {
+    let launch = world.launch(&args).log(log);
+    if args.iter().any(|a| a == "--console") {
+        launch.stdin().start()
+    } else {
+        launch.start()
+    }
+}
+
+/// `GET path`, returning the status.
+fn get(port: u16, path: &str) -> u16 {
+    support::http::get(port, path).status
+}
+
+/// The one stderr line holding `needle`.
+fn line_with<'a>(stderr: &'a str, needle: &str) -> &'a str {
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(needle)).collect();
+    assert_eq!(lines.len(), 1, "one line with {needle:?} in:\n{stderr}");
+    lines[0]
+}
+
+/// Requires exit 2, nothing on stdout, `error[code]: message` then a `  hint:` line on
+/// stderr, and nothing created in the world. Returns stderr.
+fn assert_refused(world: &Workdir, args: &[String], code: &str, message: &str) -> String {
+    let before = world.snapshot();
+    let out = run(world, args, None);
+    assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+    assert_eq!(out.stdout, "", "{args:?}");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("error[{code}]: ")))
+        .unwrap_or_else(|| panic!("{args:?}: no error[{code}] line:\n{}", out.stderr));
+    assert!(
+        lines[at].contains(message),
+        "{args:?}: {:?} lacks {message:?}",
+        lines[at]
+    );
+    assert!(
+        lines.get(at + 1).is_some_and(|l| l.starts_with("  hint: ")),
+        "{args:?}: no hint line after the error:\n{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("decisions.md") && !out.stderr.contains("D-1"),
+        "operator text points to the README, not the decisions: {}",
+        out.stderr
+    );
+    assert_eq!(world.snapshot(), before, "{args:?} created something");
+    out.stderr
 }

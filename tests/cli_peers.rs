@@ -3,572 +3,29 @@
 //! their consoles (contract.md "The console"), exercising the peer plane end to end.
 //!
 //! Capsule A is a minter (`exports.peer_files` over `out/`, `network.allow: ["127.0.0.1"]`);
-//! B and C are fetchers whose `peer_fetch.allow` names A's listener. Each capsule's stdout is
-//! read line by line on a thread, its stderr goes to a file, its trace to a file outside every
-//! workdir. A [`Capsule`] is killed when dropped.
+//! B and C are fetchers whose `peer_fetch.allow` names A's listener. Each capsule is a
+//! [`Served`] of `tests/support/process.rs` in one [`Workdir`]: its stdout read line by line on
+//! a thread, its stderr captured to a file, its trace a file outside every workdir; it is
+//! killed when dropped.
 
 mod support;
 
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support::sha256_hex;
-use tempfile::TempDir;
+use support::doubles::{CardServer, SilentPeer, closed_port};
+use support::process::{Launch, Served, Stderr, Workdir, tree};
+use support::tokens::Signer;
+use support::{is_lower_hex, sha256_hex};
 
 /// The longest a console answer or the ready line may take.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(20);
-/// The longest a capsule may take to exit after SIGTERM.
-const EXIT_DEADLINE: Duration = Duration::from_secs(5);
 /// Tolerance on `expires_at_ms - now`.
 const TTL_SLACK_MS: i64 = 5_000;
 
 const REPORT: &[u8] = b"# Quarterly report\nrevenue: 42\nthe end\n";
 const SECRET: &[u8] = b"SENTINEL: a secret outside the export root\n";
-
-// ---------------------------------------------------------------------------------------------
-// World: one temporary directory per test holding workdirs, traces, logs and manifests.
-// ---------------------------------------------------------------------------------------------
-
-struct World {
-    root: TempDir,
-}
-
-impl World {
-    fn new() -> Self {
-        let root = tempfile::tempdir().expect("create the test's temporary directory");
-        for sub in ["traces", "logs", "manifests"] {
-            std::fs::create_dir(root.path().join(sub)).expect("create a world subdirectory");
-        }
-        World { root }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root.path().join(rel)
-    }
-
-    /// A fresh, canonical workdir `work-<label>`.
-    fn workdir(&self, label: &str) -> PathBuf {
-        let dir = self.path(&format!("work-{label}"));
-        std::fs::create_dir(&dir).expect("create a workdir");
-        std::fs::canonicalize(&dir).expect("canonicalise a workdir")
-    }
-
-    /// A minter workdir with `out/report.md`.
-    fn minter_workdir(&self, label: &str) -> PathBuf {
-        let dir = self.workdir(label);
-        std::fs::create_dir(dir.join("out")).expect("create out/");
-        std::fs::write(dir.join("out/report.md"), REPORT).expect("write out/report.md");
-        dir
-    }
-
-    /// Every trace file and every captured stderr of this world.
-    fn logs_and_traces(&self) -> Vec<PathBuf> {
-        let mut files = Vec::new();
-        for sub in ["traces", "logs"] {
-            for entry in std::fs::read_dir(self.path(sub)).expect("read a world subdirectory") {
-                files.push(entry.expect("a directory entry").path());
-            }
-        }
-        files.sort();
-        files
-    }
-}
-
-fn minter_manifest(max_ttl: Option<&str>) -> String {
-    let ttl = max_ttl.map_or(String::new(), |t| format!(", max_ttl: {t}"));
-    format!(
-        "name: minter\n\
-         exports:\n  peer_files: {{ root: out/{ttl} }}\n\
-         capabilities:\n  network: {{ allow: [\"127.0.0.1\"] }}\n"
-    )
-}
-
-fn fetcher_manifest(name: &str, allow: &str) -> String {
-    format!("name: {name}\ncapabilities:\n  peer_fetch: {{ allow: [\"{allow}\"] }}\n")
-}
-
-// ---------------------------------------------------------------------------------------------
-// Capsule: one `resource-plane serve --console` process.
-// ---------------------------------------------------------------------------------------------
-
-struct Capsule {
-    label: String,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    answers: Receiver<String>,
-    ready: Value,
-    workdir: PathBuf,
-    trace: PathBuf,
-    stderr: PathBuf,
-}
-
-impl Capsule {
-    /// Spawns a capsule over `workdir` listening on `listen`, and reads its ready line.
-    fn spawn(world: &World, label: &str, workdir: &Path, manifest: &str, listen: &str) -> Self {
-        let manifest_path = world.path(&format!("manifests/{label}.yaml"));
-        std::fs::write(&manifest_path, manifest).expect("write a manifest");
-        let trace = world.path(&format!("traces/trace-{label}.jsonl"));
-        let stderr = world.path(&format!("logs/{label}.stderr"));
-        let stderr_file = std::fs::File::create(&stderr).expect("create the stderr capture");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_resource-plane"))
-            .arg("serve")
-            .arg("--workdir")
-            .arg(workdir)
-            .arg("--manifest")
-            .arg(&manifest_path)
-            .arg("--listen")
-            .arg(listen)
-            .arg("--trace")
-            .arg(&trace)
-            .arg("--console")
-            .env("RESOURCE_PLANE_LOG", "debug")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr_file))
-            .spawn()
-            .expect("spawn resource-plane serve");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, answers) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        let mut capsule = Capsule {
-            label: label.to_owned(),
-            child,
-            stdin,
-            answers,
-            ready: Value::Null,
-            workdir: workdir.to_owned(),
-            trace,
-            stderr,
-        };
-        let line = capsule.next_line("the ready line");
-        capsule.ready = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("{label}: ready line is not JSON ({e}): {line}"));
-        assert_eq!(
-            capsule.ready["event"], "listening",
-            "{label}: ready line {line}"
-        );
-        for key in ["url", "audience", "session_id", "trace"] {
-            assert!(
-                capsule.ready[key].is_string(),
-                "{label}: ready line lacks `{key}`: {line}"
-            );
-        }
-        capsule
-    }
-
-    fn next_line(&self, what: &str) -> String {
-        match self.answers.recv_timeout(ANSWER_DEADLINE) {
-            Ok(line) => line,
-            Err(RecvTimeoutError::Timeout) => {
-                panic!("{}: no {what} within {ANSWER_DEADLINE:?}", self.label)
-            }
-            Err(RecvTimeoutError::Disconnected) => panic!(
-                "{}: stdout closed before {what}; stderr:\n{}",
-                self.label,
-                self.stderr_text()
-            ),
-        }
-    }
-
-    /// Sends one console request and reads exactly one answer line.
-    fn request(&mut self, request: &Value) -> Value {
-        let stdin = self.stdin.as_mut().expect("stdin still open");
-        let mut line = serde_json::to_vec(request).expect("serialise a request");
-        line.push(b'\n');
-        stdin.write_all(&line).expect("write a console request");
-        stdin.flush().expect("flush a console request");
-        let answer = self.next_line(&format!("answer to {request}"));
-        serde_json::from_str(&answer)
-            .unwrap_or_else(|e| panic!("{}: answer is not JSON ({e}): {answer}", self.label))
-    }
-
-    /// Calls a tool; returns the whole answer `{"ok":…}`.
-    fn call(&mut self, tool: &str, input: Value) -> Value {
-        self.request(&json!({"op": "call", "tool": tool, "input": input}))
-    }
-
-    /// Calls a tool that must succeed; returns its `result`.
-    fn call_ok(&mut self, tool: &str, input: Value) -> Value {
-        let answer = self.call(tool, input.clone());
-        assert_eq!(
-            answer["ok"], true,
-            "{}: {tool} {input} should succeed, got {answer}",
-            self.label
-        );
-        answer["result"].clone()
-    }
-
-    /// Calls a tool that must fail; returns its error code after checking the answer's shape.
-    fn call_err(&mut self, tool: &str, input: Value) -> String {
-        let answer = self.call(tool, input.clone());
-        assert_eq!(
-            answer["ok"], false,
-            "{}: {tool} {input} should fail, got {answer}",
-            self.label
-        );
-        assert!(
-            answer.get("result").is_none(),
-            "{}: a refusal carries no result: {answer}",
-            self.label
-        );
-        let message = answer["error"]["message"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{}: error without message: {answer}", self.label));
-        assert!(
-            !message.contains("mh1."),
-            "{}: an error message holds a token: {answer}",
-            self.label
-        );
-        answer["error"]["code"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{}: error without code: {answer}", self.label))
-            .to_owned()
-    }
-
-    fn task_complete(&mut self) -> u64 {
-        let answer = self.request(&json!({"op": "task-complete"}));
-        assert_eq!(answer["ok"], true, "{}: task-complete {answer}", self.label);
-        answer["result"]["generation"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{}: task-complete without generation", self.label))
-    }
-
-    fn url(&self) -> &str {
-        self.ready["url"].as_str().expect("url")
-    }
-
-    fn audience(&self) -> &str {
-        self.ready["audience"].as_str().expect("audience")
-    }
-
-    fn session_id(&self) -> &str {
-        self.ready["session_id"].as_str().expect("session_id")
-    }
-
-    fn port(&self) -> u16 {
-        self.url()
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("{}: no port in url {}", self.label, self.url()))
-    }
-
-    /// `127.0.0.1:<port>`, the address peers use.
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port())
-    }
-
-    /// Every trace line, each parsed as JSON (a line that does not parse fails the test).
-    fn trace_lines(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.trace).unwrap_or_default();
-        text.lines()
-            .map(|line| {
-                serde_json::from_str(line).unwrap_or_else(|e| {
-                    panic!("{}: trace line is not JSON ({e}): {line}", self.label)
-                })
-            })
-            .collect()
-    }
-
-    fn events(&self, event_type: &str) -> Vec<Value> {
-        self.trace_lines()
-            .into_iter()
-            .filter(|e| e["event_type"] == event_type)
-            .collect()
-    }
-
-    fn stderr_text(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// Sends SIGTERM; the console's stdin is left as it is.
-    fn sigterm(&self) {
-        let pid = rustix::process::Pid::from_child(&self.child);
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("send SIGTERM");
-    }
-
-    /// Closes the console's stdin (end of input ends the session).
-    fn close_console(&mut self) {
-        drop(self.stdin.take());
-    }
-
-    /// Waits for the process to exit, at most [`EXIT_DEADLINE`].
-    fn wait_exit(&mut self, after: &str) -> ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("poll the child") {
-                return status;
-            }
-            assert!(
-                start.elapsed() < EXIT_DEADLINE,
-                "{}: still running {EXIT_DEADLINE:?} after {after}; stderr:\n{}",
-                self.label,
-                self.stderr_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Capsule {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Small network doubles owned by the test.
-// ---------------------------------------------------------------------------------------------
-
-/// A listener that is never served; proves whether anybody connected.
-struct SilentPeer {
-    listener: TcpListener,
-}
-
-impl SilentPeer {
-    fn new() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a silent listener");
-        listener.set_nonblocking(true).expect("non-blocking");
-        SilentPeer { listener }
-    }
-
-    fn port(&self) -> u16 {
-        self.listener.local_addr().expect("local addr").port()
-    }
-
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port())
-    }
-
-    fn assert_untouched(&self, what: &str) {
-        match self.listener.accept() {
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-            Ok((_, from)) => panic!("{what}: a connection from {from} reached the peer"),
-            Err(e) => panic!("{what}: accept failed: {e}"),
-        }
-    }
-}
-
-/// A tiny HTTP responder answering every request with `200` and a fixed JSON body.
-struct CardServer {
-    addr: SocketAddr,
-    hits: Arc<AtomicUsize>,
-}
-
-impl CardServer {
-    fn new(body: impl Fn(SocketAddr) -> String) -> Self {
-        Self::slow(Duration::ZERO, body)
-    }
-
-    /// A card server that waits `delay` after each request before it answers.
-    fn slow(delay: Duration, body: impl Fn(SocketAddr) -> String) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the card server");
-        let addr = listener.local_addr().expect("local addr");
-        let body = body(addr);
-        let hits = Arc::new(AtomicUsize::new(0));
-        let counter = hits.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                counter.fetch_add(1, Ordering::SeqCst);
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                std::thread::sleep(delay);
-                let response = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(response.as_bytes());
-            }
-        });
-        CardServer { addr, hits }
-    }
-
-    fn peer(&self) -> String {
-        self.addr.to_string()
-    }
-
-    fn hits(&self) -> usize {
-        self.hits.load(Ordering::SeqCst)
-    }
-}
-
-/// A loopback port nobody listens on.
-fn closed_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a throwaway listener");
-    listener.local_addr().expect("local addr").port()
-}
-
-// ---------------------------------------------------------------------------------------------
-// Assertion helpers.
-// ---------------------------------------------------------------------------------------------
-
-fn now_ms() -> i64 {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis();
-    i64::try_from(ms).expect("milliseconds fit i64")
-}
-
-fn is_lower_hex(text: &str, len: usize) -> bool {
-    text.len() == len
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-fn keys(value: &Value) -> Vec<String> {
-    let mut keys: Vec<String> = value
-        .as_object()
-        .unwrap_or_else(|| panic!("not an object: {value}"))
-        .keys()
-        .cloned()
-        .collect();
-    keys.sort();
-    keys
-}
-
-fn outcomes(events: &[Value]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| e["outcome"].as_str().unwrap_or("<none>").to_owned())
-        .collect()
-}
-
-/// Checks a successful `share-file` result and returns `(handle, handle_id)`.
-fn check_share_result(result: &Value, audience: &str) -> (String, String) {
-    assert_eq!(
-        keys(result),
-        ["audience", "expires_at_ms", "handle", "handle_id"],
-        "share-file result keys: {result}"
-    );
-    assert_eq!(
-        result["audience"], audience,
-        "share-file audience: {result}"
-    );
-    let handle = result["handle"].as_str().expect("handle string").to_owned();
-    assert!(handle.starts_with("mh1."), "handle shape: {handle}");
-    assert_eq!(handle.split('.').count(), 3, "handle has three segments");
-    let handle_id = result["handle_id"].as_str().expect("handle_id").to_owned();
-    assert_eq!(
-        handle_id,
-        sha256_hex(handle.as_bytes())[..16],
-        "handle_id is the first 16 hex of sha256(token)"
-    );
-    (handle, handle_id)
-}
-
-/// `expires_at_ms - now` must be `want_ms` within [`TTL_SLACK_MS`].
-fn assert_expires_in(result: &Value, want_ms: i64, what: &str) {
-    let expires = result["expires_at_ms"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("{what}: expires_at_ms not an integer: {result}"));
-    let left = expires - now_ms();
-    assert!(
-        (left - want_ms).abs() <= TTL_SLACK_MS,
-        "{what}: expires in {left} ms, want {want_ms} ± {TTL_SLACK_MS}"
-    );
-}
-
-/// The trace envelope (D-6.1) on every line of `capsule`'s trace.
-fn assert_trace_well_formed(capsule: &Capsule) {
-    let lines = capsule.trace_lines();
-    assert!(!lines.is_empty(), "{}: trace is empty", capsule.label);
-    for line in &lines {
-        let event_id = line["event_id"].as_str().unwrap_or("");
-        assert!(
-            event_id.starts_with("evt_") && is_lower_hex(&event_id[4..], 32),
-            "{}: event_id in {line}",
-            capsule.label
-        );
-        assert_eq!(
-            line["session_id"],
-            capsule.session_id(),
-            "{}: session_id in {line}",
-            capsule.label
-        );
-        assert!(
-            line["timestamp"].is_i64(),
-            "{}: timestamp in {line}",
-            capsule.label
-        );
-        assert!(
-            line["event_type"].is_string(),
-            "{}: event_type",
-            capsule.label
-        );
-    }
-}
-
-/// Every file under `dir`, relative, sorted (symlinks reported, never followed).
-fn tree(dir: &Path) -> Vec<String> {
-    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
-        for entry in std::fs::read_dir(dir).expect("read_dir") {
-            let entry = entry.expect("entry");
-            let path = entry.path();
-            let rel = path.strip_prefix(base).expect("under base");
-            out.push(rel.display().to_string());
-            if entry.file_type().expect("file type").is_dir() {
-                walk(base, &path, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
-    out.sort();
-    out
-}
-
-/// Starts A (minter) and B (fetcher allowed to A).
-fn minter_and_fetcher(world: &World, max_ttl: Option<&str>) -> (Capsule, Capsule) {
-    let a = Capsule::spawn(
-        world,
-        "a",
-        &world.minter_workdir("a"),
-        &minter_manifest(max_ttl),
-        "127.0.0.1:0",
-    );
-    let b = Capsule::spawn(
-        world,
-        "b",
-        &world.workdir("b"),
-        &fetcher_manifest("fetcher-b", &a.addr()),
-        "127.0.0.1:0",
-    );
-    (a, b)
-}
-
-fn share(a: &mut Capsule, peer: &Capsule) -> (String, String) {
-    let result = a.call_ok(
-        "share-file",
-        json!({"path": "report.md", "peer": peer.addr()}),
-    );
-    check_share_result(&result, peer.audience())
-}
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios.
@@ -577,7 +34,7 @@ fn share(a: &mut Capsule, peer: &Capsule) -> (String, String) {
 /// Scenario 1: share → fetch lands the file under `peer-in/`, with the minter's generation.
 #[test]
 fn share_then_fetch_lands_the_file_with_the_minters_generation() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, mut b) = minter_and_fetcher(&world, None);
     assert_eq!(a.audience(), format!("minter@127.0.0.1:{}", a.port()));
     assert_eq!(b.audience(), format!("fetcher-b@127.0.0.1:{}", b.port()));
@@ -616,12 +73,12 @@ fn share_then_fetch_lands_the_file_with_the_minters_generation() {
         "fetch-peer-file result"
     );
     assert_eq!(
-        std::fs::read(b.workdir.join(&stored)).expect("the landed file"),
+        std::fs::read(b.workdir().join(&stored)).expect("the landed file"),
         REPORT,
         "landed bytes"
     );
     assert_eq!(
-        tree(&b.workdir.join("peer-in")),
+        tree(&b.workdir().join("peer-in")),
         [format!("{handle_id}-report.md")],
         "nothing but the landed file under peer-in/ (no temp file left)"
     );
@@ -657,9 +114,9 @@ fn share_then_fetch_lands_the_file_with_the_minters_generation() {
 /// Scenario 2: a third capsule, asserting its own identity, cannot redeem B's handle.
 #[test]
 fn third_capsule_cannot_redeem_a_handle_minted_for_another() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, b) = minter_and_fetcher(&world, Some("15m"));
-    let mut c = Capsule::spawn(
+    let mut c = spawn(
         &world,
         "c",
         &world.workdir("c"),
@@ -674,7 +131,7 @@ fn third_capsule_cannot_redeem_a_handle_minted_for_another() {
     );
     assert_eq!(code, "handle_not_valid");
     assert!(
-        !c.workdir
+        !c.workdir()
             .join("peer-in")
             .join(format!("{handle_id}-report.md"))
             .exists(),
@@ -702,7 +159,7 @@ fn third_capsule_cannot_redeem_a_handle_minted_for_another() {
 /// Scenario 3: a handle redeems until `max_ttl` passes, then answers `handle_expired`.
 #[test]
 fn handle_expires_after_max_ttl() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, mut b) = minter_and_fetcher(&world, Some("2s"));
     let result = a.call_ok("share-file", json!({"path": "report.md", "peer": b.addr()}));
     let (handle, _) = check_share_result(&result, b.audience());
@@ -736,7 +193,7 @@ fn handle_expires_after_max_ttl() {
 /// before any mint line.
 #[test]
 fn share_file_ttl_is_clamped_and_validated() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, b) = minter_and_fetcher(&world, Some("15m"));
     let cases: [(Value, i64); 8] = [
         (json!("1d"), 900_000),
@@ -804,7 +261,7 @@ fn share_file_ttl_is_clamped_and_validated() {
 /// Scenario 5: `peer_fetch.allow` and the token shape are checked before any connection.
 #[test]
 fn fetch_refuses_disallowed_peers_and_malformed_handles_before_connecting() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
     let (handle, handle_id) = share(&mut a, &b);
     let silent = SilentPeer::new();
@@ -857,7 +314,7 @@ fn fetch_refuses_disallowed_peers_and_malformed_handles_before_connecting() {
     assert_eq!(outcomes(&fetches), want, "B's fetch lines");
     assert_eq!(fetches[0]["handle_id"], handle_id.as_str());
     assert!(
-        !b.workdir.join("peer-in").exists(),
+        !b.workdir().join("peer-in").exists(),
         "no refused fetch created peer-in/"
     );
 
@@ -873,14 +330,14 @@ fn fetch_refuses_disallowed_peers_and_malformed_handles_before_connecting() {
 /// Scenario 6a: an escaping or missing path fails the mint before any card fetch.
 #[test]
 fn share_file_path_refusals_open_no_connection() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, _b) = minter_and_fetcher(&world, Some("15m"));
-    std::fs::write(world.path("secret.txt"), SECRET).expect("write the secret");
-    std::os::unix::fs::symlink("/etc/passwd", a.workdir.join("out/abs-link"))
+    std::fs::write(world.at("secret.txt"), SECRET).expect("write the secret");
+    std::os::unix::fs::symlink("/etc/passwd", a.workdir().join("out/abs-link"))
         .expect("absolute symlink");
-    std::os::unix::fs::symlink("../../secret.txt", a.workdir.join("out/rel-link"))
+    std::os::unix::fs::symlink("../../secret.txt", a.workdir().join("out/rel-link"))
         .expect("relative symlink");
-    std::os::unix::fs::symlink(world.path("secret.txt"), a.workdir.join("out/abs-secret"))
+    std::os::unix::fs::symlink(world.at("secret.txt"), a.workdir().join("out/abs-secret"))
         .expect("absolute symlink to the secret");
     let silent = SilentPeer::new();
 
@@ -922,7 +379,7 @@ fn share_file_path_refusals_open_no_connection() {
 /// shares `report.md`, and the handle names that file.
 #[test]
 fn share_file_cuts_the_path_at_its_first_question_mark() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, mut b) = minter_and_fetcher(&world, None);
     let result = a.call_ok(
         "share-file",
@@ -942,7 +399,7 @@ fn share_file_cuts_the_path_at_its_first_question_mark() {
 /// `peer_unreachable`.
 #[test]
 fn share_file_peer_refusals_are_peer_unreachable() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, _b) = minter_and_fetcher(&world, Some("15m"));
     let silent = SilentPeer::new();
 
@@ -995,7 +452,7 @@ fn share_file_peer_refusals_are_peer_unreachable() {
 /// the same address does not honour them.
 #[test]
 fn handle_from_an_ended_session_is_not_valid_in_the_next() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
     let (handle, handle_id) = share(&mut a, &b);
     let fetched = b.call_ok(
@@ -1006,16 +463,16 @@ fn handle_from_an_ended_session_is_not_valid_in_the_next() {
 
     let old_addr = a.addr();
     let old_session = a.session_id().to_owned();
-    let workdir = a.workdir.clone();
+    let workdir = a.workdir().clone();
     // SIGTERM ends the session; stdin is closed too so that this test does not depend on
     // `sigterm_ends_a_console_session_whose_stdin_is_still_open`.
-    a.sigterm();
-    a.close_console();
+    a.signal(rustix::process::Signal::TERM);
+    a.close_stdin();
     let status = a.wait_exit("SIGTERM and end of stdin");
     assert_eq!(status.code(), Some(0), "A exits 0 after SIGTERM");
     drop(a);
 
-    let mut a2 = Capsule::spawn(
+    let mut a2 = spawn(
         &world,
         "a2",
         &workdir,
@@ -1052,11 +509,11 @@ fn handle_from_an_ended_session_is_not_valid_in_the_next() {
 /// Scenario 8a: a `peer-in` symlink leading out of the workdir is never followed.
 #[test]
 fn fetch_refuses_a_peer_in_symlink_out_of_the_workdir() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
-    let outside = world.path("outside");
+    let outside = world.at("outside");
     std::fs::create_dir(&outside).expect("create the outside directory");
-    std::os::unix::fs::symlink(&outside, b.workdir.join("peer-in")).expect("peer-in symlink");
+    std::os::unix::fs::symlink(&outside, b.workdir().join("peer-in")).expect("peer-in symlink");
     let (handle, _) = share(&mut a, &b);
 
     let code = b.call_err(
@@ -1070,11 +527,11 @@ fn fetch_refuses_a_peer_in_symlink_out_of_the_workdir() {
         tree(&outside)
     );
     assert_eq!(
-        tree(&b.workdir),
+        tree(&b.workdir()),
         ["peer-in"],
         "no temp file left in B's workdir"
     );
-    let meta = std::fs::symlink_metadata(b.workdir.join("peer-in")).expect("peer-in");
+    let meta = std::fs::symlink_metadata(b.workdir().join("peer-in")).expect("peer-in");
     assert!(
         meta.file_type().is_symlink(),
         "peer-in is still the symlink"
@@ -1087,10 +544,10 @@ fn fetch_refuses_a_peer_in_symlink_out_of_the_workdir() {
 /// Scenario 8b: a `peer-in` that is a regular file, or a dangling symlink, refuses the landing.
 #[test]
 fn fetch_refuses_a_peer_in_that_is_not_a_directory() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
     let (handle, _) = share(&mut a, &b);
-    let peer_in = b.workdir.join("peer-in");
+    let peer_in = b.workdir().join("peer-in");
 
     std::fs::write(&peer_in, b"not a directory\n").expect("peer-in as a file");
     let code = b.call_err(
@@ -1098,7 +555,7 @@ fn fetch_refuses_a_peer_in_that_is_not_a_directory() {
         json!({"peer": a.addr(), "handle": handle}),
     );
     assert_eq!(code, "path_refused", "peer-in is a regular file");
-    assert_eq!(tree(&b.workdir), ["peer-in"]);
+    assert_eq!(tree(&b.workdir()), ["peer-in"]);
     assert_eq!(
         std::fs::read(&peer_in).expect("peer-in"),
         b"not a directory\n",
@@ -1106,7 +563,7 @@ fn fetch_refuses_a_peer_in_that_is_not_a_directory() {
     );
 
     std::fs::remove_file(&peer_in).expect("remove peer-in");
-    let dangling = world.path("nowhere");
+    let dangling = world.at("nowhere");
     std::os::unix::fs::symlink(&dangling, &peer_in).expect("dangling peer-in");
     let code = b.call_err(
         "fetch-peer-file",
@@ -1114,7 +571,7 @@ fn fetch_refuses_a_peer_in_that_is_not_a_directory() {
     );
     assert_eq!(code, "path_refused", "peer-in is a dangling symlink");
     assert!(!dangling.exists(), "the dangling target was not created");
-    assert_eq!(tree(&b.workdir), ["peer-in"]);
+    assert_eq!(tree(&b.workdir()), ["peer-in"]);
     assert_eq!(
         outcomes(&b.events("peer_file_fetch")),
         ["path_refused", "path_refused"]
@@ -1125,9 +582,9 @@ fn fetch_refuses_a_peer_in_that_is_not_a_directory() {
 /// token, and every trace line is well-formed JSON.
 #[test]
 fn tokens_never_reach_traces_or_stderr() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
-    let mut c = Capsule::spawn(
+    let mut c = spawn(
         &world,
         "c",
         &world.workdir("c"),
@@ -1213,9 +670,9 @@ fn tokens_never_reach_traces_or_stderr() {
 /// console is attached; and "End of stdin ends the session as SIGTERM does".
 #[test]
 fn sigterm_ends_a_console_session_whose_stdin_is_still_open() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, _b) = minter_and_fetcher(&world, Some("15m"));
-    a.sigterm();
+    a.signal(rustix::process::Signal::TERM);
     let status = a.wait_exit("SIGTERM with the console's stdin still open");
     assert_eq!(status.code(), Some(0), "exit status after SIGTERM");
 }
@@ -1225,7 +682,7 @@ fn sigterm_ends_a_console_session_whose_stdin_is_still_open() {
 /// does the process exit 0. No further console line is read.
 #[test]
 fn sigterm_during_a_tool_call_still_answers_it() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, _b) = minter_and_fetcher(&world, Some("15m"));
     let slow = CardServer::slow(Duration::from_millis(1500), |addr| {
         json!({"name": "slow", "url": format!("http://{addr}")}).to_string()
@@ -1244,7 +701,7 @@ fn sigterm_during_a_tool_call_still_answers_it() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    a.sigterm();
+    a.signal(rustix::process::Signal::TERM);
     // Sent after the signal: never read, never answered.
     let stdin = a.stdin.as_mut().expect("stdin open");
     let _ = writeln!(stdin, "{}", json!({"op": "tools"}));
@@ -1259,7 +716,7 @@ fn sigterm_during_a_tool_call_still_answers_it() {
     let status = a.wait_exit("SIGTERM during a call");
     assert_eq!(status.code(), Some(0));
     assert!(
-        a.answers.recv_timeout(Duration::from_millis(200)).is_err(),
+        a.line(Duration::from_millis(200)).is_none(),
         "nothing answers the line sent after the signal"
     );
     assert_eq!(outcomes(&a.events("peer_handle_mint")), ["ok"]);
@@ -1267,11 +724,11 @@ fn sigterm_during_a_tool_call_still_answers_it() {
 
 #[test]
 fn end_of_console_input_ends_the_session_with_status_zero() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
     let (handle, _) = share(&mut a, &b);
     let addr = a.addr();
-    a.close_console();
+    a.close_stdin();
     let status = a.wait_exit("end of stdin");
     assert_eq!(status.code(), Some(0), "exit status after end of stdin");
     let code = b.call_err("fetch-peer-file", json!({"peer": addr, "handle": handle}));
@@ -1286,9 +743,9 @@ fn end_of_console_input_ends_the_session_with_status_zero() {
 /// symlink elsewhere after the mint does not point the handle elsewhere.
 #[test]
 fn a_handle_shared_through_a_symlink_names_the_file_itself() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, mut b) = minter_and_fetcher(&world, None);
-    let out = world.path("work-a").join("out");
+    let out = world.at("work-a").join("out");
     std::fs::write(out.join("other.md"), b"another file\n").expect("other.md");
     std::os::unix::fs::symlink("report.md", out.join("alias")).expect("alias");
     let result = a.call_ok("share-file", json!({"path": "alias", "peer": b.addr()}));
@@ -1311,7 +768,7 @@ fn a_handle_shared_through_a_symlink_names_the_file_itself() {
 /// holds no piece of it (D-6.5; a hostile-agent review found it recorded as written).
 #[test]
 fn an_encoded_token_in_a_shared_path_never_reaches_the_trace() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, b) = minter_and_fetcher(&world, None);
     let (payload, mac) = ("eyJ2IjoxfQ", "c2VjcmV0LW1hYy1ieXRlcy1mb3ItdGhlLXRlc3Q");
     for path in [
@@ -1346,53 +803,12 @@ fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<u8>) 
     (reply.status, reply.body)
 }
 
-/// An Ed25519 key the test holds, signing redeem proofs by the layout of D-14.3.
-struct TestKey {
-    pair: ring::signature::Ed25519KeyPair,
-    key: String,
-}
-
-impl TestKey {
-    fn new(seed: u8) -> Self {
-        use base64::Engine as _;
-        use ring::signature::KeyPair as _;
-        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&[seed; 32]).expect("seed");
-        let key = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(pair.public_key());
-        TestKey { pair, key }
-    }
-
-    /// `x-murmur-proof` for `handle` at `t_ms` with the nonce bytes `n`.
-    fn proof(&self, handle: &str, t_ms: i64, n: [u8; 16]) -> String {
-        use base64::Engine as _;
-        let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
-        let handle_id = &sha256_hex(handle.as_bytes())[..16];
-        let n = b64(&n);
-        let message = format!("murmur-peer-redeem-v1\x1f{handle_id}\x1f{t_ms}\x1f{n}");
-        let sig = b64(self.pair.sign(message.as_bytes()).as_ref());
-        format!("ed25519;key={};t={t_ms};n={n};sig={sig}", self.key)
-    }
-
-    /// An agent card naming `name` at `addr` and publishing this key.
-    fn card(&self, name: &str, addr: SocketAddr) -> String {
-        json!({
-            "name": name,
-            "url": format!("http://{addr}"),
-            "capabilities": {"extensions": [{
-                "uri": "urn:resource-plane:peer-proof:v1",
-                "required": false,
-                "params": {"alg": "Ed25519", "key": self.key},
-            }]},
-        })
-        .to_string()
-    }
-}
-
 /// D-14: share and fetch between two `serve` processes prove the audience on both trace sides
 /// of the minter (mint and redeem lines say `ed25519`); a third party holding the token and
 /// asserting the right audience is refused with and without a proof of its own.
 #[test]
 fn a_proved_share_and_fetch_and_a_third_party_refused_with_and_without_its_own_proof() {
-    let world = World::new();
+    let world = Workdir::new("");
     let (mut a, mut b) = minter_and_fetcher(&world, None);
 
     // B's card publishes its identity key; A (no peer_fetch) publishes none.
@@ -1440,7 +856,7 @@ fn a_proved_share_and_fetch_and_a_third_party_refused_with_and_without_its_own_p
     assert_eq!(status, 403);
     let refused: Value = serde_json::from_slice(&refused).expect("JSON");
     assert_eq!(refused["error"], "handle_not_valid");
-    let mallory = TestKey::new(0x4d);
+    let mallory = Signer::new([0x4d; 32]);
     let proof = mallory.proof(&handle, now_ms(), [1; 16]);
     let (status, body) = http_get(
         &a.addr(),
@@ -1506,15 +922,15 @@ fn a_proved_share_and_fetch_and_a_third_party_refused_with_and_without_its_own_p
 /// stale or future proof is refused with the same 403, its line naming the check.
 #[test]
 fn stale_future_and_replayed_proofs_are_refused_by_a_serve_process() {
-    let world = World::new();
-    let mut a = Capsule::spawn(
+    let world = Workdir::new("");
+    let mut a = spawn(
         &world,
         "a",
-        &world.minter_workdir("a"),
+        &minter_workdir(&world, "a"),
         &minter_manifest(None),
         "127.0.0.1:0",
     );
-    let key = TestKey::new(0x33);
+    let key = Signer::new([0x33; 32]);
     let peer = CardServer::new(|addr| key.card("tester", addr));
     let result = a.call_ok(
         "share-file",
@@ -1566,11 +982,11 @@ fn stale_future_and_replayed_proofs_are_refused_by_a_serve_process() {
 /// and redeems as before; `require_peer_proof: true` refuses it with `peer_not_authenticated`.
 #[test]
 fn keyless_peers_interoperate_unless_the_minter_requires_a_proof() {
-    let world = World::new();
-    let mut a = Capsule::spawn(
+    let world = Workdir::new("");
+    let mut a = spawn(
         &world,
         "a",
-        &world.minter_workdir("a"),
+        &minter_workdir(&world, "a"),
         &minter_manifest(None),
         "127.0.0.1:0",
     );
@@ -1595,10 +1011,10 @@ fn keyless_peers_interoperate_unless_the_minter_requires_a_proof() {
     let strict_manifest = "name: minter\n\
          exports:\n  peer_files: { root: out/, require_peer_proof: true }\n\
          capabilities:\n  network: { allow: [\"127.0.0.1\"] }\n";
-    let mut strict = Capsule::spawn(
+    let mut strict = spawn(
         &world,
         "strict",
-        &world.minter_workdir("strict"),
+        &minter_workdir(&world, "strict"),
         strict_manifest,
         "127.0.0.1:0",
     );
@@ -1614,7 +1030,7 @@ fn keyless_peers_interoperate_unless_the_minter_requires_a_proof() {
     assert_eq!(line["audience"], audience.as_str());
     assert_eq!(line["audience_proof"], "none");
     // A real fetcher's card carries a key: the strict minter mints for it, and it fetches.
-    let mut b = Capsule::spawn(
+    let mut b = spawn(
         &world,
         "b",
         &world.workdir("b"),
@@ -1627,4 +1043,180 @@ fn keyless_peers_interoperate_unless_the_minter_requires_a_proof() {
         json!({"peer": strict.addr(), "handle": handle}),
     );
     assert_eq!(fetched["sha256"], sha256_hex(REPORT));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Capsules and checks.
+// ---------------------------------------------------------------------------------------------
+
+/// A workdir `work-<label>` holding `out/report.md`.
+fn minter_workdir(world: &Workdir, label: &str) -> PathBuf {
+    let dir = world.workdir(label);
+    std::fs::create_dir(dir.join("out")).expect("create out/");
+    std::fs::write(dir.join("out/report.md"), REPORT).expect("write out/report.md");
+    dir
+}
+
+fn minter_manifest(max_ttl: Option<&str>) -> String {
+    let ttl = max_ttl.map_or(String::new(), |t| format!(", max_ttl: {t}"));
+    format!(
+        "name: minter\n\
+         exports:\n  peer_files: {{ root: out/{ttl} }}\n\
+         capabilities:\n  network: {{ allow: [\"127.0.0.1\"] }}\n"
+    )
+}
+
+fn fetcher_manifest(name: &str, allow: &str) -> String {
+    format!("name: {name}\ncapabilities:\n  peer_fetch: {{ allow: [\"{allow}\"] }}\n")
+}
+
+/// Spawns `serve --console` over `workdir` listening on `listen` (logging at debug), and reads
+/// its ready line, which must name its url, audience, session id and trace.
+fn spawn(world: &Workdir, label: &str, workdir: &Path, manifest: &str, listen: &str) -> Served {
+    let args: Vec<String> = [
+        "serve",
+        "--workdir",
+        &workdir.display().to_string(),
+        "--manifest",
+        &world.manifest_for(label, manifest).display().to_string(),
+        "--listen",
+        listen,
+        "--trace",
+        &world.trace_for(label).display().to_string(),
+        "--console",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let capsule = Launch::new(&args)
+        .label(label)
+        .env("RESOURCE_PLANE_LOG", "debug")
+        .stdin()
+        .stderr(Stderr::File(world.log_for(label)))
+        .start();
+    for key in ["url", "audience", "session_id", "trace"] {
+        assert!(
+            capsule.ready[key].is_string(),
+            "{label}: ready line lacks `{key}`: {}",
+            capsule.ready_line
+        );
+    }
+    capsule
+}
+
+fn now_ms() -> i64 {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis();
+    i64::try_from(ms).expect("milliseconds fit i64")
+}
+
+fn keys(value: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = value
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {value}"))
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    keys
+}
+
+fn outcomes(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["outcome"].as_str().unwrap_or("<none>").to_owned())
+        .collect()
+}
+
+/// Checks a successful `share-file` result and returns `(handle, handle_id)`.
+fn check_share_result(result: &Value, audience: &str) -> (String, String) {
+    assert_eq!(
+        keys(result),
+        ["audience", "expires_at_ms", "handle", "handle_id"],
+        "share-file result keys: {result}"
+    );
+    assert_eq!(
+        result["audience"], audience,
+        "share-file audience: {result}"
+    );
+    let handle = result["handle"].as_str().expect("handle string").to_owned();
+    assert!(handle.starts_with("mh1."), "handle shape: {handle}");
+    assert_eq!(handle.split('.').count(), 3, "handle has three segments");
+    let handle_id = result["handle_id"].as_str().expect("handle_id").to_owned();
+    assert_eq!(
+        handle_id,
+        sha256_hex(handle.as_bytes())[..16],
+        "handle_id is the first 16 hex of sha256(token)"
+    );
+    (handle, handle_id)
+}
+
+/// `expires_at_ms - now` must be `want_ms` within [`TTL_SLACK_MS`].
+fn assert_expires_in(result: &Value, want_ms: i64, what: &str) {
+    let expires = result["expires_at_ms"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{what}: expires_at_ms not an integer: {result}"));
+    let left = expires - now_ms();
+    assert!(
+        (left - want_ms).abs() <= TTL_SLACK_MS,
+        "{what}: expires in {left} ms, want {want_ms} ± {TTL_SLACK_MS}"
+    );
+}
+
+/// The trace envelope (D-6.1) on every line of `capsule`'s trace.
+fn assert_trace_well_formed(capsule: &Served) {
+    let lines = capsule.trace_lines();
+    assert!(!lines.is_empty(), "{}: trace is empty", capsule.label);
+    for line in &lines {
+        let event_id = line["event_id"].as_str().unwrap_or("");
+        assert!(
+            event_id.starts_with("evt_") && is_lower_hex(&event_id[4..], 32),
+            "{}: event_id in {line}",
+            capsule.label
+        );
+        assert_eq!(
+            line["session_id"],
+            capsule.session_id(),
+            "{}: session_id in {line}",
+            capsule.label
+        );
+        assert!(
+            line["timestamp"].is_i64(),
+            "{}: timestamp in {line}",
+            capsule.label
+        );
+        assert!(
+            line["event_type"].is_string(),
+            "{}: event_type",
+            capsule.label
+        );
+    }
+}
+
+/// Starts A (minter) and B (fetcher allowed to A).
+fn minter_and_fetcher(world: &Workdir, max_ttl: Option<&str>) -> (Served, Served) {
+    let a = spawn(
+        world,
+        "a",
+        &minter_workdir(world, "a"),
+        &minter_manifest(max_ttl),
+        "127.0.0.1:0",
+    );
+    let b = spawn(
+        world,
+        "b",
+        &world.workdir("b"),
+        &fetcher_manifest("fetcher-b", &a.addr()),
+        "127.0.0.1:0",
+    );
+    (a, b)
+}
+
+fn share(a: &mut Served, peer: &Served) -> (String, String) {
+    let result = a.call_ok(
+        "share-file",
+        json!({"path": "report.md", "peer": peer.addr()}),
+    );
+    check_share_result(&result, peer.audience())
 }

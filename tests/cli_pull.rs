@@ -10,12 +10,13 @@ mod support;
 
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
+use support::process::{Exited, Launch, Served, Stderr};
 use support::sha256_hex;
 use tempfile::TempDir;
 
@@ -30,29 +31,19 @@ exports:
 ";
 
 // ---------------------------------------------------------------------------------------------
-// Processes
+// Processes (started through tests/support/process.rs)
 // ---------------------------------------------------------------------------------------------
 
-/// Kills and reaps the child when dropped.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// What a finished pull says.
+trait Pulled {
+    fn code(&self) -> Option<i32>;
+    fn summary(&self) -> Value;
+    fn assert_refused(&self, message_part: &str);
 }
 
-/// A finished pull.
-struct Exited {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Exited {
+impl Pulled for Exited {
     fn code(&self) -> Option<i32> {
-        self.status.code()
+        self.code
     }
 
     /// The summary: the only stdout line, which must be one JSON object.
@@ -71,7 +62,7 @@ impl Exited {
 
     /// A refused run: status 2, nothing on stdout, `error[E-CLI-001]: …` and a hint on stderr.
     fn assert_refused(&self, message_part: &str) {
-        assert_eq!(self.code(), Some(2), "stderr: {}", self.stderr);
+        assert_eq!(self.code, Some(2), "stderr: {}", self.stderr);
         assert_eq!(self.stdout, "", "a refused pull prints no summary");
         // The code on the first line and the hint on the last; a command line clap refuses
         // keeps clap's own rendering (its tip and usage) between them.
@@ -95,85 +86,35 @@ fn pull(args: &[&str]) -> Exited {
     pull_with_env(args, &[])
 }
 
+/// `resource-plane pull ARGS` with `env` set, run to its end within [`RUN_TIMEOUT`].
 fn pull_with_env(args: &[&str], env: &[(&str, &str)]) -> Exited {
-    let mut command = Command::new(BIN);
-    command
-        .arg("pull")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let args: Vec<String> = std::iter::once("pull")
+        .chain(args.iter().copied())
+        .map(str::to_owned)
+        .collect();
+    let mut launch = Launch::new(&args).label("pull").within(RUN_TIMEOUT);
     for (key, value) in env {
-        command.env(key, value);
+        launch = launch.env(key, value);
     }
-    let mut child = ChildGuard(command.spawn().expect("spawn resource-plane pull"));
-    let mut stdout = child.0.stdout.take().expect("stdout");
-    let mut stderr = child.0.stderr.take().expect("stderr");
-    let out = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.0.try_wait().expect("try_wait") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "pull {args:?} still running after {RUN_TIMEOUT:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Exited {
-        status,
-        stdout: out.join().expect("stdout reader"),
-        stderr: err.join().expect("stderr reader"),
-    }
+    launch.run()
 }
 
-/// A `resource-plane serve` over `wd/` with `manifest`, killed on drop.
-struct Serve {
-    _child: ChildGuard,
-    url: String,
-}
-
-impl Serve {
-    fn start(root: &Path, manifest: &str) -> Serve {
-        std::fs::create_dir_all(root.join("wd")).expect("workdir");
-        std::fs::write(root.join("manifest.yaml"), manifest).expect("manifest");
-        let mut child = ChildGuard(
-            Command::new(BIN)
-                .arg("serve")
-                .arg("--workdir")
-                .arg(root.join("wd"))
-                .arg("--manifest")
-                .arg(root.join("manifest.yaml"))
-                .arg("--trace")
-                .arg(root.join("trace.jsonl"))
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn resource-plane serve"),
-        );
-        let mut line = String::new();
-        BufReader::new(child.0.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the ready line");
-        let ready: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("the ready line is not JSON ({e}): {line:?}"));
-        let url = ready["url"]
-            .as_str()
-            .expect("url in the ready line")
-            .to_owned();
-        Serve { _child: child, url }
-    }
+/// A `resource-plane serve` over `root/wd/` with `manifest` (written to `root/manifest.yaml`),
+/// tracing to `root/trace.jsonl`; killed on drop.
+fn serve(root: &Path, manifest: &str) -> Served {
+    std::fs::create_dir_all(root.join("wd")).expect("workdir");
+    std::fs::write(root.join("manifest.yaml"), manifest).expect("manifest");
+    let args: Vec<String> = [
+        "serve".to_owned(),
+        "--workdir".into(),
+        root.join("wd").display().to_string(),
+        "--manifest".into(),
+        root.join("manifest.yaml").display().to_string(),
+        "--trace".into(),
+        root.join("trace.jsonl").display().to_string(),
+    ]
+    .to_vec();
+    Launch::new(&args).stderr(Stderr::Null).start()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -420,12 +361,12 @@ fn mirrors_a_real_capsule_and_a_second_run_downloads_nothing() {
     for (path, bytes) in &files {
         write(&root.join("wd/out").join(path), bytes);
     }
-    let serve = Serve::start(&root, FILES_MANIFEST);
+    let serve = serve(&root, FILES_MANIFEST);
     let mirror = root.join("mirror");
     let mirror_arg = mirror.to_str().expect("utf-8 path");
     let total: usize = files.iter().map(|(_, b)| b.len()).sum();
 
-    let first = pull(&[&serve.url, mirror_arg, "--jobs", "1"]);
+    let first = pull(&[serve.url(), mirror_arg, "--jobs", "1"]);
     assert_eq!(first.code(), Some(0), "stderr: {}", first.stderr);
     assert_eq!(
         first.summary(),
@@ -445,7 +386,7 @@ fn mirrors_a_real_capsule_and_a_second_run_downloads_nothing() {
         );
     }
 
-    let second = pull(&[&serve.url, mirror_arg]);
+    let second = pull(&[serve.url(), mirror_arg]);
     assert_eq!(second.code(), Some(0), "stderr: {}", second.stderr);
     assert_eq!(
         second.summary(),
@@ -461,10 +402,10 @@ fn changed_files_are_fetched_again_and_delete_removes_only_unlisted_regular_file
     write(&out.join("a.txt"), b"one");
     write(&out.join("keep/b.txt"), b"bee");
     write(&out.join("gone.txt"), b"soon gone");
-    let serve = Serve::start(&root, FILES_MANIFEST);
+    let serve = serve(&root, FILES_MANIFEST);
     let mirror = root.join("mirror");
     let mirror_arg = mirror.to_str().expect("utf-8 path");
-    assert_eq!(pull(&[&serve.url, mirror_arg]).code(), Some(0));
+    assert_eq!(pull(&[serve.url(), mirror_arg]).code(), Some(0));
 
     // The export changes; the mirror gains strays, a symlink out, and a copy edited locally.
     write(&out.join("a.txt"), b"two!");
@@ -477,7 +418,7 @@ fn changed_files_are_fetched_again_and_delete_removes_only_unlisted_regular_file
     std::os::unix::fs::symlink(&outside, mirror.join("link")).expect("symlink");
     std::os::unix::fs::symlink(outside.join("precious"), mirror.join("filelink")).expect("symlink");
 
-    let without = pull(&[&serve.url, mirror_arg, "--jobs", "16"]);
+    let without = pull(&[serve.url(), mirror_arg, "--jobs", "16"]);
     assert_eq!(without.code(), Some(0), "stderr: {}", without.stderr);
     assert_eq!(
         without.summary(),
@@ -486,7 +427,7 @@ fn changed_files_are_fetched_again_and_delete_removes_only_unlisted_regular_file
     );
     assert!(mirror.join("gone.txt").exists() && mirror.join("stray.txt").exists());
 
-    let with = pull(&[&serve.url, mirror_arg, "--delete"]);
+    let with = pull(&[serve.url(), mirror_arg, "--delete"]);
     assert_eq!(with.code(), Some(0), "stderr: {}", with.stderr);
     assert_eq!(
         with.summary(),
@@ -518,12 +459,12 @@ fn a_file_over_max_bytes_is_reported_without_a_request_and_the_rest_lands() {
     let (_dir, root) = scratch();
     write(&root.join("wd/out/small.txt"), b"12345678");
     write(&root.join("wd/out/large.txt"), b"123456789");
-    let serve = Serve::start(
+    let serve = serve(
         &root,
         "name: reporter\nexports:\n  files: { root: out/, mode: read-only, max_bytes: 8 }\n",
     );
     let mirror = root.join("mirror");
-    let run = pull(&[&serve.url, mirror.to_str().expect("utf-8")]);
+    let run = pull(&[serve.url(), mirror.to_str().expect("utf-8")]);
     assert_eq!(
         run.code(),
         Some(1),
@@ -547,12 +488,12 @@ fn a_file_over_max_bytes_is_reported_without_a_request_and_the_rest_lands() {
 #[test]
 fn a_capsule_without_an_operator_plane_refuses_the_pull_and_creates_nothing() {
     let (_dir, root) = scratch();
-    let serve = Serve::start(&root, "name: quiet\n");
+    let serve = serve(&root, "name: quiet\n");
     let mirror = root.join("mirror");
-    let run = pull(&[&serve.url, mirror.to_str().expect("utf-8")]);
+    let run = pull(&[serve.url(), mirror.to_str().expect("utf-8")]);
     run.assert_refused(&format!(
         "the listing of {}: HTTP 404 no_resource_plane",
-        serve.url
+        serve.url()
     ));
     assert!(
         !mirror.exists(),

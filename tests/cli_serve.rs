@@ -4,9 +4,10 @@
 //! spoken to in raw HTTP/1.1 over `std::net::TcpStream`, through its console on stdin, and with
 //! signals. Every spawned process is killed when its guard drops.
 //!
-//! A [`World`] is one temporary directory holding `wd/` (the workdir), `manifest.yaml`, `tr/`
-//! (where traces go) and `tmp/` (the child's `TMPDIR`), so "nothing created" can be checked by
-//! comparing a snapshot of the whole world before and after a refused launch.
+//! Each test runs in a [`Workdir`] (`tests/support/process.rs`): one temporary directory
+//! holding `wd/` (the workdir), `manifest.yaml`, `tr/` (where traces go) and `tmp/` (the
+//! child's `TMPDIR`), so "nothing created" can be checked by comparing a snapshot of the whole
+//! directory before and after a refused launch.
 //!
 //! Runtime: every test takes well under a second except
 //! [`slow_stalled_head_is_dropped_within_twelve_seconds`], which waits out the 10 s header read
@@ -15,24 +16,18 @@
 mod support;
 
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant, UNIX_EPOCH};
-use support::http::{Reply, parse_reply, read_to_eof};
-use support::sha256_hex;
-use tempfile::TempDir;
+use support::http::{Reply, ask, connect, exchange, get, parse_reply, read_to_eof, send};
+use support::process::{Exited, Served, Stderr, Workdir, read_trace};
+use support::{is_lower_hex, sha256_hex};
 
-const BIN: &str = env!("CARGO_BIN_EXE_resource-plane");
-/// How long a launch may take to print its ready line or to be refused.
-const LAUNCH_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long one HTTP exchange or console answer may take.
+/// How long one HTTP exchange may take.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a graceful end (signal, end of stdin) may take (contract: promptly).
-const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// An operator plane over `out/`; the name has capitals so audience lowercasing shows.
 const FILES_MANIFEST: &str = "\
@@ -41,557 +36,14 @@ exports:
   files: { root: out/, mode: read-only, max_bytes: 10Mi }
 ";
 
-// ---------------------------------------------------------------------------------------------
-// The world: a workdir, a manifest, a trace directory and a TMPDIR, all in one tempdir.
-// ---------------------------------------------------------------------------------------------
-
-struct World {
-    _dir: TempDir,
-    root: PathBuf,
-}
-
-impl World {
-    fn new(manifest: &str) -> World {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = std::fs::canonicalize(dir.path()).expect("canonical tempdir");
-        for sub in ["wd", "tr", "tmp"] {
-            std::fs::create_dir(root.join(sub)).expect("world subdirectory");
-        }
-        std::fs::write(root.join("manifest.yaml"), manifest).expect("manifest");
-        World { _dir: dir, root }
-    }
-
-    /// A world whose workdir holds `out/a.txt`, `out/.hidden` and `out/sub/b.txt`.
-    fn with_files(manifest: &str) -> World {
-        let world = World::new(manifest);
-        world.write("out/a.txt", b"hello\n");
-        world.write("out/.hidden", b"h");
-        world.write("out/sub/b.txt", b"bee");
-        world
-    }
-
-    fn workdir(&self) -> PathBuf {
-        self.root.join("wd")
-    }
-
-    fn manifest(&self) -> PathBuf {
-        self.root.join("manifest.yaml")
-    }
-
-    fn trace(&self) -> PathBuf {
-        self.root.join("tr").join("trace.jsonl")
-    }
-
-    fn tmpdir(&self) -> PathBuf {
-        self.root.join("tmp")
-    }
-
-    /// Writes a file under the workdir, creating its parents.
-    fn write(&self, rel: &str, bytes: &[u8]) {
-        let path = self.workdir().join(rel);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("parents");
-        std::fs::write(path, bytes).expect("write file");
-    }
-
-    /// Creates a symlink at `rel` (relative to the world root) pointing at `target`.
-    fn symlink(&self, target: &str, rel: &str) {
-        std::os::unix::fs::symlink(target, self.root.join(rel)).expect("symlink");
-    }
-
-    /// `serve --workdir wd --manifest manifest.yaml --trace tr/trace.jsonl` plus `extra`.
-    fn args(&self, extra: &[&str]) -> Vec<String> {
-        let mut args = self.args_without_trace(&[]);
-        args.push("--trace".into());
-        args.push(self.trace().display().to_string());
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
-        args
-    }
-
-    /// `serve --workdir wd --manifest manifest.yaml` plus `extra` (default trace path).
-    fn args_without_trace(&self, extra: &[&str]) -> Vec<String> {
-        let mut args = vec![
-            "serve".to_owned(),
-            "--workdir".into(),
-            self.workdir().display().to_string(),
-            "--manifest".into(),
-            self.manifest().display().to_string(),
-        ];
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
-        args
-    }
-
-    /// Every path under the world with its type (and size or link target).
-    fn snapshot(&self) -> BTreeMap<String, String> {
-        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
-            let mut entries: Vec<_> = std::fs::read_dir(dir)
-                .expect("read_dir")
-                .map(|e| e.expect("dir entry").path())
-                .collect();
-            entries.sort();
-            for path in entries {
-                let rel = path
-                    .strip_prefix(base)
-                    .expect("under base")
-                    .display()
-                    .to_string();
-                let meta = std::fs::symlink_metadata(&path).expect("lstat");
-                if meta.file_type().is_symlink() {
-                    let target = std::fs::read_link(&path).expect("readlink");
-                    out.insert(rel, format!("link -> {}", target.display()));
-                } else if meta.is_dir() {
-                    out.insert(rel, "dir".into());
-                    walk(&path, base, out);
-                } else {
-                    out.insert(rel, format!("file, {} bytes", meta.len()));
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(&self.root, &self.root, &mut out);
-        out
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Processes: a guard that always kills, a running server, and a refused launch.
-// ---------------------------------------------------------------------------------------------
-
-/// Kills (SIGKILL) and reaps the child when dropped, whatever the test did.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl ChildGuard {
-    /// Polls until the child exits or `timeout` passes.
-    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.0.try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&self, signal: rustix::process::Signal) {
-        rustix::process::kill_process(rustix::process::Pid::from_child(&self.0), signal)
-            .expect("kill(2)");
-    }
-}
-
-/// A `serve` started through `bash -c "<setup>; exec BIN ARGS"` (a resource limit, say) whose
-/// stdout the test holds itself: read past the ready line, or deliberately never.
-struct ShellServer {
-    child: ChildGuard,
-    stdout: BufReader<std::process::ChildStdout>,
-    ready: Value,
-}
-
-impl ShellServer {
-    fn start(world: &World, setup: &str, args: Vec<String>, stdin: Stdio) -> Self {
-        let mut child = ChildGuard(
-            Command::new("bash")
-                .arg("-c")
-                .arg(format!("{setup}\nexec \"$0\" \"$@\""))
-                .arg(BIN)
-                .args(args)
-                .env("TMPDIR", world.tmpdir())
-                .stdin(stdin)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn resource-plane through bash"),
-        );
-        let mut stdout = BufReader::new(child.0.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("the ready line");
-        let ready: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("the ready line is not JSON ({e}): {line:?}"));
-        assert_eq!(ready["event"], "listening", "{line}");
-        ShellServer {
-            child,
-            stdout,
-            ready,
-        }
-    }
-
-    fn port(&self) -> u16 {
-        let url = self.ready["url"].as_str().unwrap_or_default();
-        url.strip_prefix("http://127.0.0.1:")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("url {url:?} is not http://127.0.0.1:PORT"))
-    }
-}
-
-/// A `serve` process that printed its ready line.
-struct Server {
-    // Field order: the guard drops (kills) before the log directory goes.
-    child: ChildGuard,
-    stdin: Option<ChildStdin>,
-    stdout: mpsc::Receiver<String>,
-    ready: Value,
-    logs: TempDir,
-}
-
-impl Server {
-    fn start(world: &World, args: Vec<String>) -> Server {
-        Self::spawn(world, args, false)
-    }
-
-    fn start_console(world: &World, args: Vec<String>) -> Server {
-        let mut args = args;
-        args.push("--console".into());
-        Self::spawn(world, args, true)
-    }
-
-    fn spawn(world: &World, args: Vec<String>, console: bool) -> Server {
-        let logs = tempfile::tempdir().expect("log tempdir");
-        let stderr = std::fs::File::create(logs.path().join("stderr")).expect("stderr file");
-        let mut child = ChildGuard(
-            Command::new(BIN)
-                .args(&args)
-                .env("TMPDIR", world.tmpdir())
-                .stdin(if console {
-                    Stdio::piped()
-                } else {
-                    Stdio::null()
-                })
-                .stdout(Stdio::piped())
-                .stderr(stderr)
-                .spawn()
-                .expect("spawn resource-plane"),
-        );
-        let stdin = child.0.stdin.take();
-        let stdout = child.0.stdout.take().expect("stdout pipe");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut server = Server {
-            child,
-            stdin,
-            stdout: rx,
-            ready: Value::Null,
-            logs,
-        };
-        let Some(first) = server.next_line(LAUNCH_TIMEOUT) else {
-            let status = server.child.wait_exit(Duration::from_millis(200));
-            panic!(
-                "no ready line within {LAUNCH_TIMEOUT:?} (exit: {status:?}); stderr:\n{}",
-                server.stderr()
-            );
-        };
-        server.ready = serde_json::from_str(&first)
-            .unwrap_or_else(|e| panic!("the first stdout line is not JSON ({e}): {first:?}"));
-        server
-    }
-
-    fn next_line(&self, timeout: Duration) -> Option<String> {
-        self.stdout.recv_timeout(timeout).ok()
-    }
-
-    fn ready_str(&self, key: &str) -> &str {
-        self.ready[key]
-            .as_str()
-            .unwrap_or_else(|| panic!("ready line field {key} is not a string: {}", self.ready))
-    }
-
-    /// The port of a default (`http://127.0.0.1:PORT`) url.
-    fn port(&self) -> u16 {
-        let url = self.ready_str("url");
-        url.strip_prefix("http://127.0.0.1:")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("url {url:?} is not http://127.0.0.1:PORT"))
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.logs.path().join("stderr")).unwrap_or_default()
-    }
-
-    /// Sends one console line and returns the one JSON answer.
-    fn console(&mut self, line: &str) -> Value {
-        let stdin = self.stdin.as_mut().expect("console stdin");
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .and_then(|()| stdin.flush())
-            .expect("write console line");
-        let answer = self
-            .next_line(IO_TIMEOUT)
-            .unwrap_or_else(|| panic!("no console answer to {line:?} within {IO_TIMEOUT:?}"));
-        serde_json::from_str(&answer)
-            .unwrap_or_else(|e| panic!("console answer to {line:?} is not JSON ({e}): {answer:?}"))
-    }
-
-    /// Sends a signal and requires exit status 0 within [`EXIT_TIMEOUT`].
-    fn stop_with(&mut self, signal: rustix::process::Signal, what: &str) {
-        self.child.signal(signal);
-        self.expect_clean_exit(what);
-    }
-
-    fn expect_clean_exit(&mut self, what: &str) {
-        let status = self.child.wait_exit(EXIT_TIMEOUT);
-        assert!(
-            status.is_some(),
-            "{what}: the process did not exit within {EXIT_TIMEOUT:?}"
-        );
-        assert_eq!(
-            status.and_then(|s| s.code()),
-            Some(0),
-            "{what}: exit status {status:?}; stderr:\n{}",
-            self.stderr()
-        );
-    }
-
-    /// After exit: every stdout line that followed the ready line.
-    fn remaining_stdout(&self) -> Vec<String> {
-        let mut lines = Vec::new();
-        while let Ok(line) = self.stdout.recv_timeout(IO_TIMEOUT) {
-            lines.push(line);
-        }
-        lines
-    }
-}
-
-/// What a launch that exited on its own left behind.
-struct Exited {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `serve` to completion (it must exit within [`LAUNCH_TIMEOUT`]).
-fn run_to_exit(world: &World, args: &[String]) -> Exited {
-    run_to_exit_with_stdout(world, args, Stdio::piped())
-}
-
-/// [`run_to_exit`] with `stdout` as the process's standard output (`stdout` in the result is
-/// empty unless it is piped).
-fn run_to_exit_with_stdout(world: &World, args: &[String], stdout: Stdio) -> Exited {
-    let mut child = ChildGuard(
-        Command::new(BIN)
-            .args(args)
-            .env("TMPDIR", world.tmpdir())
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn resource-plane"),
-    );
-    let Some(status) = child.wait_exit(LAUNCH_TIMEOUT) else {
-        panic!("serve did not exit: still running after {LAUNCH_TIMEOUT:?} ({args:?})");
-    };
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    if let Some(mut piped) = child.0.stdout.take() {
-        let _ = piped.read_to_string(&mut stdout);
-    }
-    let _ = child
-        .0
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut stderr);
-    Exited {
-        status,
-        stdout,
-        stderr,
-    }
-}
-
-/// Requires a refused launch: status 2, `error[CODE]:` and a `  hint:` line on stderr, nothing
-/// on stdout, nothing created anywhere in the world and no file at `trace`. Returns stderr.
-fn assert_refused(case: &str, world: &World, args: &[String], code: &str, trace: &Path) -> String {
-    let before = world.snapshot();
-    let out = run_to_exit(world, args);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{case}: exit status {:?}; stderr:\n{}",
-        out.status,
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains(&format!("error[{code}]:")),
-        "{case}: stderr lacks `error[{code}]:`:\n{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.lines().any(|l| l.starts_with("  hint:")),
-        "{case}: stderr has no line starting `  hint:`:\n{}",
-        out.stderr
-    );
-    assert_eq!(out.stdout, "", "{case}: a refused launch printed on stdout");
-    assert!(
-        std::fs::symlink_metadata(trace).is_err(),
-        "{case}: a refused launch created the trace file {}",
-        trace.display()
-    );
-    assert_eq!(
-        world.snapshot(),
-        before,
-        "{case}: a refused launch created or changed something in the world"
-    );
-    out.stderr
-}
-
-/// Requires a command line clap refuses: status 2, `error[E-CLI-001]: ` and clap's own
-/// rendering on stderr, nothing on stdout, nothing created anywhere in the world. Returns
-/// stderr.
-fn assert_command_line_refused(case: &str, world: &World, args: &[String]) -> String {
-    let before = world.snapshot();
-    let out = run_to_exit(world, args);
-    assert_eq!(out.status.code(), Some(2), "{case}: {}", out.stderr);
-    assert!(
-        out.stderr.starts_with("error[E-CLI-001]: "),
-        "{case}: {}",
-        out.stderr
-    );
-    assert_eq!(out.stdout, "", "{case}");
-    assert_eq!(world.snapshot(), before, "{case}: created something");
-    out.stderr
-}
-
-// ---------------------------------------------------------------------------------------------
-// Raw HTTP over TcpStream.
-// ---------------------------------------------------------------------------------------------
-
-impl Reply {
-    /// Every response: `connection: close` and a `date` header.
-    fn assert_close_and_date(&self, what: &str) {
-        assert_eq!(
-            self.header("connection"),
-            Some("close"),
-            "{what}: connection header; {self:?}"
-        );
-        let date = self
-            .header("date")
-            .unwrap_or_else(|| panic!("{what}: no date header; {self:?}"));
-        assert!(
-            date.len() == 29 && date.ends_with(" GMT") && date.as_bytes()[3] == b',',
-            "{what}: date {date:?} is not an IMF-fixdate"
-        );
-    }
-
-    /// A JSON refusal `{"error": code, "message": …}`.
-    fn assert_refusal(&self, status: u16, code: &str, what: &str) {
-        assert_eq!(self.status, status, "{what}: status; body {}", self.text());
-        assert_eq!(
-            self.header("content-type"),
-            Some("application/json"),
-            "{what}"
-        );
-        let body = self.json();
-        assert_eq!(body["error"], code, "{what}: error code; body {body}");
-        assert!(body["message"].is_string(), "{what}: message; body {body}");
-    }
-}
-
-fn connect(port: u16) -> TcpStream {
-    support::http::connect(("127.0.0.1", port))
-}
-
-/// Connects and sends `GET path`, leaving the answer unread: the caller decides how, or
-/// whether, to read it (a client that stops reading is the point of some tests).
-fn ask(port: u16, path: &str) -> TcpStream {
-    let mut stream = connect(port);
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-        .expect("send a request");
-    stream
-}
-
-/// The size of each `out/big<n>` file of [`with_big_files`]: too large for the kernel's socket
-/// buffers, so a client that stops reading really holds its body.
-const BIG: usize = 9 << 20;
-
-/// The standard world plus `count` files `out/big1`, `out/big2`, … of [`BIG`] bytes each.
-fn with_big_files(count: usize) -> World {
-    let world = World::with_files(FILES_MANIFEST);
-    let big = vec![b'x'; BIG];
-    for n in 1..=count {
-        world.write(&format!("out/big{n}"), &big);
-    }
-    world
-}
-
-/// Sends `request` as is, reads to EOF, parses one response.
-fn exchange(port: u16, request: &[u8]) -> Reply {
-    // The server may answer and close before reading everything (431): not an error here.
-    support::http::exchange(("127.0.0.1", port), request, IO_TIMEOUT)
-}
-
-fn send(port: u16, method: &str, target: &str) -> Reply {
-    exchange(
-        port,
-        format!("{method} {target} HTTP/1.1\r\nhost: localhost\r\n\r\n").as_bytes(),
-    )
-}
-
-fn get(port: u16, target: &str) -> Reply {
-    send(port, "GET", target)
-}
-
-/// A listing must answer 200 with one entry per file: the server is still serving.
-fn assert_still_serving(port: u16, after: &str) {
-    let reply = get(port, "/resources/files");
-    assert_eq!(reply.status, 200, "listing after {after}: {}", reply.text());
-    assert_eq!(
-        reply.json()["entries"].as_array().map(Vec::len),
-        Some(3),
-        "listing after {after}"
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Small checks.
-// ---------------------------------------------------------------------------------------------
-
-fn is_lower_hex(text: &str, len: usize) -> bool {
-    text.len() == len && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-fn mtime_ms(path: &Path) -> u128 {
-    std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .expect("mtime")
-        .duration_since(UNIX_EPOCH)
-        .expect("after the epoch")
-        .as_millis()
-}
-
-fn trace_lines(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("trace {} unreadable: {e}", path.display()));
-    text.lines()
-        .enumerate()
-        .map(|(i, line)| {
-            serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("trace line {} is not JSON ({e}): {line:?}", i + 1))
-        })
-        .collect()
-}
-
 // =============================================================================================
 // 1. The ready line.
 // =============================================================================================
 
 #[test]
 fn ready_line_has_exactly_the_documented_keys_and_stdout_holds_nothing_else() {
-    let world = World::with_files(FILES_MANIFEST);
-    let mut server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let mut server = start(&world, world.args(&[]));
     let ready = server
         .ready
         .as_object()
@@ -636,7 +88,7 @@ fn ready_line_has_exactly_the_documented_keys_and_stdout_holds_nothing_else() {
 
     // The url is live, and the trace named is the one written.
     assert_eq!(get(port, "/resources/files").status, 200);
-    let lines = trace_lines(&world.trace());
+    let lines = read_trace(&world.trace());
     assert_eq!(lines.len(), 1, "one request, one trace line: {lines:?}");
     assert_eq!(lines[0]["session_id"], session.as_str());
 
@@ -650,14 +102,14 @@ fn ready_line_has_exactly_the_documented_keys_and_stdout_holds_nothing_else() {
 
 #[test]
 fn url_flag_changes_url_and_audience() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&["--url", "http://Example.test:8080"]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&["--url", "http://Example.test:8080"]));
     assert_eq!(server.ready_str("url"), "http://Example.test:8080");
     assert_eq!(server.ready_str("audience"), "reporter@example.test:8080");
     drop(server);
 
     // `--listen` takes a host name the system resolves, as an operator would write it.
-    let server = Server::start(&world, world.args(&["--listen", "localhost:0"]));
+    let server = start(&world, world.args(&["--listen", "localhost:0"]));
     assert!(
         server.ready_str("url").starts_with("http://127.0.0.1:"),
         "{}",
@@ -667,16 +119,16 @@ fn url_flag_changes_url_and_audience() {
     drop(server);
 
     // The port is always explicit in an audience (D-8): 80 for http when absent.
-    let server = Server::start(&world, world.args(&["--url", "http://Example.test"]));
+    let server = start(&world, world.args(&["--url", "http://Example.test"]));
     assert_eq!(server.ready_str("url"), "http://Example.test");
     assert_eq!(server.ready_str("audience"), "reporter@example.test:80");
 }
 
 #[test]
 fn default_trace_is_a_per_session_file_outside_the_workdir() {
-    let world = World::with_files(FILES_MANIFEST);
-    let first = Server::start(&world, world.args_without_trace(&[]));
-    let second = Server::start(&world, world.args_without_trace(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let first = start(&world, world.args_without_trace(&[]));
+    let second = start(&world, world.args_without_trace(&[]));
     let mut created = Vec::new();
     for server in [&first, &second] {
         let trace = PathBuf::from(server.ready_str("trace"));
@@ -688,11 +140,11 @@ fn default_trace_is_a_per_session_file_outside_the_workdir() {
         let canonical = std::fs::canonicalize(&trace)
             .unwrap_or_else(|e| panic!("default trace {trace:?} does not exist: {e}"));
         assert!(
-            !canonical.starts_with(world.workdir()),
+            !canonical.starts_with(world.path()),
             "default trace {canonical:?} lies inside the workdir"
         );
         assert_eq!(get(server.port(), "/resources/files").status, 200);
-        let lines = trace_lines(&trace);
+        let lines = read_trace(&trace);
         assert_eq!(lines.len(), 1, "default trace {trace:?}: {lines:?}");
         assert_eq!(lines[0]["session_id"], server.ready_str("session_id"));
     }
@@ -702,7 +154,7 @@ fn default_trace_is_a_per_session_file_outside_the_workdir() {
     );
     drop((first, second));
     for trace in created {
-        if !trace.starts_with(&world.root) {
+        if !trace.starts_with(world.root()) {
             let _ = std::fs::remove_file(trace);
         }
     }
@@ -769,13 +221,13 @@ fn malformed_manifests_refuse_with_e_man_003() {
         ("name with a line break", "name: \"a\\nb\"\n"),
     ];
     for (case, manifest) in cases {
-        let world = World::new(manifest);
+        let world = Workdir::new(manifest);
         let trace = world.trace();
         assert_refused(case, &world, &world.args(&[]), "E-MAN-003", &trace);
     }
 
     // With the default trace path, a refused launch creates no trace directory either.
-    let world = World::new(cases[0].1);
+    let world = Workdir::new(cases[0].1);
     let stderr = assert_refused(
         "max_bytes 10MB, default trace",
         &world,
@@ -811,7 +263,7 @@ fn persistent_capsule_without_a_short_ttl_refuses_with_e_cap_008() {
         ),
     ];
     for (case, manifest) in cases {
-        let world = World::new(manifest);
+        let world = Workdir::new(manifest);
         world.symlink("../tr", "wd/esc");
         let stderr = assert_refused(case, &world, &world.args(&[]), "E-CAP-008", &world.trace());
         for needle in [
@@ -828,10 +280,10 @@ fn persistent_capsule_without_a_short_ttl_refuses_with_e_cap_008() {
     }
 
     // 900 s exactly is allowed.
-    let world = World::new(
+    let world = Workdir::new(
         "name: r\nexports:\n  peer_files: { root: out/, max_ttl: 900 }\nlifecycle: { after_task: sleep }\n",
     );
-    let server = Server::start(&world, world.args(&[]));
+    let server = start(&world, world.args(&[]));
     assert_eq!(server.ready["event"], "listening");
 }
 
@@ -861,8 +313,8 @@ fn escaping_export_roots_refuse_with_e_cap_007() {
         ),
     ];
     for (case, manifest, target, field) in cases {
-        let world = World::new(manifest);
-        std::fs::create_dir(world.root.join("outside")).expect("outside dir");
+        let world = Workdir::new(manifest);
+        std::fs::create_dir(world.at("outside")).expect("outside dir");
         world.symlink(target, "wd/out");
         let stderr = assert_refused(case, &world, &world.args(&[]), "E-CAP-007", &world.trace());
         assert!(
@@ -872,9 +324,9 @@ fn escaping_export_roots_refuse_with_e_cap_007() {
     }
 
     // An absolute symlink refuses even when it points inside the workdir [stronger].
-    let world = World::new(files);
-    std::fs::create_dir(world.workdir().join("real")).expect("real dir");
-    let target = world.workdir().join("real").display().to_string();
+    let world = Workdir::new(files);
+    std::fs::create_dir(world.path().join("real")).expect("real dir");
+    let target = world.path().join("real").display().to_string();
     world.symlink(&target, "wd/out");
     assert_refused(
         "absolute symlink pointing inside the workdir",
@@ -885,16 +337,16 @@ fn escaping_export_roots_refuse_with_e_cap_007() {
     );
 
     // A relative symlink staying inside, and a missing root, are accepted.
-    let world = World::new(files);
-    world.write("real/a.txt", b"x");
+    let world = Workdir::new(files);
+    world.file("real/a.txt", b"x");
     world.symlink("real", "wd/out");
-    let server = Server::start(&world, world.args(&[]));
+    let server = start(&world, world.args(&[]));
     let listing = get(server.port(), "/resources/files");
     assert_eq!(listing.status, 200, "{}", listing.text());
     assert_eq!(listing.json()["entries"][0]["path"], "a.txt");
     drop(server);
-    let world = World::new(files);
-    let server = Server::start(&world, world.args(&[]));
+    let world = Workdir::new(files);
+    let server = start(&world, world.args(&[]));
     let listing = get(server.port(), "/resources/files");
     assert_eq!(listing.status, 200, "missing root: {}", listing.text());
     assert_eq!(listing.json()["entries"], serde_json::json!([]));
@@ -902,9 +354,9 @@ fn escaping_export_roots_refuse_with_e_cap_007() {
 
 #[test]
 fn trace_inside_the_workdir_or_a_missing_workdir_refuses_with_e_cli_001() {
-    let world = World::new(FILES_MANIFEST);
-    std::fs::create_dir(world.workdir().join("out")).expect("out");
-    let inside = world.workdir().join("trace.jsonl");
+    let world = Workdir::new(FILES_MANIFEST);
+    std::fs::create_dir(world.path().join("out")).expect("out");
+    let inside = world.path().join("trace.jsonl");
     assert_refused(
         "--trace inside the workdir",
         &world,
@@ -912,29 +364,29 @@ fn trace_inside_the_workdir_or_a_missing_workdir_refuses_with_e_cli_001() {
         "E-CLI-001",
         &inside,
     );
-    let dotted = world.workdir().join("out").join("..").join("t.jsonl");
+    let dotted = world.path().join("out").join("..").join("t.jsonl");
     assert_refused(
         "--trace inside the workdir through ..",
         &world,
         &world.args_without_trace(&["--trace", &dotted.display().to_string()]),
         "E-CLI-001",
-        &world.workdir().join("t.jsonl"),
+        &world.path().join("t.jsonl"),
     );
     // A trace path that is a symlink into the workdir must not write there either.
     world.symlink("../wd/linked.jsonl", "tr/link.jsonl");
-    let link = world.root.join("tr").join("link.jsonl");
+    let link = world.at("tr").join("link.jsonl");
     assert_refused(
         "--trace a symlink into the workdir",
         &world,
         &world.args_without_trace(&["--trace", &link.display().to_string()]),
         "E-CLI-001",
-        &world.workdir().join("linked.jsonl"),
+        &world.path().join("linked.jsonl"),
     );
 
     // A trace file hard-linked into the workdir is the same file: refused, left untouched.
-    std::fs::write(world.workdir().join("out").join("t.jsonl"), b"").expect("inner file");
-    let linked = world.root.join("tr").join("hard.jsonl");
-    std::fs::hard_link(world.workdir().join("out").join("t.jsonl"), &linked).expect("hard link");
+    std::fs::write(world.path().join("out").join("t.jsonl"), b"").expect("inner file");
+    let linked = world.at("tr").join("hard.jsonl");
+    std::fs::hard_link(world.path().join("out").join("t.jsonl"), &linked).expect("hard link");
     assert_refused(
         "--trace hard-linked into the workdir",
         &world,
@@ -969,7 +421,7 @@ fn trace_inside_the_workdir_or_a_missing_workdir_refuses_with_e_cli_001() {
     );
 
     // A FIFO would hang the open (no reader), a directory is no trace: both refused at once.
-    let fifo = world.root.join("tr").join("fifo.jsonl");
+    let fifo = world.at("tr").join("fifo.jsonl");
     let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
     assert!(made.success());
     let started = Instant::now();
@@ -982,7 +434,7 @@ fn trace_inside_the_workdir_or_a_missing_workdir_refuses_with_e_cli_001() {
     );
     assert!(started.elapsed() < Duration::from_secs(5), "{stderr}");
     std::fs::remove_file(&fifo).expect("remove the FIFO");
-    let dir = world.root.join("tr");
+    let dir = world.at("tr");
     let stderr = assert_refused(
         "--trace a directory",
         &world,
@@ -992,7 +444,7 @@ fn trace_inside_the_workdir_or_a_missing_workdir_refuses_with_e_cli_001() {
     );
     assert!(stderr.contains(&dir.display().to_string()), "{stderr}");
 
-    let missing = world.root.join("missing");
+    let missing = world.at("missing");
     let mut args = world.args(&[]);
     args[2] = missing.display().to_string();
     assert_refused(
@@ -1004,7 +456,7 @@ fn trace_inside_the_workdir_or_a_missing_workdir_refuses_with_e_cli_001() {
     );
     assert!(!missing.exists(), "serve never creates the workdir");
 
-    let file = world.root.join("tr").join("not-a-dir");
+    let file = world.at("tr").join("not-a-dir");
     std::fs::write(&file, b"").expect("file");
     args[2] = file.display().to_string();
     assert_refused(
@@ -1021,7 +473,7 @@ fn trace_inside_the_workdir_or_a_missing_workdir_refuses_with_e_cli_001() {
 /// is a command-line error (`E-CLI-001`), checked before anything is created.
 #[test]
 fn unusable_advertised_url_refuses_and_creates_no_trace() {
-    let world = World::with_files(FILES_MANIFEST);
+    let world = with_files(FILES_MANIFEST);
     assert_refused(
         "--url not a url, --trace given",
         &world,
@@ -1042,7 +494,7 @@ fn unusable_advertised_url_refuses_and_creates_no_trace() {
 /// command-line error before anything is created, and every accepted count serves alike.
 #[test]
 fn shard_counts_outside_1_to_256_refuse_and_any_accepted_count_serves() {
-    let world = World::with_files(FILES_MANIFEST);
+    let world = with_files(FILES_MANIFEST);
     for bad in ["0", "257", "-1", "two", ""] {
         let stderr = assert_command_line_refused(
             &format!("--shards {bad:?}"),
@@ -1056,7 +508,7 @@ fn shard_counts_outside_1_to_256_refuse_and_any_accepted_count_serves() {
         );
     }
     for good in ["1", "3"] {
-        let server = Server::start(&world, world.args(&["--shards", good]));
+        let server = start(&world, world.args(&["--shards", good]));
         assert_eq!(server.ready["event"], "listening");
         for _ in 0..8 {
             assert_still_serving(server.port(), &format!("--shards {good}"));
@@ -1066,7 +518,7 @@ fn shard_counts_outside_1_to_256_refuse_and_any_accepted_count_serves() {
 
 #[test]
 fn unknown_manifest_keys_only_warn_and_the_launch_proceeds() {
-    let world = World::with_files(
+    let world = with_files(
         "\
 name: Reporter
 colour: blue
@@ -1074,7 +526,7 @@ exports:
   files: { root: out/, mode: read-only, extra: 2 }
 ",
     );
-    let server = Server::start(&world, world.args(&[]));
+    let server = start(&world, world.args(&[]));
     assert_eq!(server.ready["event"], "listening");
     let stderr = server.stderr();
     for key in ["colour", "exports.files.extra"] {
@@ -1098,10 +550,10 @@ exports:
 
 #[test]
 fn listing_and_read_carry_exactly_the_spec_headers() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&["--containment", "sealed"]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&["--containment", "sealed"]));
     let port = server.port();
-    let out = world.workdir().join("out");
+    let out = world.path().join("out");
 
     let listing = get(port, "/resources/files");
     assert_eq!(listing.status, 200, "{}", listing.text());
@@ -1185,7 +637,11 @@ fn listing_and_read_carry_exactly_the_spec_headers() {
     assert_eq!(read.header("x-murmur-export-root"), Some("out/"));
 
     // HTTP/1.0 is served too, and closed the same way (D-4.1).
-    let old = exchange(port, b"GET /resources/files/sub/b.txt HTTP/1.0\r\n\r\n");
+    let old = exchange(
+        port,
+        b"GET /resources/files/sub/b.txt HTTP/1.0\r\n\r\n",
+        IO_TIMEOUT,
+    );
     assert_eq!(old.status, 200, "{}", old.text());
     assert_eq!(old.body, b"bee");
     old.assert_close_and_date("HTTP/1.0 read");
@@ -1193,8 +649,8 @@ fn listing_and_read_carry_exactly_the_spec_headers() {
 
 #[test]
 fn every_response_closes_after_exactly_one_response() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&[]));
     let port = server.port();
     let requests: [(&str, &[u8], u16); 8] = [
         (
@@ -1231,7 +687,7 @@ fn every_response_closes_after_exactly_one_response() {
         ("unparseable", b"GET\r\n\r\n", 400),
     ];
     for (what, request, status) in requests {
-        let reply = exchange(port, request);
+        let reply = exchange(port, request, IO_TIMEOUT);
         assert_eq!(reply.status, status, "{what}: {}", reply.text());
         reply.assert_close_and_date(what);
         if let Some(length) = reply.header("content-length") {
@@ -1248,6 +704,7 @@ fn every_response_closes_after_exactly_one_response() {
         port,
         b"GET /resources/files/a.txt HTTP/1.1\r\nhost: x\r\nconnection: keep-alive\r\n\r\n\
           GET /resources/files/sub/b.txt HTTP/1.1\r\nhost: x\r\n\r\n",
+        IO_TIMEOUT,
     );
     assert_eq!(pipelined.status, 200);
     assert_eq!(
@@ -1261,8 +718,8 @@ fn every_response_closes_after_exactly_one_response() {
 
 #[test]
 fn head_on_a_file_path_is_405_with_the_same_headers_and_no_body() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&[]));
     let port = server.port();
     let head = send(port, "HEAD", "/resources/files/a.txt");
     let post = send(port, "POST", "/resources/files/a.txt");
@@ -1296,8 +753,8 @@ fn head_on_a_file_path_is_405_with_the_same_headers_and_no_body() {
 
 #[test]
 fn request_heads_over_16_kib_are_431_and_smaller_ones_are_served() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&[]));
     let port = server.port();
     let with_padding = |n: usize| {
         let mut req = b"GET /resources/files/a.txt HTTP/1.1\r\nhost: x\r\nx-pad: ".to_vec();
@@ -1305,7 +762,7 @@ fn request_heads_over_16_kib_are_431_and_smaller_ones_are_served() {
         req.extend_from_slice(b"\r\n\r\n");
         req
     };
-    let small = exchange(port, &with_padding(12 * 1024));
+    let small = exchange(port, &with_padding(12 * 1024), IO_TIMEOUT);
     assert_eq!(
         small.status,
         200,
@@ -1314,7 +771,7 @@ fn request_heads_over_16_kib_are_431_and_smaller_ones_are_served() {
     );
     assert_eq!(small.body, b"hello\n");
 
-    let big = exchange(port, &with_padding(17 * 1024));
+    let big = exchange(port, &with_padding(17 * 1024), IO_TIMEOUT);
     assert_eq!(big.status, 431, "a 17 KiB head: {big:?}");
     big.assert_close_and_date("431");
     assert_still_serving(port, "a 431");
@@ -1322,8 +779,8 @@ fn request_heads_over_16_kib_are_431_and_smaller_ones_are_served() {
 
 #[test]
 fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&[]));
     let port = server.port();
     let cases: [(&str, &[u8]); 4] = [
         ("garbage bytes", b"\x00\x01\r\n\r\n"),
@@ -1338,7 +795,7 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
         ),
     ];
     for (case, request) in cases {
-        let reply = exchange(port, request);
+        let reply = exchange(port, request, IO_TIMEOUT);
         assert!(
             (400..500).contains(&reply.status),
             "{case}: expected a 4xx, got {reply:?}"
@@ -1360,7 +817,7 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
         ("the HTTP/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
     ];
     for (case, request) in versions {
-        let reply = exchange(port, request);
+        let reply = exchange(port, request, IO_TIMEOUT);
         assert_eq!(reply.status, 505, "{case}: {reply:?}");
         reply.assert_close_and_date(case);
         assert_still_serving(port, case);
@@ -1402,7 +859,7 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
     let reply = parse_reply(&read_to_eof(&mut stream, Duration::from_secs(5)));
     assert_eq!(reply.status, 200, "{reply:?}");
     // Nothing unparseable reached the trace: only the listings after each case did.
-    let lines = trace_lines(&world.trace());
+    let lines = read_trace(&world.trace());
     assert_eq!(
         lines.len(),
         cases.len() + versions.len() + pieces.len() + 1,
@@ -1418,12 +875,12 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
 /// served.
 #[test]
 fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&[]));
     let port = server.port();
 
     let long = format!("GET /resources/files/{} HTTP/2.0\r\n\r\n", "a".repeat(9000));
-    let reply = exchange(port, long.as_bytes());
+    let reply = exchange(port, long.as_bytes(), IO_TIMEOUT);
     assert_eq!(
         reply.status, 505,
         "a 9,000-byte line naming HTTP/2.0: {reply:?}"
@@ -1440,20 +897,20 @@ fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
         assert_eq!(reply.status, status, "{target}: {}", reply.text());
         reply.assert_close_and_date(target);
         assert!(reply.header("x-murmur-generation").is_some(), "{target}");
-        let lines = trace_lines(&world.trace());
+        let lines = read_trace(&world.trace());
         assert_eq!(
             lines.last().expect("a trace line")["path"],
             path,
             "{target}"
         );
     }
-    std::fs::write(world.workdir().join("out").join("odd#name"), b"hash").expect("odd name");
+    std::fs::write(world.path().join("out").join("odd#name"), b"hash").expect("odd name");
     let literal = get(port, "/resources/files/odd#name");
     assert_eq!(
         (literal.status, literal.body.as_slice()),
         (200, &b"hash"[..])
     );
-    std::fs::remove_file(world.workdir().join("out").join("odd#name")).expect("remove");
+    std::fs::remove_file(world.path().join("out").join("odd#name")).expect("remove");
     let encoded = get(port, "/resources/files/a.txt%23frag");
     assert_eq!(
         encoded.status, 404,
@@ -1483,7 +940,7 @@ fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
         }
         head.extend_from_slice(b"\r\n");
         assert!(head.len() < 16 * 1024);
-        let reply = exchange(port, &head);
+        let reply = exchange(port, &head, IO_TIMEOUT);
         assert_eq!(
             reply.status,
             200,
@@ -1503,7 +960,7 @@ fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
     // Every request that reached routing left one line: three `#` reads, the literal and the
     // encoded one, twelve listings (six heads, each sent whole and in two reads) and the last
     // check; the 505 and the 400 none.
-    let lines = trace_lines(&world.trace());
+    let lines = read_trace(&world.trace());
     assert_eq!(lines.len(), 3 + 2 + 12 + 1, "trace: {lines:?}");
 }
 
@@ -1513,10 +970,10 @@ fn heads_hyper_alone_would_misjudge_get_the_answer_their_line_deserves() {
 #[test]
 fn a_listing_of_a_thousands_deep_tree_answers_and_the_server_survives() {
     use rustix::fs::{Mode, OFlags};
-    let world = World::with_files(FILES_MANIFEST);
+    let world = with_files(FILES_MANIFEST);
     let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let mut fd =
-        rustix::fs::open(world.workdir().join("out"), dir_flags, Mode::empty()).expect("open out");
+        rustix::fs::open(world.path().join("out"), dir_flags, Mode::empty()).expect("open out");
     for depth in 1..=3000 {
         rustix::fs::mkdirat(&fd, "d", Mode::from_raw_mode(0o755)).expect("mkdirat");
         fd = rustix::fs::openat(&fd, "d", dir_flags, Mode::empty()).expect("descend");
@@ -1531,7 +988,7 @@ fn a_listing_of_a_thousands_deep_tree_answers_and_the_server_survives() {
             rustix::io::write(&file, b"deep").expect("write");
         }
     }
-    let server = Server::start(&world, world.args(&[]));
+    let server = start(&world, world.args(&[]));
     let port = server.port();
     let reply = get(port, "/resources/files");
     assert_eq!(reply.status, 200, "{}", reply.text());
@@ -1551,10 +1008,10 @@ fn a_listing_of_a_thousands_deep_tree_answers_and_the_server_survives() {
 /// fallback path walk need descriptors well past a 1,024 default.
 #[test]
 fn serve_raises_its_soft_descriptor_limit_to_the_hard_one() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = ShellServer::start(&world, "ulimit -Sn 256", world.args(&[]), Stdio::null());
-    let child = &server.child;
-    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.0.id())).expect("limits");
+    let world = with_files(FILES_MANIFEST);
+    let server = start_in_shell(&world, "ulimit -Sn 256", world.args(&[]), false);
+    let limits =
+        std::fs::read_to_string(format!("/proc/{}/limits", server.child.id())).expect("limits");
     let open_files: Vec<&str> = limits
         .lines()
         .find(|l| l.starts_with("Max open files"))
@@ -1568,8 +1025,8 @@ fn serve_raises_its_soft_descriptor_limit_to_the_hard_one() {
 
 #[test]
 fn absolute_form_target_routes_normally() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&[]));
     let port = server.port();
     let origin = get(port, "/resources/files");
     let absolute = get(port, "http://x/resources/files");
@@ -1583,8 +1040,8 @@ fn absolute_form_target_routes_normally() {
 
 #[test]
 fn a_request_body_is_never_awaited() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&[]));
     let port = server.port();
     let cases: [(&str, &[u8]); 3] = [
         (
@@ -1603,7 +1060,7 @@ fn a_request_body_is_never_awaited() {
     for (case, request) in cases {
         // `exchange` fails the test unless the response arrives and the connection closes
         // within IO_TIMEOUT although the declared body never comes.
-        let reply = exchange(port, request);
+        let reply = exchange(port, request, IO_TIMEOUT);
         reply.assert_close_and_date(case);
         if request.starts_with(b"GET") {
             assert_eq!(reply.status, 200, "{case}: {}", reply.text());
@@ -1623,8 +1080,8 @@ const PARTIAL_HEAD: &[u8] = b"GET /resources/files HTTP/1.1\r\nhost: x\r\nx-slow
 
 #[test]
 fn stalled_partial_heads_do_not_block_other_clients() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&[]));
     let port = server.port();
     let stalled: Vec<TcpStream> = (0..5)
         .map(|_| {
@@ -1655,7 +1112,7 @@ fn stalled_partial_heads_do_not_block_other_clients() {
 fn clients_that_stop_reading_stall_neither_listings_nor_small_reads() {
     let world = with_big_files(4);
     // Room for two big bodies, not three.
-    let server = Server::start(&world, world.args(&["--inflight-budget", "20971520"]));
+    let server = start(&world, world.args(&["--inflight-budget", "20971520"]));
     let port = server.port();
     // Two clients that never read: their bodies hold the budget.
     let stalled = [
@@ -1714,7 +1171,7 @@ fn clients_that_stop_reading_stall_neither_listings_nor_small_reads() {
 fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
     let world = with_big_files(3);
     // Room for two big bodies, not three.
-    let server = Server::start(
+    let server = start(
         &world,
         world.args(&["--inflight-budget", "20971520", "--send-timeout", "1"]),
     );
@@ -1748,9 +1205,9 @@ fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
 #[test]
 fn a_slow_client_that_keeps_reading_outlasts_the_send_timeout() {
     const SIZE: usize = 4 << 20;
-    let world = World::with_files(FILES_MANIFEST);
-    world.write("out/big", &vec![b'y'; SIZE]);
-    let server = Server::start(&world, world.args(&["--send-timeout", "3"]));
+    let world = with_files(FILES_MANIFEST);
+    world.file("out/big", vec![b'y'; SIZE]);
+    let server = start(&world, world.args(&["--send-timeout", "3"]));
     let mut stream = ask(server.port(), "/resources/files/big");
     let started = Instant::now();
     let mut got = Vec::new();
@@ -1782,8 +1239,8 @@ fn a_slow_client_that_keeps_reading_outlasts_the_send_timeout() {
 
 #[test]
 fn slow_stalled_head_is_dropped_within_twelve_seconds() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&[]));
     // A client that connects and sends nothing at all is dropped on the same clock, and so is
     // one whose first bytes come late: the clock runs from the connection, not from them.
     let mut silent = connect(server.port());
@@ -1859,8 +1316,8 @@ fn console_tools_lists_exactly_the_granted_tools_sorted() {
         ),
     ];
     for (case, manifest, tools) in cases {
-        let world = World::new(&manifest);
-        let mut server = Server::start_console(&world, world.args(&[]));
+        let world = Workdir::new(&manifest);
+        let mut server = start_console(&world, world.args(&[]));
         assert_eq!(
             server.console(r#"{"op":"tools"}"#),
             serde_json::json!({"ok": true, "result": tools}),
@@ -1871,8 +1328,8 @@ fn console_tools_lists_exactly_the_granted_tools_sorted() {
 
 #[test]
 fn console_task_complete_advances_the_generation_seen_over_http() {
-    let world = World::with_files(FILES_MANIFEST);
-    let mut server = Server::start_console(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let mut server = start_console(&world, world.args(&[]));
     let port = server.port();
     assert_eq!(
         get(port, "/resources/files/a.txt").header("x-murmur-generation"),
@@ -1892,7 +1349,7 @@ fn console_task_complete_advances_the_generation_seen_over_http() {
         let listing = get(port, "/resources/files");
         assert_eq!(listing.json()["generation"], generation);
     }
-    let generations: Vec<Value> = trace_lines(&world.trace())
+    let generations: Vec<Value> = read_trace(&world.trace())
         .iter()
         .map(|l| l["generation"].clone())
         .collect();
@@ -1908,8 +1365,8 @@ fn console_task_complete_advances_the_generation_seen_over_http() {
 
 #[test]
 fn console_answers_invalid_lines_with_invalid_request_and_goes_on() {
-    let world = World::with_files(FILES_MANIFEST);
-    let mut server = Server::start_console(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let mut server = start_console(&world, world.args(&[]));
     for line in [
         "garbage",
         "{}",
@@ -1937,8 +1394,8 @@ fn console_answers_invalid_lines_with_invalid_request_and_goes_on() {
 
 #[test]
 fn console_calling_an_ungranted_tool_answers_unknown_tool() {
-    let world = World::with_files(FILES_MANIFEST);
-    let mut server = Server::start_console(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let mut server = start_console(&world, world.args(&[]));
     for tool in ["share-file", "fetch-peer-file", "nope"] {
         let answer = server.console(&format!(
             r#"{{"op":"call","tool":"{tool}","input":{{"path":"a.txt","peer":"localhost:1","handle":"mh1.a.b"}}}}"#
@@ -1948,8 +1405,8 @@ fn console_calling_an_ungranted_tool_answers_unknown_tool() {
         assert!(answer["error"]["message"].is_string(), "{tool}: {answer}");
     }
     // A granted tool is callable through the same op (here refused on its input).
-    let world = World::new("name: r\nexports:\n  peer_files: { root: out/ }\n");
-    let mut server = Server::start_console(&world, world.args(&[]));
+    let world = Workdir::new("name: r\nexports:\n  peer_files: { root: out/ }\n");
+    let mut server = start_console(&world, world.args(&[]));
     let answer = server.console(r#"{"op":"call","tool":"share-file","input":{}}"#);
     assert_eq!(answer["ok"], false, "{answer}");
     assert_eq!(answer["error"]["code"], "invalid_input", "{answer}");
@@ -1957,8 +1414,8 @@ fn console_calling_an_ungranted_tool_answers_unknown_tool() {
 
 #[test]
 fn console_end_of_stdin_exits_zero() {
-    let world = World::with_files(FILES_MANIFEST);
-    let mut server = Server::start_console(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let mut server = start_console(&world, world.args(&[]));
     assert_eq!(server.console(r#"{"op":"tools"}"#)["ok"], true);
     drop(server.stdin.take());
     server.expect_clean_exit("end of stdin");
@@ -1971,8 +1428,8 @@ fn console_end_of_stdin_exits_zero() {
 
 #[test]
 fn sigterm_ends_the_session_with_status_0() {
-    let world = World::with_files(FILES_MANIFEST);
-    let mut server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let mut server = start(&world, world.args(&[]));
     assert_still_serving(server.port(), "launch");
     server.stop_with(rustix::process::Signal::TERM, "SIGTERM");
 }
@@ -1982,8 +1439,8 @@ fn sigterm_ends_the_session_with_status_0() {
 /// for the drain deadline.
 #[test]
 fn idle_connections_do_not_hold_the_exit() {
-    let world = World::with_files(FILES_MANIFEST);
-    let mut server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let mut server = start(&world, world.args(&[]));
     let mut idle: Vec<TcpStream> = (0..5).map(|_| connect(server.port())).collect();
     assert_still_serving(server.port(), "idle connections");
     let started = Instant::now();
@@ -2007,7 +1464,7 @@ fn idle_connections_do_not_hold_the_exit() {
 #[test]
 fn a_client_that_half_closes_after_its_request_gets_the_answer() {
     let world = with_big_files(1);
-    let server = Server::start(&world, world.args(&[]));
+    let server = start(&world, world.args(&[]));
     for (target, len) in [
         ("/resources/files/a.txt", Some(6)),
         ("/resources/files/big1", Some(BIG)),
@@ -2029,8 +1486,8 @@ fn a_client_that_half_closes_after_its_request_gets_the_answer() {
 
 #[test]
 fn sigint_ends_the_session_with_status_0() {
-    let world = World::with_files(FILES_MANIFEST);
-    let mut server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let mut server = start(&world, world.args(&[]));
     assert_still_serving(server.port(), "launch");
     server.stop_with(rustix::process::Signal::INT, "SIGINT");
 }
@@ -2040,39 +1497,36 @@ fn sigint_ends_the_session_with_status_0() {
 /// and a margin, with status 0.
 #[test]
 fn a_signal_ends_a_console_session_whose_stdout_nobody_reads() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = ShellServer::start(&world, "", world.args(&["--console"]), Stdio::piped());
-    let ShellServer {
-        mut child, stdout, ..
-    } = server;
+    let world = with_files(FILES_MANIFEST);
+    let mut server = start_in_shell(&world, "", world.args(&["--console"]), true);
     // Far more answers than a pipe holds, and none of them read.
-    let mut stdin = child.0.stdin.take().expect("stdin");
+    let mut stdin = server.stdin.take().expect("stdin");
     let requests = "{\"op\":\"tools\"}\n".repeat(5_000);
     stdin.write_all(requests.as_bytes()).expect("requests");
     stdin.flush().expect("flush");
     std::thread::sleep(Duration::from_millis(500));
     let started = Instant::now();
-    child.signal(rustix::process::Signal::TERM);
-    let status = child.wait_exit(Duration::from_secs(10));
+    server.signal(rustix::process::Signal::TERM);
+    let status = server.wait(Duration::from_secs(10));
     assert_eq!(
         status.and_then(|s| s.code()),
         Some(0),
         "exit after {:?}",
         started.elapsed()
     );
-    drop(stdout);
+    drop(server);
 }
 
 /// With `--console` and stdin still open (an operator's terminal or pipe), a signal must end
 /// the session just as without the console: the pending stdin read must not hold the exit.
 #[test]
 fn signals_end_a_console_session_with_stdin_open() {
-    let world = World::with_files(FILES_MANIFEST);
+    let world = with_files(FILES_MANIFEST);
     for (signal, name) in [
         (rustix::process::Signal::TERM, "SIGTERM"),
         (rustix::process::Signal::INT, "SIGINT"),
     ] {
-        let mut server = Server::start_console(&world, world.args(&[]));
+        let mut server = start_console(&world, world.args(&[]));
         assert_eq!(server.console(r#"{"op":"tools"}"#)["ok"], true);
         assert_still_serving(server.port(), "launch");
         server.stop_with(signal, &format!("{name} with --console and stdin open"));
@@ -2083,14 +1537,14 @@ fn signals_end_a_console_session_with_stdin_open() {
 /// end the session gracefully. Repeated so a handler installed only after the line shows.
 #[test]
 fn a_signal_right_after_the_ready_line_still_exits_0() {
-    let world = World::with_files(FILES_MANIFEST);
+    let world = with_files(FILES_MANIFEST);
     for round in 0..10 {
         let (signal, name) = if round % 2 == 0 {
             (rustix::process::Signal::TERM, "SIGTERM")
         } else {
             (rustix::process::Signal::INT, "SIGINT")
         };
-        let mut server = Server::start(&world, world.args(&[]));
+        let mut server = start(&world, world.args(&[]));
         server.stop_with(
             signal,
             &format!("round {round}: {name} right after the ready line"),
@@ -2106,14 +1560,9 @@ fn a_signal_right_after_the_ready_line_still_exits_0() {
 /// (500) and leaves no fragment: the trace stays one JSON object per line (D-6.1, D-6.4).
 #[test]
 fn a_short_trace_write_fails_closed_and_leaves_no_fragment() {
-    let world = World::with_files(FILES_MANIFEST);
+    let world = with_files(FILES_MANIFEST);
     // 1 KiB of file for the process: room for about three trace lines.
-    let server = ShellServer::start(
-        &world,
-        "trap '' XFSZ; ulimit -f 1",
-        world.args(&[]),
-        Stdio::null(),
-    );
+    let server = start_in_shell(&world, "trap '' XFSZ; ulimit -f 1", world.args(&[]), false);
     let port = server.port();
     let statuses: Vec<u16> = (0..6)
         .map(|_| get(port, "/resources/files/a.txt").status)
@@ -2125,14 +1574,14 @@ fn a_short_trace_write_fails_closed_and_leaves_no_fragment() {
     );
     let text = std::fs::read_to_string(world.trace()).expect("the trace");
     assert!(text.ends_with('\n'), "no fragment at the end: {text:?}");
-    assert_eq!(trace_lines(&world.trace()).len(), served, "{text}");
+    assert_eq!(read_trace(&world.trace()).len(), served, "{text}");
     drop(server);
 }
 
 #[test]
 fn trace_has_exactly_one_line_per_request_under_resources() {
-    let world = World::with_files(FILES_MANIFEST);
-    let server = Server::start(&world, world.args(&[]));
+    let world = with_files(FILES_MANIFEST);
+    let server = start(&world, world.args(&[]));
     let port = server.port();
     let session = server.ready_str("session_id").to_owned();
     // (method, target, status, event_type, outcome)
@@ -2211,10 +1660,10 @@ fn trace_has_exactly_one_line_per_request_under_resources() {
         // Requests outside /resources leave no line.
         assert_eq!(get(port, "/").status, 404);
         assert_eq!(get(port, "/.well-known/agent-card.json").status, 200);
-        let _ = exchange(port, b"GET\r\n\r\n");
+        let _ = exchange(port, b"GET\r\n\r\n", IO_TIMEOUT);
     }
 
-    let lines = trace_lines(&world.trace());
+    let lines = read_trace(&world.trace());
     assert_eq!(
         lines.len(),
         requests.len(),
@@ -2345,15 +1794,148 @@ fn unparsable_command_lines_are_refused_launches() {
 /// status 101) a review found.
 #[test]
 fn a_closed_stdout_ends_the_session_with_a_message_not_a_panic() {
-    let world = World::with_files(FILES_MANIFEST);
+    let world = with_files(FILES_MANIFEST);
     let (reader, writer) = std::io::pipe().expect("a pipe");
     drop(reader);
-    let Exited { status, stderr, .. } =
-        run_to_exit_with_stdout(&world, &world.args(&[]), writer.into());
+    let Exited { status, stderr, .. } = world
+        .launch(&world.args(&[]))
+        .run_with_stdout(writer.into());
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("cannot write the ready line to stdout"),
         "{stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+// =============================================================================================
+// Worlds and checks.
+// =============================================================================================
+
+/// A workdir holding `out/a.txt`, `out/.hidden` and `out/sub/b.txt`.
+fn with_files(manifest: &str) -> Workdir {
+    let world = Workdir::new(manifest);
+    world.file("out/a.txt", b"hello\n");
+    world.file("out/.hidden", b"h");
+    world.file("out/sub/b.txt", b"bee");
+    world
+}
+
+/// The size of each `out/big<n>` file of [`with_big_files`]: too large for the kernel's socket
+/// buffers, so a client that stops reading really holds its body.
+const BIG: usize = 9 << 20;
+
+/// The standard world plus `count` files `out/big1`, `out/big2`, … of [`BIG`] bytes each.
+fn with_big_files(count: usize) -> Workdir {
+    let world = with_files(FILES_MANIFEST);
+    let big = vec![b'x'; BIG];
+    for n in 1..=count {
+        world.file(&format!("out/big{n}"), &big);
+    }
+    world
+}
+
+/// `serve` over `world` with `args`, its stderr captured.
+fn start(world: &Workdir, args: Vec<String>) -> Served {
+    world.launch(&args).start()
+}
+
+/// [`start`] with `--console` and stdin open.
+fn start_console(world: &Workdir, args: Vec<String>) -> Served {
+    world.launch(&args).console().start()
+}
+
+/// A `serve` started through `bash -c "<setup>; exec BIN ARGS"` (a resource limit, say) whose
+/// stdout nobody reads past the ready line.
+fn start_in_shell(world: &Workdir, setup: &str, args: Vec<String>, stdin: bool) -> Served {
+    let launch = world
+        .launch(&args)
+        .shell(setup)
+        .stderr(Stderr::Null)
+        .hold_stdout();
+    if stdin { launch.stdin() } else { launch }.start()
+}
+
+/// Runs `serve` to completion (it must exit within the launch timeout).
+fn run_to_exit(world: &Workdir, args: &[String]) -> Exited {
+    world.launch(args).run()
+}
+
+/// Requires a refused launch: status 2, `error[CODE]:` and a `  hint:` line on stderr, nothing
+/// on stdout, nothing created anywhere in the world and no file at `trace`. Returns stderr.
+fn assert_refused(
+    case: &str,
+    world: &Workdir,
+    args: &[String],
+    code: &str,
+    trace: &Path,
+) -> String {
+    let before = world.snapshot();
+    let out = run_to_exit(world, args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{case}: exit status {:?}; stderr:\n{}",
+        out.status,
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!("error[{code}]:")),
+        "{case}: stderr lacks `error[{code}]:`:\n{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.lines().any(|l| l.starts_with("  hint:")),
+        "{case}: stderr has no line starting `  hint:`:\n{}",
+        out.stderr
+    );
+    assert_eq!(out.stdout, "", "{case}: a refused launch printed on stdout");
+    assert!(
+        std::fs::symlink_metadata(trace).is_err(),
+        "{case}: a refused launch created the trace file {}",
+        trace.display()
+    );
+    assert_eq!(
+        world.snapshot(),
+        before,
+        "{case}: a refused launch created or changed something in the world"
+    );
+    out.stderr
+}
+
+/// Requires a command line clap refuses: status 2, `error[E-CLI-001]: ` and clap's own
+/// rendering on stderr, nothing on stdout, nothing created anywhere in the world. Returns
+/// stderr.
+fn assert_command_line_refused(case: &str, world: &Workdir, args: &[String]) -> String {
+    let before = world.snapshot();
+    let out = run_to_exit(world, args);
+    assert_eq!(out.status.code(), Some(2), "{case}: {}", out.stderr);
+    assert!(
+        out.stderr.starts_with("error[E-CLI-001]: "),
+        "{case}: {}",
+        out.stderr
+    );
+    assert_eq!(out.stdout, "", "{case}");
+    assert_eq!(world.snapshot(), before, "{case}: created something");
+    out.stderr
+}
+
+/// A listing must answer 200 with one entry per file: the server is still serving.
+fn assert_still_serving(port: u16, after: &str) {
+    let reply = get(port, "/resources/files");
+    assert_eq!(reply.status, 200, "listing after {after}: {}", reply.text());
+    assert_eq!(
+        reply.json()["entries"].as_array().map(Vec::len),
+        Some(3),
+        "listing after {after}"
+    );
+}
+
+fn mtime_ms(path: &Path) -> u128 {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .expect("mtime")
+        .duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis()
 }

@@ -29,14 +29,11 @@ mod support;
 
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use support::http::{Reply, try_exchange_raw, try_parse_reply};
+use support::process::{Launch, Served, Stderr, Workdir};
 use support::sha256_hex;
-use tempfile::TempDir;
 
 const SENTINEL: &str = "SENTINEL-OUTSIDE";
 /// The manifest's `max_bytes` (`1Ki`).
@@ -256,12 +253,16 @@ fn method(verb: &str, target: &str, expect: Expect) -> Row {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The world: one workdir holding the export tree and the sentinels.
+// The tree: one workdir holding the export tree and the sentinels.
 // ---------------------------------------------------------------------------------------------
 
-struct World {
-    dir: TempDir,
-    workdir: PathBuf,
+/// The manifest every server runs: `out/` with a 1 KiB `max_bytes`.
+const MANIFEST: &str =
+    "name: hostile\nexports:\n  files: { root: out/, mode: read-only, max_bytes: 1Ki }\n";
+
+/// The export tree the table is about, in a support [`Workdir`] (`wd/`), with what it holds.
+struct Tree {
+    dir: Workdir,
     /// Regular files under `out/`: path → bytes.
     files: BTreeMap<String, Vec<u8>>,
     /// Links the follow classes list (D-3.2): link path → the real file it resolves to.
@@ -282,20 +283,13 @@ fn chain(i: usize) -> String {
     format!("c{i:02}")
 }
 
-impl World {
-    fn build() -> World {
-        let dir = tempfile::tempdir().expect("create the test's temporary directory");
-        let workdir = dir.path().join("work");
-        for sub in [
-            "work/out/sub/deep",
-            "work/out/emptydir",
-            "work/outside",
-            "traces",
-            "logs",
-        ] {
-            std::fs::create_dir_all(dir.path().join(sub)).expect("create a directory");
+impl Tree {
+    fn build() -> Tree {
+        let dir = Workdir::new(MANIFEST);
+        let workdir = dir.path();
+        for sub in ["out/sub/deep", "out/emptydir", "outside"] {
+            std::fs::create_dir_all(workdir.join(sub)).expect("create a directory");
         }
-        let workdir = std::fs::canonicalize(&workdir).expect("canonicalise the workdir");
         let out = workdir.join("out");
         std::fs::write(workdir.join("secret.txt"), format!("{SENTINEL}\n"))
             .expect("write secret.txt");
@@ -385,19 +379,14 @@ impl World {
             }
         };
 
-        World {
+        Tree {
             dir,
-            workdir,
             files,
             listed_links,
             long_name,
             have_device,
             _socket: socket,
         }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
     }
 
     /// The bytes a `File(path)` expectation must serve.
@@ -427,7 +416,7 @@ impl World {
 // The table.
 // ---------------------------------------------------------------------------------------------
 
-fn target_table(world: &World) -> Vec<Row> {
+fn target_table(world: &Tree) -> Vec<Row> {
     let long = world.long_name.as_str();
     let mut rows = vec![
         // Plain names and nesting.
@@ -773,163 +762,26 @@ fn http_table() -> Vec<Row> {
 // One server process per class.
 // ---------------------------------------------------------------------------------------------
 
-struct Server {
-    class: Class,
-    child: Child,
-    addr: SocketAddr,
-    trace: PathBuf,
-    stderr: PathBuf,
+/// `serve` over the tree under `class`, tracing to its own file, stderr captured.
+fn spawn(tree: &Tree, class: Class) -> Served {
+    let name = class.as_str();
+    let trace = tree.dir.trace_for(name).display().to_string();
+    let args = tree
+        .dir
+        .args_without_trace(&["--containment", name, "--trace", &trace]);
+    Launch::new(&args)
+        .label(name)
+        .stderr(Stderr::File(tree.dir.log_for(name)))
+        .start()
 }
 
-impl Server {
-    fn spawn(world: &World, manifest: &Path, class: Class) -> Server {
-        let name = class.as_str();
-        let trace = world.path(&format!("traces/{name}.jsonl"));
-        let stderr = world.path(&format!("logs/{name}.stderr"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_resource-plane"))
-            .arg("serve")
-            .arg("--workdir")
-            .arg(&world.workdir)
-            .arg("--manifest")
-            .arg(manifest)
-            .arg("--containment")
-            .arg(name)
-            .arg("--trace")
-            .arg(&trace)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(
-                std::fs::File::create(&stderr).expect("create a stderr capture"),
-            ))
-            .spawn()
-            .expect("spawn resource-plane serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped stdout"))
-            .read_line(&mut line)
-            .expect("read the ready line");
-        let ready: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-            panic!(
-                "{name}: the ready line is not JSON ({e}): {line:?}; stderr:\n{}",
-                std::fs::read_to_string(&stderr).unwrap_or_default()
-            )
-        });
-        assert_eq!(ready["event"], "listening", "{name}: ready line {line}");
-        let url = ready["url"].as_str().expect("the ready line's url");
-        let addr = url
-            .strip_prefix("http://")
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("{name}: ready url {url} is not http://ip:port"));
-        Server {
-            class,
-            child,
-            addr,
-            trace,
-            stderr,
-        }
-    }
-
-    fn trace_lines(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.trace)
-            .unwrap_or_else(|e| panic!("{}: read the trace: {e}", self.class.as_str()))
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The raw client.
-// ---------------------------------------------------------------------------------------------
-
-/// Sends `request` on a fresh connection and reads to EOF. A reset after the server answered
-/// (it may close with our oversized head unread) ends the read like EOF.
-fn exchange(addr: SocketAddr, request: &[u8]) -> Result<Vec<u8>, String> {
-    let mut stream = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
-    stream
-        .set_read_timeout(Some(IO_DEADLINE))
-        .and_then(|()| stream.set_write_timeout(Some(IO_DEADLINE)))
-        .map_err(|e| format!("set timeouts: {e}"))?;
-    // The server may close before it has read all of an oversized head: keep its answer.
-    let _ = stream.write_all(request);
-    let mut out = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return Ok(out),
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => return Ok(out),
-            Err(e) => {
-                return Err(format!(
-                    "no EOF within {IO_DEADLINE:?} ({e}) after {} bytes",
-                    out.len()
-                ));
-            }
-        }
-    }
-}
-
-struct Reply {
-    version: String,
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn parse(raw: &[u8]) -> Result<Reply, String> {
-        let end = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .ok_or("no end of head")?;
-        let head = std::str::from_utf8(&raw[..end]).map_err(|_| "head is not UTF-8")?;
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next().unwrap_or_default();
-        let mut parts = status_line.splitn(3, ' ');
-        let version = parts.next().unwrap_or_default().to_owned();
-        let status = parts
-            .next()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-        let headers = lines
-            .map(|l| {
-                let (name, value) = l.split_once(':').unwrap_or((l, ""));
-                (name.trim().to_ascii_lowercase(), value.trim().to_owned())
-            })
-            .collect();
-        Ok(Reply {
-            version,
-            status,
-            headers,
-            body: raw[end + 4..].to_vec(),
-        })
-    }
-
-    /// The single value of `name`; `Err` when absent or repeated.
-    fn header(&self, name: &str) -> Result<&str, String> {
-        let values: Vec<&str> = self
-            .headers
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-            .collect();
-        match values.as_slice() {
-            [one] => Ok(one),
-            [] => Err(format!("no `{name}` header")),
-            many => Err(format!("`{name}` repeated: {many:?}")),
-        }
-    }
-
-    fn has(&self, name: &str) -> bool {
-        self.headers.iter().any(|(n, _)| n == name)
-    }
+/// The server's trace, line by line; an unreadable trace fails the test.
+fn trace_lines(class: Class, server: &Served) -> Vec<String> {
+    std::fs::read_to_string(server.trace_path())
+        .unwrap_or_else(|e| panic!("{}: read the trace: {e}", class.as_str()))
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -937,7 +789,7 @@ impl Reply {
 // ---------------------------------------------------------------------------------------------
 
 struct Checker<'a> {
-    world: &'a World,
+    world: &'a Tree,
     class: Class,
     failures: Vec<String>,
     /// One fixed message per refusal code (D-4.4).
@@ -960,7 +812,7 @@ impl Checker<'_> {
     }
 
     fn header_is(&mut self, row: &Row, reply: &Reply, name: &str, want: &str) {
-        match reply.header(name) {
+        match reply.single(name) {
             Ok(v) if v == want => {}
             Ok(v) => self.fail(row, format!("`{name}: {v}`, expected `{want}`")),
             Err(e) => self.fail(row, format!("{e}, expected `{name}: {want}`")),
@@ -986,7 +838,7 @@ impl Checker<'_> {
             );
             return;
         }
-        let reply = match Reply::parse(raw) {
+        let reply = match try_parse_reply(raw) {
             Ok(reply) => reply,
             Err(e) => {
                 let text = String::from_utf8_lossy(raw).into_owned();
@@ -1095,7 +947,7 @@ impl Checker<'_> {
             self,
             row,
             reply
-                .header("x-murmur-mtime-ms")
+                .single("x-murmur-mtime-ms")
                 .is_ok_and(|v| v.parse::<i64>().is_ok_and(|ms| ms > 0)),
             "x-murmur-mtime-ms missing or not a positive integer"
         );
@@ -1264,9 +1116,9 @@ impl Checker<'_> {
 
     /// The trace holds one JSON line per routed row, in order (requests are sequential and
     /// each line is written before its answer leaves, D-6.4).
-    fn check_trace(&mut self, server: &Server, sent: &[(&Row, &Expect)]) {
+    fn check_trace(&mut self, server: &Served, sent: &[(&Row, &Expect)]) {
         let class = self.class.as_str();
-        let lines = server.trace_lines();
+        let lines = trace_lines(self.class, server);
         let routed: Vec<&(&Row, &Expect)> = sent
             .iter()
             .filter(|(r, _)| r.trace != Trace::None)
@@ -1353,10 +1205,15 @@ impl Checker<'_> {
 
 /// Sends every row meant for `server`'s class, then a final normal read, and checks each
 /// answer and the trace. Returns the failures and how many rows hyper refused by itself.
-fn run_server(world: &World, server: &mut Server, rows: &[Row]) -> (Vec<String>, usize) {
+fn run_server(
+    world: &Tree,
+    class: Class,
+    server: &mut Served,
+    rows: &[Row],
+) -> (Vec<String>, usize) {
     let mut checker = Checker {
         world,
-        class: server.class,
+        class,
         failures: Vec::new(),
         messages: BTreeMap::new(),
     };
@@ -1367,10 +1224,10 @@ fn run_server(world: &World, server: &mut Server, rows: &[Row]) -> (Vec<String>,
     };
     let mut sent: Vec<(&Row, &Expect)> = Vec::new();
     for row in rows.iter().chain(std::iter::once(&after)) {
-        let Some(expect) = row.per.for_class(server.class) else {
+        let Some(expect) = row.per.for_class(class) else {
             continue;
         };
-        match exchange(server.addr, &row.request) {
+        match try_exchange_raw(server.port(), &row.request, IO_DEADLINE) {
             Ok(raw) => checker.check(row, expect, &raw),
             Err(e) => checker.fail(row, e),
         }
@@ -1380,8 +1237,8 @@ fn run_server(world: &World, server: &mut Server, rows: &[Row]) -> (Vec<String>,
         Ok(None) => {}
         other => checker.failures.push(format!(
             "[{}] the server is no longer running after the table: {other:?}; stderr:\n{}",
-            server.class.as_str(),
-            std::fs::read_to_string(&server.stderr).unwrap_or_default()
+            class.as_str(),
+            server.stderr()
         )),
     }
     checker.check_trace(server, &sent);
@@ -1394,13 +1251,7 @@ fn run_server(world: &World, server: &mut Server, rows: &[Row]) -> (Vec<String>,
 
 #[test]
 fn hostile_table() {
-    let world = World::build();
-    let manifest = world.path("manifest.yaml");
-    std::fs::write(
-        &manifest,
-        "name: hostile\nexports:\n  files: { root: out/, mode: read-only, max_bytes: 1Ki }\n",
-    )
-    .expect("write the manifest");
+    let world = Tree::build();
 
     let targets = target_table(&world);
     assert!(
@@ -1416,18 +1267,18 @@ fn hostile_table() {
     );
     let rows: Vec<Row> = targets.into_iter().chain(http).collect();
 
-    let mut servers: Vec<Server> = CLASSES
+    let mut servers: Vec<(Class, Served)> = CLASSES
         .iter()
-        .map(|class| Server::spawn(&world, &manifest, *class))
+        .map(|class| (*class, spawn(&world, *class)))
         .collect();
     let results: Vec<(Class, Vec<String>, usize)> = std::thread::scope(|scope| {
         let handles: Vec<_> = servers
             .iter_mut()
-            .map(|server| {
-                let (world, rows) = (&world, &rows);
+            .map(|(class, server)| {
+                let (world, rows, class) = (&world, &rows, *class);
                 scope.spawn(move || {
-                    let (failures, unparsed) = run_server(world, server, rows);
-                    (server.class, failures, unparsed)
+                    let (failures, unparsed) = run_server(world, class, server, rows);
+                    (class, failures, unparsed)
                 })
             })
             .collect();
@@ -1457,8 +1308,8 @@ fn hostile_table() {
 }
 
 /// No verb wrote anything: the PUT row's target does not exist afterwards.
-fn expect_nothing_written(world: &World, failures: &mut Vec<String>) {
-    let put_target = world.workdir.join("out/new.txt");
+fn expect_nothing_written(world: &Tree, failures: &mut Vec<String>) {
+    let put_target = world.dir.path().join("out/new.txt");
     if put_target.exists() {
         failures.push("PUT created out/new.txt".to_owned());
     }

@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::sha256_hex;
+use support::tokens::handle_id;
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -68,11 +69,6 @@ type Shared<T> = Arc<Mutex<T>>;
 // ------------------------------------------------------------------------------------------------
 // Small pure helpers
 // ------------------------------------------------------------------------------------------------
-
-/// `handle_id` computed independently of the crate: the first 16 hex of sha256(token).
-fn handle_id(token: &str) -> String {
-    sha256_hex(token.as_bytes())[..16].to_owned()
-}
 
 fn timeouts(connect: Duration, card_total: Duration, fetch_total: Duration) -> PeerTimeouts {
     PeerTimeouts {

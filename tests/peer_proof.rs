@@ -13,196 +13,41 @@
 //!    fetcher redeems from a minter that ignores the proof header; two capsules of this crate
 //!    prove end to end.
 //!
-//! Handles and proofs are built here from the spec's layouts (HMAC through `FixedKeyStore`,
-//! Ed25519 through *ring* directly), not through the crate's codecs.
+//! Handles and proofs are built by `tests/support/tokens.rs` from the spec's layouts (HMAC
+//! through `FixedKeyStore`, Ed25519 through *ring* directly), not through the crate's codecs.
 
 mod support;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use http::{Method, Response};
+use http::Method;
+use resource_plane::Code;
 use resource_plane::backends::RootDir;
 use resource_plane::backends::{
-    Clock, Filesystem, FixedIdentityKey, FixedKeyStore, FsError, FsErrorKind, KeyStore,
-    ManualClock, MemoryFilesystem, RecordingTraceSink, SystemClock,
+    Clock, Filesystem, FixedIdentityKey, FixedKeyStore, FsError, FsErrorKind, ManualClock,
+    MemoryFilesystem, SystemClock,
 };
 use resource_plane::budget::ByteBudget;
-use resource_plane::http::{ListenerConfig, PlaneBody, serve};
 use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, Redeem};
 use resource_plane::scope::{Containment, RootPath};
-use resource_plane::{Backends, Capsule, CapsuleConfig, Code, Manifest};
-use ring::signature::{Ed25519KeyPair, KeyPair as _};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
+use support::doubles::CardServer;
+use support::response::shape;
 use support::sha256_hex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use support::tokens::{Signer, forge, handle_id};
+use support::world::{KEY, NOW_MS as NOW, SESSION, World, bind};
 
 // ------------------------------------------------------------------------------------------------
 // Fixtures
 // ------------------------------------------------------------------------------------------------
 
-const KEY: [u8; 32] = [0x42; 32];
-const SESSION: &str = "ses_0123456789abcdef0123456789abcdef";
 const AUDIENCE: &str = "reader@127.0.0.1:9000";
-const NOW: i64 = 1_787_577_327_015;
 const MTIME: i64 = 1_787_577_000_123;
 const REPORT: &[u8] = b"# report\nproved, then served\n";
 const SEED: [u8; 32] = [0x11; 32];
 const OTHER_SEED: [u8; 32] = [0x22; 32];
 const MINTER_YAML: &str = "name: minter\nexports:\n  peer_files: { root: out/, max_ttl: 1h }\n";
-
-fn handle_id(token: &str) -> String {
-    sha256_hex(token.as_bytes())[..16].to_owned()
-}
-
-/// The MAC segment over `payload_b64` and `audience`, by the spec's layout.
-fn mac_b64(payload_b64: &str, audience: &str) -> String {
-    let mac = FixedKeyStore::new(KEY)
-        .sign(&[
-            b"murmur-peer-handle-v1",
-            &[0x1f],
-            payload_b64.as_bytes(),
-            &[0x1f],
-            audience.as_bytes(),
-        ])
-        .expect("a live key");
-    URL_SAFE_NO_PAD.encode(mac)
-}
-
-/// A token for `p` expiring at `exp`, MAC'd over `audience` by the spec's layout.
-fn token_for(audience: &str, p: &str, exp: i64) -> String {
-    let payload = URL_SAFE_NO_PAD.encode(format!(
-        r#"{{"v":1,"iss":"{SESSION}","p":"{p}","exp":{exp},"n":"00112233445566778899aabbccddeeff"}}"#
-    ));
-    format!("mh1.{payload}.{}", mac_b64(&payload, audience))
-}
-
-/// Whether `token`'s MAC is the one the spec's layout gives over `audience`.
-fn is_bound_to(token: &str, audience: &str) -> bool {
-    let mut segments = token.split('.').skip(1);
-    let (payload, mac) = (segments.next().unwrap(), segments.next().unwrap());
-    mac_b64(payload, audience) == mac
-}
-
-/// A peer's Ed25519 key, signing proofs by the layout of D-14.3.
-struct Signer {
-    pair: Ed25519KeyPair,
-    key: String,
-}
-
-impl Signer {
-    fn new(seed: [u8; 32]) -> Self {
-        let pair = Ed25519KeyPair::from_seed_unchecked(&seed).expect("any 32 bytes are a seed");
-        let key = URL_SAFE_NO_PAD.encode(pair.public_key().as_ref());
-        Signer { pair, key }
-    }
-
-    /// `<audience>#ed25519:<key>`: the MAC audience of a handle minted for this key.
-    fn audience(&self) -> String {
-        format!("{AUDIENCE}#ed25519:{}", self.key)
-    }
-
-    fn sig(&self, handle_id: &str, t: &str, n: &str) -> String {
-        let message = format!("murmur-peer-redeem-v1\x1f{handle_id}\x1f{t}\x1f{n}");
-        URL_SAFE_NO_PAD.encode(self.pair.sign(message.as_bytes()).as_ref())
-    }
-
-    /// A proof for `token` at `t` with nonce `n`.
-    fn proof(&self, token: &str, t: i64, n: [u8; 16]) -> String {
-        let (t, n) = (t.to_string(), URL_SAFE_NO_PAD.encode(n));
-        let sig = self.sig(&handle_id(token), &t, &n);
-        format!("ed25519;key={};t={t};n={n};sig={sig}", self.key)
-    }
-}
-
-/// A nonce that differs per call.
-fn nonce(i: u8) -> [u8; 16] {
-    [i; 16]
-}
-
-// ------------------------------------------------------------------------------------------------
-// The redeem world: a capsule on a manual clock and an in-memory workdir
-// ------------------------------------------------------------------------------------------------
-
-struct World {
-    clock: Arc<ManualClock>,
-    trace: Arc<RecordingTraceSink>,
-    capsule: Capsule,
-    signer: Signer,
-}
-
-impl World {
-    fn new() -> Self {
-        let fs = Arc::new(MemoryFilesystem::new());
-        fs.add_file("out/report.md", REPORT, MTIME);
-        fs.add_file("secret", b"SENTINEL: outside the root\n", MTIME);
-        let clock = Arc::new(ManualClock::new(NOW));
-        let trace = Arc::new(RecordingTraceSink::new());
-        let config = CapsuleConfig::new("http://127.0.0.1:41234")
-            .expect("config")
-            .session_id(SESSION);
-        let capsule = Capsule::launch(
-            &Manifest::from_yaml(MINTER_YAML).unwrap().manifest,
-            config,
-            Backends {
-                fs,
-                clock: clock.clone(),
-                keys: Some(Arc::new(FixedKeyStore::new(KEY))),
-                trace: trace.clone(),
-            },
-        )
-        .expect("launch");
-        World {
-            clock,
-            trace,
-            capsule,
-            signer: Signer::new(SEED),
-        }
-    }
-
-    /// A live handle for `report.md` bound to the signer's key.
-    fn keyed_token(&self) -> String {
-        token_for(&self.signer.audience(), "report.md", NOW + 600_000)
-    }
-
-    fn redeem(&self, token: &str, audience: &[&str], proofs: &[&str]) -> Response<PlaneBody> {
-        let audience: Vec<&[u8]> = audience.iter().map(|a| a.as_bytes()).collect();
-        let proofs: Vec<&[u8]> = proofs.iter().map(|p| p.as_bytes()).collect();
-        self.capsule.router().respond_with_proof(
-            &Method::GET,
-            &format!("/resources/peer/{token}"),
-            &audience,
-            &proofs,
-        )
-    }
-
-    fn last_redeem_line(&self) -> Value {
-        self.trace
-            .events()
-            .into_iter()
-            .rfind(|e| e["event_type"] == "peer_handle_redeem")
-            .expect("a redeem line")
-    }
-}
-
-/// Everything a response says but `x-murmur-handle-id` and `date`: status, headers, body.
-type Shape = (u16, Vec<(String, Vec<u8>)>, Vec<u8>);
-
-fn shape(response: &Response<PlaneBody>) -> Shape {
-    let mut headers: Vec<(String, Vec<u8>)> = response
-        .headers()
-        .iter()
-        .filter(|(n, _)| n.as_str() != "x-murmur-handle-id" && n.as_str() != "date")
-        .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
-        .collect();
-    headers.sort();
-    (
-        response.status().as_u16(),
-        headers,
-        response.body().bytes().to_vec(),
-    )
-}
 
 // ------------------------------------------------------------------------------------------------
 // 1. Redeem
@@ -210,13 +55,13 @@ fn shape(response: &Response<PlaneBody>) -> Shape {
 
 #[test]
 fn a_fresh_proof_by_the_bound_key_redeems_and_is_traced_ed25519() {
-    let w = World::new();
-    let token = w.keyed_token();
-    let proof = w.signer.proof(&token, NOW, nonce(1));
-    let response = w.redeem(&token, &[AUDIENCE], &[&proof]);
+    let w = redeem_world();
+    let token = keyed_token();
+    let proof = signer().proof(&token, NOW, nonce(1));
+    let response = w.peer_proved(&token, &[AUDIENCE], &[&proof]);
     assert_eq!(response.status(), 200);
     assert_eq!(&response.body().bytes()[..], REPORT);
-    let line = w.last_redeem_line();
+    let line = w.last_of("peer_handle_redeem");
     assert_eq!(line["outcome"], "ok");
     assert_eq!(line["path"], "report.md");
     assert_eq!(line["audience_asserted"], AUDIENCE, "the plain audience");
@@ -234,33 +79,36 @@ fn a_fresh_proof_by_the_bound_key_redeems_and_is_traced_ed25519() {
     );
     // Either edge of the freshness window passes, with fresh nonces.
     for (i, t) in [(2, NOW - 60_000), (3, NOW + 60_000)] {
-        let proof = w.signer.proof(&token, t, nonce(i));
+        let proof = signer().proof(&token, t, nonce(i));
         assert_eq!(
-            w.redeem(&token, &[AUDIENCE], &[&proof]).status(),
+            w.peer_proved(&token, &[AUDIENCE], &[&proof]).status(),
             200,
             "t = {t}"
         );
     }
     // The audience is matched as any audience is: trimmed and lowercased.
-    let proof = w.signer.proof(&token, NOW, nonce(4));
-    let respelt = w.redeem(&token, &[" READER@127.0.0.1:9000 "], &[&proof]);
+    let proof = signer().proof(&token, NOW, nonce(4));
+    let respelt = w.peer_proved(&token, &[" READER@127.0.0.1:9000 "], &[&proof]);
     assert_eq!(respelt.status(), 200);
 }
 
 #[test]
 fn a_plain_handle_redeems_without_a_proof_as_before_and_is_traced_none() {
-    let w = World::new();
+    let w = redeem_world();
     let token = token_for(AUDIENCE, "report.md", NOW + 600_000);
-    let response = w.redeem(&token, &[AUDIENCE], &[]);
+    let response = w.peer_proved(&token, &[AUDIENCE], &[]);
     assert_eq!(response.status(), 200);
-    let line = w.last_redeem_line();
+    let line = w.last_of("peer_handle_redeem");
     assert_eq!(line["audience_proof"], "none");
     assert_eq!(line["path"], "report.md");
     // The same handle with a proof: the MAC is then over a keyed audience, which it was not
     // minted for.
-    let proof = w.signer.proof(&token, NOW, nonce(1));
-    assert_eq!(w.redeem(&token, &[AUDIENCE], &[&proof]).status(), 403);
-    assert_eq!(w.last_redeem_line()["audience_proof"], Value::Null);
+    let proof = signer().proof(&token, NOW, nonce(1));
+    assert_eq!(w.peer_proved(&token, &[AUDIENCE], &[&proof]).status(), 403);
+    assert_eq!(
+        w.last_of("peer_handle_redeem")["audience_proof"],
+        Value::Null
+    );
 }
 
 /// One refused redeem: what is sent, and what the trace must say.
@@ -275,9 +123,9 @@ struct Case {
     reason: &'static str,
 }
 
-fn refused_cases(w: &World) -> Vec<Case> {
-    let s = &w.signer;
-    let token = w.keyed_token();
+fn refused_cases() -> Vec<Case> {
+    let s = &signer();
+    let token = keyed_token();
     let id = handle_id(&token);
     let other = Signer::new(OTHER_SEED);
     let good = s.proof(&token, NOW, nonce(9));
@@ -404,7 +252,7 @@ fn refused_cases(w: &World) -> Vec<Case> {
         case(
             "no proof: the keyed audience asserted as a plain one",
             &token,
-            &s.audience(),
+            &s.keyed(AUDIENCE),
             vec![],
             false,
             "MAC",
@@ -462,15 +310,15 @@ fn refused_cases(w: &World) -> Vec<Case> {
 
 #[test]
 fn every_proof_failure_is_the_same_403_and_its_line_names_the_check() {
-    let w = World::new();
+    let w = redeem_world();
     // The reference: a real payload under an all-zero MAC, presented without a proof.
-    let payload = w.keyed_token().split('.').nth(1).unwrap().to_owned();
+    let payload = keyed_token().split('.').nth(1).unwrap().to_owned();
     let forged = format!("mh1.{payload}.{}", URL_SAFE_NO_PAD.encode([0u8; 32]));
-    let reference = shape(&w.redeem(&forged, &[AUDIENCE], &[]));
-    assert_eq!(reference.0, 403, "the reference is a plain forgery");
-    for case in refused_cases(&w) {
+    let reference = shape(&w.peer_proved(&forged, &[AUDIENCE], &[]));
+    assert_eq!(reference.status, 403, "the reference is a plain forgery");
+    for case in refused_cases() {
         let proofs: Vec<&str> = case.proofs.iter().map(String::as_str).collect();
-        let response = w.redeem(&case.token, &[&case.audience], &proofs);
+        let response = w.peer_proved(&case.token, &[&case.audience], &proofs);
         let label = case.label;
         assert_eq!(shape(&response), reference, "{label}: not byte-identical");
         assert_eq!(
@@ -478,7 +326,7 @@ fn every_proof_failure_is_the_same_403_and_its_line_names_the_check() {
             handle_id(&case.token).as_str(),
             "{label}"
         );
-        let line = w.last_redeem_line();
+        let line = w.last_of("peer_handle_redeem");
         assert_eq!(line["outcome"], "handle_not_valid", "{label}");
         assert_eq!(line["bytes"], Value::Null, "{label}");
         let reason = line["reason"].as_str().unwrap_or_default();
@@ -496,12 +344,12 @@ fn every_proof_failure_is_the_same_403_and_its_line_names_the_check() {
         }
     }
     // None of them spent the good proof's nonce: it still redeems once, then is a replay.
-    let token = w.keyed_token();
-    let good = w.signer.proof(&token, NOW, nonce(9));
-    assert_eq!(w.redeem(&token, &[AUDIENCE], &[&good]).status(), 200);
-    let replay = w.redeem(&token, &[AUDIENCE], &[&good]);
+    let token = keyed_token();
+    let good = signer().proof(&token, NOW, nonce(9));
+    assert_eq!(w.peer_proved(&token, &[AUDIENCE], &[&good]).status(), 200);
+    let replay = w.peer_proved(&token, &[AUDIENCE], &[&good]);
     assert_eq!(shape(&replay), reference, "replay: not byte-identical");
-    let line = w.last_redeem_line();
+    let line = w.last_of("peer_handle_redeem");
     assert!(
         line["reason"].as_str().unwrap().contains("replayed"),
         "{line}"
@@ -510,26 +358,26 @@ fn every_proof_failure_is_the_same_403_and_its_line_names_the_check() {
     assert_eq!(line["audience_proof"], "ed25519");
     // A replay is refused while a copy could be fresh, whatever the clock does meanwhile.
     w.clock.advance(59_000);
-    assert_eq!(w.redeem(&token, &[AUDIENCE], &[&good]).status(), 403);
+    assert_eq!(w.peer_proved(&token, &[AUDIENCE], &[&good]).status(), 403);
     w.clock.advance(-120_000);
-    assert_eq!(w.redeem(&token, &[AUDIENCE], &[&good]).status(), 403);
+    assert_eq!(w.peer_proved(&token, &[AUDIENCE], &[&good]).status(), 403);
 }
 
 #[test]
 fn the_proof_is_checked_before_the_expiry() {
-    let w = World::new();
-    let expired = token_for(&w.signer.audience(), "report.md", NOW - 1);
-    let fresh = w.signer.proof(&expired, NOW, nonce(1));
-    let response = w.redeem(&expired, &[AUDIENCE], &[&fresh]);
+    let w = redeem_world();
+    let expired = token_for(&signer().keyed(AUDIENCE), "report.md", NOW - 1);
+    let fresh = signer().proof(&expired, NOW, nonce(1));
+    let response = w.peer_proved(&expired, &[AUDIENCE], &[&fresh]);
     assert_eq!(
         response.status(),
         410,
         "a good proof reaches the expiry check"
     );
-    assert_eq!(w.last_redeem_line()["audience_proof"], "ed25519");
-    let stale = w.signer.proof(&expired, NOW - 61_000, nonce(2));
+    assert_eq!(w.last_of("peer_handle_redeem")["audience_proof"], "ed25519");
+    let stale = signer().proof(&expired, NOW - 61_000, nonce(2));
     assert_eq!(
-        w.redeem(&expired, &[AUDIENCE], &[&stale]).status(),
+        w.peer_proved(&expired, &[AUDIENCE], &[&stale]).status(),
         403,
         "a stale proof stops before the expiry check"
     );
@@ -540,15 +388,18 @@ fn a_keyed_audience_asserted_as_a_plain_one_never_verifies() {
     // A MAC audience whose key has no capital letter is unchanged by lowercasing: asserted as a
     // plain audience, it would verify without the key's signature. It is refused, and the same
     // handle presented with a proof is judged by the proof.
-    let w = World::new();
+    let w = redeem_world();
     let all_lowercase = format!("{AUDIENCE}#ed25519:{}", "a".repeat(43));
     let token = token_for(&all_lowercase, "report.md", NOW + 600_000);
-    assert_eq!(w.redeem(&token, &[&all_lowercase], &[]).status(), 403);
-    assert_eq!(w.last_redeem_line()["reason"], "MAC verification failed");
+    assert_eq!(w.peer_proved(&token, &[&all_lowercase], &[]).status(), 403);
+    assert_eq!(
+        w.last_of("peer_handle_redeem")["reason"],
+        "MAC verification failed"
+    );
     // The control: an audience that only resembles one (41 characters after the tag) verifies.
     let resembling = format!("{AUDIENCE}#ed25519:{}", "a".repeat(41));
     let token = token_for(&resembling, "report.md", NOW + 600_000);
-    assert_eq!(w.redeem(&token, &[&resembling], &[]).status(), 200);
+    assert_eq!(w.peer_proved(&token, &[&resembling], &[]).status(), 200);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -620,8 +471,7 @@ fn redeem(plane: &HmacPeerPlane, case: &Case) -> Redeem {
 
 #[test]
 fn refused_proofs_never_reach_the_filesystem() {
-    let w = World::new();
-    for case in refused_cases(&w) {
+    for case in refused_cases() {
         // The clock is read only once the signature has verified (the freshness check).
         let clock_reads = usize::from(case.reason == "fresh");
         let plane = mocked_plane(0, clock_reads);
@@ -632,8 +482,8 @@ fn refused_proofs_never_reach_the_filesystem() {
         drop(plane); // the mocks check their counts here
     }
     // A replay: the first redeem reaches the filesystem once; its copy does not.
-    let token = w.keyed_token();
-    let good = w.signer.proof(&token, NOW, nonce(1));
+    let token = keyed_token();
+    let good = signer().proof(&token, NOW, nonce(1));
     let replayed = Case {
         label: "replay",
         token,
@@ -671,7 +521,7 @@ fn a_full_replay_memory_refuses_new_proofs_and_still_remembers_old_ones() {
     )
     .with_replay_capacity(2);
     let s = Signer::new(SEED);
-    let token = token_for(&s.audience(), "report.md", NOW + 3_600_000);
+    let token = token_for(&s.keyed(AUDIENCE), "report.md", NOW + 3_600_000);
     let redeem = |n: u8| {
         let proof = s.proof(&token, clock.now_ms(), nonce(n));
         plane.redeem_with_proof(&token, &[AUDIENCE.as_bytes()], &[proof.as_bytes()])
@@ -704,35 +554,10 @@ fn a_full_replay_memory_refuses_new_proofs_and_still_remembers_old_ones() {
 // 3. Mint: share-file against a card responder
 // ------------------------------------------------------------------------------------------------
 
-/// A loopback HTTP responder answering every request with `200` and `body` (JSON).
+/// A loopback HTTP responder answering every request with `200` and `body` (JSON); returns
+/// its `host:port`.
 async fn card_responder(body: String) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let body = body.clone();
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let response = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
-                     connection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(response.as_bytes()).await;
-            });
-        }
-    });
-    addr
+    CardServer::new(move |_| body.clone()).peer()
 }
 
 fn card(name: &str, url: &str, extensions: Option<Value>) -> String {
@@ -748,44 +573,16 @@ fn proof_extension(alg: &str, key: &str) -> Value {
            "params": {"alg": alg, "key": key}})
 }
 
-/// A minter on the manual clock of a [`World`], granted the network to loopback.
+/// A minter of [`SESSION`] on the clock at [`NOW`], granted the network to loopback.
 fn minter(require_peer_proof: bool) -> World {
     let yaml = format!(
         "name: minter\nexports:\n  peer_files: {{ root: out/, max_ttl: 1h, require_peer_proof: {require_peer_proof} }}\n\
          capabilities:\n  network: {{ allow: [\"127.0.0.1\"] }}\n"
     );
-    let fs = Arc::new(MemoryFilesystem::new());
-    fs.add_file("out/report.md", REPORT, MTIME);
-    let clock = Arc::new(ManualClock::new(NOW));
-    let trace = Arc::new(RecordingTraceSink::new());
-    let config = CapsuleConfig::new("http://127.0.0.1:41234")
-        .expect("config")
-        .session_id(SESSION);
-    let capsule = Capsule::launch(
-        &Manifest::from_yaml(&yaml).unwrap().manifest,
-        config,
-        Backends {
-            fs,
-            clock: clock.clone(),
-            keys: Some(Arc::new(FixedKeyStore::new(KEY))),
-            trace: trace.clone(),
-        },
-    )
-    .expect("launch");
-    World {
-        clock,
-        trace,
-        capsule,
-        signer: Signer::new(SEED),
-    }
-}
-
-fn mint_lines(w: &World) -> Vec<Value> {
-    w.trace
-        .events()
-        .into_iter()
-        .filter(|e| e["event_type"] == "peer_handle_mint")
-        .collect()
+    World::builder(&yaml)
+        .session(SESSION)
+        .file("out/report.md", REPORT, MTIME)
+        .build()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -808,7 +605,7 @@ async fn a_keyed_card_binds_its_key_and_the_result_keeps_the_plain_audience() {
         result["audience"], AUDIENCE,
         "the result's audience is plain"
     );
-    let lines = mint_lines(&w);
+    let lines = w.events_of("peer_handle_mint");
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["outcome"], "ok");
     assert_eq!(
@@ -818,16 +615,20 @@ async fn a_keyed_card_binds_its_key_and_the_result_keeps_the_plain_audience() {
     assert_eq!(lines[0]["audience_proof"], "ed25519");
     let token = result["handle"].as_str().unwrap();
     assert!(
-        is_bound_to(token, &signer.audience()),
+        is_bound_to(token, &signer.keyed(AUDIENCE)),
         "MAC'd over <audience>#ed25519:<key>"
     );
     assert!(!is_bound_to(token, AUDIENCE));
     let proof = signer.proof(token, NOW, nonce(1));
-    assert_eq!(w.redeem(token, &[AUDIENCE], &[&proof]).status(), 200);
-    assert_eq!(w.redeem(token, &[AUDIENCE], &[]).status(), 403, "no proof");
+    assert_eq!(w.peer_proved(token, &[AUDIENCE], &[&proof]).status(), 200);
+    assert_eq!(
+        w.peer_proved(token, &[AUDIENCE], &[]).status(),
+        403,
+        "no proof"
+    );
     let other = Signer::new(OTHER_SEED).proof(token, NOW, nonce(2));
     assert_eq!(
-        w.redeem(token, &[AUDIENCE], &[&other]).status(),
+        w.peer_proved(token, &[AUDIENCE], &[&other]).status(),
         403,
         "another key"
     );
@@ -878,7 +679,7 @@ async fn a_malformed_key_extension_fails_the_mint_peer_unreachable() {
             .await
             .expect_err(label);
         assert_eq!(error.code, "peer_unreachable", "{label}");
-        let lines = mint_lines(&w);
+        let lines = w.events_of("peer_handle_mint");
         assert_eq!(lines.len(), 1, "{label}");
         assert_eq!(lines[0]["outcome"], "peer_unreachable", "{label}");
         assert_eq!(
@@ -907,7 +708,7 @@ async fn require_peer_proof_refuses_a_keyless_card_and_mints_for_a_keyed_one() {
         .expect_err("keyless");
     assert_eq!(error.code, "peer_not_authenticated");
     assert!(!error.message.contains("mh1."));
-    let line = &mint_lines(&w)[0];
+    let line = &w.events_of("peer_handle_mint")[0];
     assert_eq!(line["outcome"], "peer_not_authenticated");
     assert_eq!(line["audience"], AUDIENCE);
     assert_eq!(line["audience_proof"], "none");
@@ -924,7 +725,10 @@ async fn require_peer_proof_refuses_a_keyless_card_and_mints_for_a_keyed_one() {
         .call("share-file", json!({"path": "report.md", "peer": keyed}))
         .await
         .expect("a keyed card is minted for");
-    assert_eq!(mint_lines(&w)[1]["audience_proof"], "ed25519");
+    assert_eq!(
+        w.events_of("peer_handle_mint")[1]["audience_proof"],
+        "ed25519"
+    );
 
     // Without the flag, a keyless card is minted for, as before.
     let w = minter(false);
@@ -933,97 +737,49 @@ async fn require_peer_proof_refuses_a_keyless_card_and_mints_for_a_keyed_one() {
         .call("share-file", json!({"path": "report.md", "peer": keyless}))
         .await
         .expect("keyless without the flag");
-    assert_eq!(mint_lines(&w)[0]["audience_proof"], "none");
+    assert_eq!(w.events_of("peer_handle_mint")[0]["audience_proof"], "none");
 }
 
 // ------------------------------------------------------------------------------------------------
 // 4. Interop and end to end, on real listeners
 // ------------------------------------------------------------------------------------------------
 
-async fn bind() -> (TcpListener, u16) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    (listener, port)
-}
-
-struct Node {
-    capsule: Arc<Capsule>,
-    trace: Arc<RecordingTraceSink>,
-}
-
-impl Node {
-    fn launch(yaml: &str, url: &str, fs: Arc<dyn Filesystem>, session: Option<&str>) -> Node {
-        let mut config = CapsuleConfig::new(url).expect("config");
-        if let Some(session) = session {
-            config = config.session_id(session);
-        }
-        let trace = Arc::new(RecordingTraceSink::new());
-        let capsule = Capsule::launch(
-            &Manifest::from_yaml(yaml).unwrap().manifest,
-            config,
-            Backends {
-                fs,
-                clock: Arc::new(SystemClock),
-                keys: Some(Arc::new(FixedKeyStore::new(KEY))),
-                trace: trace.clone(),
-            },
-        )
-        .expect("launch");
-        Node {
-            capsule: Arc::new(capsule),
-            trace,
-        }
+/// A capsule on the system clock advertising `url`, over a memory workdir holding
+/// `out/report.md` when `with_report`, of session `session` when given.
+fn node(yaml: &str, url: &str, with_report: bool, session: Option<&str>) -> World {
+    let mut builder = World::builder(yaml).url(url).clock(Arc::new(SystemClock));
+    if with_report {
+        builder = builder.file("out/report.md", REPORT, MTIME);
     }
-
-    fn serve(&self, listener: TcpListener) {
-        let router = self.capsule.router();
-        tokio::spawn(async move {
-            let _ = serve(
-                listener,
-                router,
-                ListenerConfig::default(),
-                std::future::pending(),
-            )
-            .await;
-        });
+    if let Some(session) = session {
+        builder = builder.session(session);
     }
-
-    fn lines(&self, event_type: &str) -> Vec<Value> {
-        self.trace
-            .events()
-            .into_iter()
-            .filter(|e| e["event_type"] == event_type)
-            .collect()
-    }
-}
-
-fn memory_with_report() -> Arc<MemoryFilesystem> {
-    let fs = Arc::new(MemoryFilesystem::new());
-    fs.add_file("out/report.md", REPORT, MTIME);
-    fs
+    builder.build()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_capsules_prove_end_to_end() {
     let (minter_listener, minter_port) = bind().await;
+    let minter_port = minter_port.port();
     let (fetcher_listener, fetcher_port) = bind().await;
-    let minter = Node::launch(
+    let fetcher_port = fetcher_port.port();
+    let minter = node(
         "name: minter\nexports:\n  peer_files: { root: out/, require_peer_proof: true }\n\
          capabilities:\n  network: { allow: [\"127.0.0.1\"] }\n",
         &format!("http://127.0.0.1:{minter_port}"),
-        memory_with_report(),
+        true,
         None,
     );
-    let fetcher = Node::launch(
+    let fetcher = node(
         &format!(
             "name: reader\ncapabilities:\n  peer_fetch: {{ allow: [\"127.0.0.1:{minter_port}\"] }}\n"
         ),
         &format!("http://127.0.0.1:{fetcher_port}"),
-        Arc::new(MemoryFilesystem::new()),
+        false,
         None,
     );
-    minter.serve(minter_listener);
-    fetcher.serve(fetcher_listener);
+    let _minter_serving = minter.serve(minter_listener);
+    let _fetcher_serving = fetcher.serve(fetcher_listener);
 
     // The fetcher's card publishes its key; the minter's (no peer_fetch) does not.
     let key = fetcher
@@ -1064,14 +820,14 @@ async fn two_capsules_prove_end_to_end() {
         .expect("fetched with a proof");
     assert_eq!(fetched["sha256"], sha256_hex(REPORT));
     assert_eq!(
-        minter.lines("peer_handle_mint")[0]["audience_proof"],
+        minter.events_of("peer_handle_mint")[0]["audience_proof"],
         "ed25519"
     );
-    let redeem = &minter.lines("peer_handle_redeem")[0];
+    let redeem = &minter.events_of("peer_handle_redeem")[0];
     assert_eq!(redeem["outcome"], "ok");
     assert_eq!(redeem["audience_proof"], "ed25519");
     assert_eq!(redeem["audience_asserted"], fetcher.capsule.audience());
-    assert_eq!(fetcher.lines("peer_file_fetch")[0]["outcome"], "ok");
+    assert_eq!(fetcher.events_of("peer_file_fetch")[0]["outcome"], "ok");
 
     // The intercepted handle, replayed with the right audience and no key, is refused.
     let stolen = minter.capsule.router().respond(
@@ -1094,7 +850,7 @@ async fn two_capsules_prove_end_to_end() {
         .expect_err("no key, no proof");
     assert_eq!(after.code, "io_error");
     assert_eq!(
-        minter.lines("peer_handle_redeem").len(),
+        minter.events_of("peer_handle_redeem").len(),
         2,
         "nothing more reached the minter"
     );
@@ -1116,10 +872,10 @@ async fn a_keyless_fetcher_redeems_a_handle_minted_for_its_keyless_card() {
         is_bound_to(token, AUDIENCE),
         "MAC'd over the plain audience"
     );
-    let response = w.redeem(token, &[AUDIENCE], &[]);
+    let response = w.peer_proved(token, &[AUDIENCE], &[]);
     assert_eq!(response.status(), 200);
     assert_eq!(&response.body().bytes()[..], REPORT);
-    assert_eq!(w.last_redeem_line()["audience_proof"], "none");
+    assert_eq!(w.last_of("peer_handle_redeem")["audience_proof"], "none");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1127,10 +883,11 @@ async fn our_keyed_fetcher_redeems_from_a_minter_that_ignores_the_proof() {
     // The minter knows no proofs: it minted over the plain audience (it read no key from the
     // card) and answers redeems through `Router::respond`, which never sees the proof header.
     let (listener, minter_port) = bind().await;
-    let minter = Node::launch(
+    let minter_port = minter_port.port();
+    let minter = node(
         MINTER_YAML,
         &format!("http://127.0.0.1:{minter_port}"),
-        memory_with_report(),
+        true,
         Some(SESSION),
     );
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -1175,12 +932,12 @@ async fn our_keyed_fetcher_redeems_from_a_minter_that_ignores_the_proof() {
             });
         }
     });
-    let fetcher = Node::launch(
+    let fetcher = node(
         &format!(
             "name: reader\ncapabilities:\n  peer_fetch: {{ allow: [\"127.0.0.1:{minter_port}\"] }}\n"
         ),
         "http://127.0.0.1:9000",
-        Arc::new(MemoryFilesystem::new()),
+        false,
         None,
     );
     let token = token_for(AUDIENCE, "report.md", SystemClock.now_ms() + 600_000);
@@ -1195,7 +952,7 @@ async fn our_keyed_fetcher_redeems_from_a_minter_that_ignores_the_proof() {
         .expect("an old minter serves our keyed fetcher");
     assert_eq!(fetched["sha256"], sha256_hex(REPORT));
     assert_eq!(
-        minter.lines("peer_handle_redeem")[0]["audience_proof"],
+        minter.events_of("peer_handle_redeem")[0]["audience_proof"],
         "none"
     );
 
@@ -1228,22 +985,12 @@ async fn our_keyed_fetcher_redeems_from_a_minter_that_ignores_the_proof() {
 
 #[test]
 fn an_injected_identity_key_is_the_one_the_card_publishes() {
-    let config = CapsuleConfig::new("http://127.0.0.1:9000")
-        .unwrap()
-        .identity(Arc::new(FixedIdentityKey::new(SEED)));
-    let capsule = Capsule::launch(
-        &Manifest::from_yaml("name: reader\ncapabilities:\n  peer_fetch: { allow: [\"h\"] }\n")
-            .unwrap()
-            .manifest,
-        config,
-        Backends {
-            fs: Arc::new(MemoryFilesystem::new()),
-            clock: Arc::new(ManualClock::new(NOW)),
-            keys: None,
-            trace: Arc::new(RecordingTraceSink::new()),
-        },
-    )
-    .unwrap();
+    let capsule = World::builder("name: reader\ncapabilities:\n  peer_fetch: { allow: [\"h\"] }\n")
+        .url("http://127.0.0.1:9000")
+        .identity(Arc::new(FixedIdentityKey::new(SEED)))
+        .fresh_key()
+        .build()
+        .capsule;
     assert_eq!(capsule.identity_key(), Some(Signer::new(SEED).key));
     let card = capsule
         .router()
@@ -1261,4 +1008,43 @@ fn an_injected_identity_key_is_the_one_the_card_publishes() {
 
 fn hex_of(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+// ------------------------------------------------------------------------------------------------
+// Worlds: a capsule on a manual clock and an in-memory workdir
+// ------------------------------------------------------------------------------------------------
+
+/// The redeem world: a minter of [`SESSION`] on the clock at [`NOW`], holding `out/report.md`
+/// and a secret beside it.
+fn redeem_world() -> World {
+    World::builder(MINTER_YAML)
+        .session(SESSION)
+        .file("out/report.md", REPORT, MTIME)
+        .file("secret", b"SENTINEL: outside the root\n", MTIME)
+        .build()
+}
+
+/// The peer's key of every redeem world.
+fn signer() -> Signer {
+    Signer::new(SEED)
+}
+
+/// A live handle for `report.md` bound to the signer's key.
+fn keyed_token() -> String {
+    token_for(&signer().keyed(AUDIENCE), "report.md", NOW + 600_000)
+}
+
+/// A token of [`SESSION`] for `p` expiring at `exp`, MAC'd over `audience` by the spec's layout.
+fn token_for(audience: &str, p: &str, exp: i64) -> String {
+    forge(KEY, SESSION, p, exp, audience)
+}
+
+/// Whether `token`'s MAC is the one the spec's layout gives over `audience`.
+fn is_bound_to(token: &str, audience: &str) -> bool {
+    support::tokens::is_bound_to(KEY, token, audience)
+}
+
+/// A nonce that differs per call.
+fn nonce(i: u8) -> [u8; 16] {
+    [i; 16]
 }

@@ -6,7 +6,8 @@
 //! `peer_handle_redeem` line per request, no token in any line) and D-12 (session end revokes).
 //!
 //! Handles are minted either through an `HmacPeerPlane` sharing the capsule's key bytes and
-//! session id, or by an independent signer below that builds the token from the spec's layout
+//! session id (`World::mint`), or by the independent signer of `tests/support/tokens.rs` that
+//! builds the token from the spec's layout
 //! (`HMAC(key, "murmur-peer-handle-v1" 0x1f payload_b64 0x1f audience)`) through
 //! `FixedKeyStore::sign`.
 #![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
@@ -16,34 +17,31 @@ mod support;
 use base64::Engine as _;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use http::{Method, Response};
+use resource_plane::Code;
 use resource_plane::backends::Filesystem;
 use resource_plane::backends::RootDir;
-use resource_plane::backends::{
-    Clock, FixedKeyStore, FsError, FsErrorKind, KeyStore, ManualClock, MemoryFilesystem,
-    OsRandomKeyStore, RecordingTraceSink,
-};
+use resource_plane::backends::{Clock, FixedKeyStore, FsError, FsErrorKind, OsRandomKeyStore};
 use resource_plane::budget::ByteBudget;
 use resource_plane::http::PlaneBody;
-use resource_plane::path::RelPath;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, Minted, PeerPlane, Redeem};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, Redeem};
 use resource_plane::scope::{Containment, RootPath};
-use resource_plane::{Backends, Capsule, CapsuleConfig, Code, Manifest};
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
+use support::response::{Shape, body_text, header, header_names, shape};
 use support::sha256_hex;
+use support::tokens::{NONCE, forge, handle_id, mac, payload, segments, sign_b64, sign_json};
+use support::trace::{RedeemLine as Line, assert_redeem_line};
+use support::world::{KEY, NOW_MS as NOW, SESSION, World};
 
 // ------------------------------------------------------------------------------------------------
 // Fixtures
 // ------------------------------------------------------------------------------------------------
 
-const KEY: [u8; 32] = [0x42; 32];
 const OTHER_KEY: [u8; 32] = [0x24; 32];
-const SESSION: &str = "ses_0123456789abcdef0123456789abcdef";
 const OTHER_SESSION: &str = "ses_ffffffffffffffffffffffffffffffff";
 const AUDIENCE: &str = "reader@127.0.0.1:9000";
 const READER: &[&[u8]] = &[b"reader@127.0.0.1:9000"];
-const NOW: i64 = 1_787_577_327_015;
 const MTIME: i64 = 1_787_577_000_123;
 const TTL_SECS: u64 = 600;
 const REPORT: &[u8] = b"# report\nhello, peer\n";
@@ -63,453 +61,12 @@ const OK_HEADERS: [&str; 7] = [
     "x-murmur-mtime-ms",
 ];
 
-/// The fields of a `peer_handle_redeem` line, envelope first, in order (D-6.1, D-6.2).
-const REDEEM_FIELDS: [&str; 12] = [
-    "event_type",
-    "event_id",
-    "session_id",
-    "timestamp",
-    "handle_id",
-    "path",
-    "generation",
-    "audience_asserted",
-    "bytes",
-    "sha256",
-    "outcome",
-    "reason",
-];
-
-fn manifest(yaml: &str) -> Manifest {
-    Manifest::from_yaml(yaml)
-        .unwrap_or_else(|e| panic!("test manifest must parse: {e}"))
-        .manifest
-}
-
+/// The minter's scope for the mocked planes.
 fn peer_scope(containment: Containment) -> ExportScope {
     ExportScope {
         root: RootPath::parse("out/").unwrap(),
         max_bytes: 10 * 1024 * 1024,
         containment,
-    }
-}
-
-/// One capsule over an in-memory workdir, plus a minter sharing its key bytes and session id.
-struct World {
-    fs: Arc<MemoryFilesystem>,
-    clock: Arc<ManualClock>,
-    trace: Arc<RecordingTraceSink>,
-    capsule: Capsule,
-    minter: HmacPeerPlane,
-}
-
-impl World {
-    fn new() -> Self {
-        Self::with(PEER_YAML, Containment::Sealed)
-    }
-
-    fn with(yaml: &str, containment: Containment) -> Self {
-        let fs = Arc::new(MemoryFilesystem::new());
-        fs.add_file("out/report.md", REPORT, MTIME);
-        fs.add_file("secret", SECRET, MTIME);
-        let clock = Arc::new(ManualClock::new(NOW));
-        let trace = Arc::new(RecordingTraceSink::new());
-        let capsule = launch(yaml, containment, &fs, &clock, &trace, Some(SESSION), None);
-        let minter = HmacPeerPlane::new(
-            fs.clone(),
-            clock.clone(),
-            Arc::new(FixedKeyStore::new(KEY)),
-            peer_scope(containment),
-            SESSION.to_owned(),
-            ByteBudget::new(1 << 20),
-        );
-        World {
-            fs,
-            clock,
-            trace,
-            capsule,
-            minter,
-        }
-    }
-
-    /// A handle for `path` bound to [`AUDIENCE`], minted now with [`TTL_SECS`].
-    fn mint(&self, path: &str) -> Minted {
-        self.mint_ttl(path, TTL_SECS)
-    }
-
-    fn mint_ttl(&self, path: &str, ttl_secs: u64) -> Minted {
-        let rel = RelPath::parse_canonical(path).expect("test paths are canonical");
-        self.minter
-            .mint(&rel, AUDIENCE, ttl_secs)
-            .expect("a live key mints")
-    }
-
-    fn get(&self, token: &str, audience: &[&[u8]]) -> Response<PlaneBody> {
-        self.request(&Method::GET, token, audience)
-    }
-
-    fn request(&self, method: &Method, token: &str, audience: &[&[u8]]) -> Response<PlaneBody> {
-        self.capsule
-            .router()
-            .respond(method, &format!("/resources/peer/{token}"), audience)
-    }
-
-    fn redeem_lines(&self) -> Vec<Value> {
-        redeem_events(&self.trace)
-    }
-}
-
-fn launch(
-    yaml: &str,
-    containment: Containment,
-    fs: &Arc<MemoryFilesystem>,
-    clock: &Arc<ManualClock>,
-    trace: &Arc<RecordingTraceSink>,
-    session: Option<&str>,
-    keys: Option<Arc<dyn KeyStore>>,
-) -> Capsule {
-    let mut config = CapsuleConfig::new("http://127.0.0.1:41234")
-        .expect("config")
-        .containment(containment);
-    if let Some(session) = session {
-        config = config.session_id(session);
-    }
-    let keys = keys.or_else(|| Some(Arc::new(FixedKeyStore::new(KEY)) as Arc<dyn KeyStore>));
-    Capsule::launch(
-        &manifest(yaml),
-        config,
-        Backends {
-            fs: fs.clone(),
-            clock: clock.clone(),
-            keys,
-            trace: trace.clone(),
-        },
-    )
-    .unwrap_or_else(|e| panic!("launch must succeed: {e}"))
-}
-
-fn redeem_events(trace: &RecordingTraceSink) -> Vec<Value> {
-    trace
-        .events()
-        .into_iter()
-        .filter(|e| e["event_type"] == "peer_handle_redeem")
-        .collect()
-}
-
-// ------------------------------------------------------------------------------------------------
-// The independent signer and codec (the spec's layout, not the crate's codec)
-// ------------------------------------------------------------------------------------------------
-
-/// First 16 lowercase hex characters of sha256(token).
-fn handle_id(token: &str) -> String {
-    sha256_hex(token.as_bytes())[..16].to_owned()
-}
-
-/// The MAC of the spec: HMAC-SHA256(key, "murmur-peer-handle-v1" 0x1f payload_b64 0x1f audience).
-fn mac(key: [u8; 32], payload_b64: &str, audience: &str) -> [u8; 32] {
-    FixedKeyStore::new(key)
-        .sign(&[
-            b"murmur-peer-handle-v1",
-            &[0x1f],
-            payload_b64.as_bytes(),
-            &[0x1f],
-            audience.as_bytes(),
-        ])
-        .expect("a live key signs")
-}
-
-/// `mh1.<payload_b64>.<b64(mac)>` with the payload segment taken verbatim.
-fn sign_b64(key: [u8; 32], payload_b64: &str, audience: &str) -> String {
-    let tag = mac(key, payload_b64, audience);
-    format!("mh1.{payload_b64}.{}", URL_SAFE_NO_PAD.encode(tag))
-}
-
-/// A token over arbitrary payload bytes, correctly signed.
-fn sign_json(key: [u8; 32], json: &str, audience: &str) -> String {
-    sign_b64(key, &URL_SAFE_NO_PAD.encode(json), audience)
-}
-
-/// A v1 payload in the spec's key order.
-fn payload(iss: &str, p: &str, exp: i64, n: &str) -> String {
-    format!(r#"{{"v":1,"iss":"{iss}","p":"{p}","exp":{exp},"n":"{n}"}}"#)
-}
-
-const NONCE: &str = "00112233445566778899aabbccddeeff";
-
-/// A well-formed, correctly signed handle for `p`, expiring `exp`.
-fn forge(key: [u8; 32], iss: &str, p: &str, exp: i64, audience: &str) -> String {
-    sign_json(key, &payload(iss, p, exp, NONCE), audience)
-}
-
-/// A handle the capsule accepts: right key, right session, right audience, not expired.
-fn valid(p: &str) -> String {
-    forge(KEY, SESSION, p, NOW + 60_000, AUDIENCE)
-}
-
-/// `(payload_b64, mac_b64)` of a token.
-fn segments(token: &str) -> (String, String) {
-    let mut it = token.split('.');
-    assert_eq!(it.next(), Some("mh1"), "token prefix");
-    let p = it.next().expect("payload segment").to_owned();
-    let m = it.next().expect("mac segment").to_owned();
-    assert_eq!(it.next(), None, "exactly three segments");
-    (p, m)
-}
-
-/// `json` followed by spaces (still valid JSON) until its length is `r` modulo 3.
-fn json_len_mod3(json: &str, r: usize) -> String {
-    let mut out = json.to_owned();
-    while out.len() % 3 != r {
-        out.push(' ');
-    }
-    out
-}
-
-/// `b64` extended with `A`s to a length of 1 mod 4, which no base64 string can have.
-fn bad_length(b64: &str) -> String {
-    let mut out = b64.to_owned();
-    out.push('A');
-    while out.len() % 4 != 1 {
-        out.push('A');
-    }
-    out
-}
-
-/// The base64url alphabet index of `c`.
-fn b64_index(c: u8) -> u8 {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    ALPHABET
-        .iter()
-        .position(|a| *a == c)
-        .expect("base64url char") as u8
-}
-
-/// `b64` with its last character's unused low bits set: same decoded bytes for a lenient
-/// decoder, refused by a strict one.
-fn non_canonical(b64: &str) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let last = *b64.as_bytes().last().expect("non-empty");
-    let idx = b64_index(last);
-    assert_eq!(idx & 0b11, 0, "canonical encodings have zero trailing bits");
-    let mut out = b64[..b64.len() - 1].to_owned();
-    out.push(ALPHABET[usize::from(idx | 1)] as char);
-    out
-}
-
-// ------------------------------------------------------------------------------------------------
-// Response helpers
-// ------------------------------------------------------------------------------------------------
-
-fn header<'a>(resp: &'a Response<PlaneBody>, name: &str) -> Option<&'a str> {
-    resp.headers()
-        .get(name)
-        .map(|v| v.to_str().expect("ascii header"))
-}
-
-fn header_names(resp: &Response<PlaneBody>) -> BTreeSet<String> {
-    resp.headers()
-        .keys()
-        .map(|k| k.as_str().to_owned())
-        .collect()
-}
-
-fn body_text(resp: &Response<PlaneBody>) -> String {
-    String::from_utf8_lossy(&resp.body().bytes()).into_owned()
-}
-
-/// Status, code, a fixed two-key JSON body, and the refusal headers.
-#[track_caller]
-fn assert_refusal(resp: &Response<PlaneBody>, status: u16, code: &str, ctx: &str) {
-    assert_eq!(
-        resp.status().as_u16(),
-        status,
-        "{ctx}: status (body {})",
-        body_text(resp)
-    );
-    let body: Value = serde_json::from_slice(&resp.body().bytes())
-        .unwrap_or_else(|e| panic!("{ctx}: refusal body is JSON: {e}"));
-    assert_eq!(body["error"], code, "{ctx}: error code in {body}");
-    let obj = body.as_object().expect("refusal body is an object");
-    assert_eq!(
-        obj.keys().collect::<Vec<_>>(),
-        ["error", "message"],
-        "{ctx}: body keys"
-    );
-    assert!(
-        body["message"].as_str().is_some_and(|m| !m.is_empty()),
-        "{ctx}: message is non-empty text"
-    );
-    assert_eq!(
-        header(resp, "content-type"),
-        Some("application/json"),
-        "{ctx}"
-    );
-    assert_eq!(header(resp, "connection"), Some("close"), "{ctx}");
-    assert!(
-        header(resp, "x-murmur-generation").is_some(),
-        "{ctx}: every peer-route response carries x-murmur-generation"
-    );
-    assert!(
-        header(resp, "x-murmur-export-root").is_none(),
-        "{ctx}: the peer plane never discloses a root"
-    );
-    assert!(
-        header(resp, "etag").is_none(),
-        "{ctx}: a refusal has no etag"
-    );
-}
-
-/// A refusal for a request that carried `token`: its handle id names the token sent.
-#[track_caller]
-fn assert_token_refusal(
-    resp: &Response<PlaneBody>,
-    token: &str,
-    status: u16,
-    code: &str,
-    ctx: &str,
-) {
-    assert_refusal(resp, status, code, ctx);
-    assert_eq!(
-        header(resp, "x-murmur-handle-id"),
-        Some(handle_id(token).as_str()),
-        "{ctx}: x-murmur-handle-id names the token sent"
-    );
-}
-
-/// A 200 serving exactly `bytes` with the validator headers and nothing else.
-#[track_caller]
-fn assert_served(
-    resp: &Response<PlaneBody>,
-    token: &str,
-    bytes: &[u8],
-    mtime: i64,
-    generation: u64,
-) {
-    assert_eq!(
-        resp.status(),
-        200,
-        "redeem must succeed: {}",
-        body_text(resp)
-    );
-    assert_eq!(&resp.body().bytes()[..], bytes, "body is the file's bytes");
-    let mut names = header_names(resp);
-    if let Some(len) = header(resp, "content-length") {
-        assert_eq!(len, bytes.len().to_string(), "content-length");
-        names.remove("content-length");
-    }
-    assert_eq!(
-        names,
-        OK_HEADERS.iter().map(|s| (*s).to_owned()).collect(),
-        "exact success header set (never x-murmur-export-root)"
-    );
-    assert_eq!(
-        header(resp, "content-type"),
-        Some("application/octet-stream")
-    );
-    assert_eq!(
-        header(resp, "etag"),
-        Some(format!("\"sha256:{}\"", sha256_hex(bytes)).as_str())
-    );
-    assert_eq!(
-        header(resp, "x-murmur-mtime-ms"),
-        Some(mtime.to_string().as_str())
-    );
-    assert_eq!(
-        header(resp, "x-murmur-generation"),
-        Some(generation.to_string().as_str())
-    );
-    assert_eq!(header(resp, "x-murmur-containment"), Some("sealed"));
-    assert_eq!(
-        header(resp, "x-murmur-handle-id"),
-        Some(handle_id(token).as_str())
-    );
-    assert_eq!(header(resp, "connection"), Some("close"));
-}
-
-/// Everything a client can observe of a response, with the handle id set aside.
-#[derive(Debug, PartialEq, Eq)]
-struct Observed {
-    status: u16,
-    headers: BTreeMap<String, Vec<Vec<u8>>>,
-    body: Vec<u8>,
-}
-
-fn observe_without_handle_id(resp: &Response<PlaneBody>) -> Observed {
-    let mut headers: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
-    for (name, value) in resp.headers() {
-        let slot = headers.entry(name.as_str().to_owned()).or_default();
-        if name != "x-murmur-handle-id" {
-            slot.push(value.as_bytes().to_vec());
-        }
-    }
-    Observed {
-        status: resp.status().as_u16(),
-        headers,
-        body: resp.body().bytes().to_vec(),
-    }
-}
-
-/// What one `peer_handle_redeem` line must say.
-struct Line<'a> {
-    handle_id: Option<String>,
-    path: Option<&'a str>,
-    generation: u64,
-    audience: Option<&'a str>,
-    served: Option<&'a [u8]>,
-    outcome: &'a str,
-}
-
-#[track_caller]
-fn assert_line(line: &Value, want: &Line<'_>, ctx: &str) {
-    let keys: Vec<&str> = line
-        .as_object()
-        .expect("trace line is an object")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert!(
-        keys.len() >= REDEEM_FIELDS.len() && keys[..REDEEM_FIELDS.len()] == REDEEM_FIELDS,
-        "{ctx}: field order {keys:?}"
-    );
-    assert_eq!(line["event_type"], "peer_handle_redeem", "{ctx}");
-    assert_eq!(line["session_id"], SESSION, "{ctx}");
-    let event_id = line["event_id"].as_str().expect("event_id");
-    assert!(
-        event_id.len() == 36
-            && event_id.starts_with("evt_")
-            && event_id[4..]
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
-        "{ctx}: event_id {event_id}"
-    );
-    assert!(line["timestamp"].is_i64(), "{ctx}: timestamp");
-    let opt = |v: Option<&str>| v.map_or(Value::Null, |s| Value::String(s.to_owned()));
-    assert_eq!(
-        line["handle_id"],
-        opt(want.handle_id.as_deref()),
-        "{ctx}: handle_id"
-    );
-    assert_eq!(line["path"], opt(want.path), "{ctx}: path");
-    assert_eq!(line["generation"], want.generation, "{ctx}: generation");
-    assert_eq!(
-        line["audience_asserted"],
-        opt(want.audience),
-        "{ctx}: audience_asserted"
-    );
-    assert_eq!(line["outcome"], want.outcome, "{ctx}: outcome");
-    match want.served {
-        Some(bytes) => {
-            assert_eq!(line["bytes"], bytes.len() as u64, "{ctx}: bytes");
-            assert_eq!(line["sha256"], sha256_hex(bytes), "{ctx}: sha256");
-            assert_eq!(line["reason"], Value::Null, "{ctx}: reason on ok");
-        }
-        None => {
-            assert_eq!(line["bytes"], Value::Null, "{ctx}: bytes on refusal");
-            assert_eq!(line["sha256"], Value::Null, "{ctx}: sha256 on refusal");
-            assert!(
-                line["reason"].as_str().is_some_and(|r| !r.is_empty()),
-                "{ctx}: a refusal carries a reason: {line}"
-            );
-        }
     }
 }
 
@@ -519,8 +76,8 @@ fn assert_line(line: &Value, want: &Line<'_>, ctx: &str) {
 
 #[test]
 fn minted_token_has_the_spec_layout_byte_for_byte() {
-    let w = World::new();
-    let minted = w.mint("report.md");
+    let w = peer_world();
+    let minted = w.mint("report.md", AUDIENCE, TTL_SECS);
     let token = &minted.token;
     let (payload_b64, mac_b64) = segments(token);
 
@@ -571,7 +128,7 @@ fn minted_token_has_the_spec_layout_byte_for_byte() {
     );
     assert_eq!(minted.handle_id.len(), 16);
 
-    let again = w.mint("report.md");
+    let again = w.mint("report.md", AUDIENCE, TTL_SECS);
     assert_ne!(
         again.token, minted.token,
         "two handles for one file differ by n"
@@ -580,11 +137,11 @@ fn minted_token_has_the_spec_layout_byte_for_byte() {
 
 #[test]
 fn independently_signed_token_redeems_like_a_minted_one() {
-    let w = World::new();
+    let w = peer_world();
     let token = valid("report.md");
-    assert_served(&w.get(&token, READER), &token, REPORT, MTIME, 0);
-    let minted = w.mint("report.md").token;
-    assert_served(&w.get(&minted, READER), &minted, REPORT, MTIME, 0);
+    assert_served(&w.peer(&token, READER), &token, REPORT, MTIME, 0);
+    let minted = w.mint("report.md", AUDIENCE, TTL_SECS).token;
+    assert_served(&w.peer(&minted, READER), &minted, REPORT, MTIME, 0);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -593,18 +150,18 @@ fn independently_signed_token_redeems_like_a_minted_one() {
 
 #[test]
 fn redeem_serves_the_file_with_exactly_the_validator_headers() {
-    let w = World::new();
+    let w = peer_world();
     assert_eq!(w.capsule.task_completed(), 1);
     assert_eq!(w.capsule.task_completed(), 2);
-    let minted = w.mint("report.md");
-    let resp = w.get(&minted.token, READER);
+    let minted = w.mint("report.md", AUDIENCE, TTL_SECS);
+    let resp = w.peer(&minted.token, READER);
     assert_served(&resp, &minted.token, REPORT, MTIME, 2);
     assert_eq!(
         header(&resp, "x-murmur-handle-id"),
         Some(minted.handle_id.as_str())
     );
 
-    let lines = w.redeem_lines();
+    let lines = w.events_of("peer_handle_redeem");
     assert_eq!(lines.len(), 1, "one line per request");
     assert_line(
         &lines[0],
@@ -622,11 +179,11 @@ fn redeem_serves_the_file_with_exactly_the_validator_headers() {
 
 #[test]
 fn nested_paths_redeem() {
-    let w = World::new();
+    let w = peer_world();
     w.fs.add_file("out/deep/er/data.bin", vec![0u8, 1, 2, 255], MTIME + 7);
-    let token = w.mint("deep/er/data.bin").token;
+    let token = w.mint("deep/er/data.bin", AUDIENCE, TTL_SECS).token;
     assert_served(
-        &w.get(&token, READER),
+        &w.peer(&token, READER),
         &token,
         &[0, 1, 2, 255],
         MTIME + 7,
@@ -636,19 +193,19 @@ fn nested_paths_redeem() {
 
 #[test]
 fn redeem_is_idempotent_and_always_serves_current_bytes() {
-    let w = World::new();
-    let token = w.mint("report.md").token;
+    let w = peer_world();
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     for i in 0..5 {
-        let resp = w.get(&token, READER);
+        let resp = w.peer(&token, READER);
         assert_eq!(resp.status(), 200, "redeem #{i} of the same handle");
         assert_served(&resp, &token, REPORT, MTIME, 0);
     }
-    assert_eq!(w.redeem_lines().len(), 5);
+    assert_eq!(w.events_of("peer_handle_redeem").len(), 5);
 
     // Rewritten by rename (new inode): the same handle serves the new bytes, new etag.
     let v2: &[u8] = b"# report\nversion two\n";
     w.fs.add_file("out/report.md", v2, MTIME + 1_000);
-    let resp = w.get(&token, READER);
+    let resp = w.peer(&token, READER);
     assert_served(&resp, &token, v2, MTIME + 1_000, 0);
     assert_ne!(
         header(&resp, "etag"),
@@ -659,18 +216,18 @@ fn redeem_is_idempotent_and_always_serves_current_bytes() {
     // Rewritten in place (same inode).
     let v3: &[u8] = b"three";
     w.fs.write_in_place("out/report.md", v3, MTIME + 2_000);
-    assert_served(&w.get(&token, READER), &token, v3, MTIME + 2_000, 0);
+    assert_served(&w.peer(&token, READER), &token, v3, MTIME + 2_000, 0);
 
     // A completed task moves the generation, not the etag.
     w.capsule.task_completed();
-    let resp = w.get(&token, READER);
+    let resp = w.peer(&token, READER);
     assert_served(&resp, &token, v3, MTIME + 2_000, 1);
 }
 
 #[test]
 fn asserted_audience_is_trimmed_and_lowercased() {
-    let w = World::new();
-    let token = w.mint("report.md").token;
+    let w = peer_world();
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     let variants: [&[u8]; 4] = [
         b"  Reader@127.0.0.1:9000 ",
         b"READER@127.0.0.1:9000",
@@ -678,9 +235,9 @@ fn asserted_audience_is_trimmed_and_lowercased() {
         b"reader@127.0.0.1:9000",
     ];
     for (i, aud) in variants.iter().enumerate() {
-        let resp = w.get(&token, &[aud]);
+        let resp = w.peer(&token, &[aud]);
         assert_served(&resp, &token, REPORT, MTIME, 0);
-        let line = &w.redeem_lines()[i];
+        let line = &w.events_of("peer_handle_redeem")[i];
         assert_eq!(
             line["audience_asserted"],
             AUDIENCE,
@@ -689,14 +246,14 @@ fn asserted_audience_is_trimmed_and_lowercased() {
         );
     }
     // A different identity is not a different spelling.
-    let resp = w.get(&token, &[b"reader@127.0.0.1:9001"]);
+    let resp = w.peer(&token, &[b"reader@127.0.0.1:9001"]);
     assert_token_refusal(&resp, &token, 403, "handle_not_valid", "other port");
 }
 
 #[test]
 fn query_string_is_cut_before_the_token() {
-    let w = World::new();
-    let token = w.mint("report.md").token;
+    let w = peer_world();
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     let resp = w.capsule.router().respond(
         &Method::GET,
         &format!("/resources/peer/{token}?v=2&x"),
@@ -715,7 +272,7 @@ fn no_peer_plane_without_exports_peer_files() {
         "name: minter\nexports:\n  files: { root: out/, mode: read-only }\n",
         "name: minter\n",
     ] {
-        let w = World::with(yaml, Containment::Sealed);
+        let w = peer_world_with(yaml, Containment::Sealed);
         let good = valid("report.md");
         for (path, token) in [
             (format!("/resources/peer/{good}"), Some(good.as_str())),
@@ -732,7 +289,7 @@ fn no_peer_plane_without_exports_peer_files() {
                 "{ctx}: handle id only when a token was present"
             );
         }
-        let lines = w.redeem_lines();
+        let lines = w.events_of("peer_handle_redeem");
         assert_eq!(lines.len(), 4, "{yaml:?}: one line per request");
         assert!(lines.iter().all(|l| l["outcome"] == "no_peer_plane"));
         assert_eq!(lines[0]["handle_id"], handle_id(&good));
@@ -742,7 +299,7 @@ fn no_peer_plane_without_exports_peer_files() {
 
 #[test]
 fn peer_index_cannot_be_enumerated() {
-    let w = World::new();
+    let w = peer_world();
     for path in [
         "/resources/peer",
         "/resources/peer/",
@@ -755,7 +312,7 @@ fn peer_index_cannot_be_enumerated() {
             "{path}: no token, no id"
         );
     }
-    for line in w.redeem_lines() {
+    for line in w.events_of("peer_handle_redeem") {
         assert_line(
             &line,
             &Line {
@@ -773,8 +330,8 @@ fn peer_index_cannot_be_enumerated() {
 
 #[test]
 fn methods_other_than_get_are_405_with_allow_get() {
-    let w = World::new();
-    let token = w.mint("report.md").token;
+    let w = peer_world();
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     for method in [
         Method::POST,
         Method::PUT,
@@ -784,7 +341,7 @@ fn methods_other_than_get_are_405_with_allow_get() {
         Method::OPTIONS,
     ] {
         let ctx = format!("{method} redeem");
-        let resp = w.request(&method, &token, READER);
+        let resp = w.peer_request(&method, &token, READER);
         assert_eq!(resp.status(), 405, "{ctx}");
         assert_eq!(header(&resp, "allow"), Some("GET"), "{ctx}: allow");
         assert_eq!(
@@ -802,7 +359,7 @@ fn methods_other_than_get_are_405_with_allow_get() {
         assert_eq!(resp.status(), 405, "{method} on the peer index");
         assert_eq!(header(&resp, "allow"), Some("GET"));
     }
-    let lines = w.redeem_lines();
+    let lines = w.events_of("peer_handle_redeem");
     assert_eq!(lines.len(), 12, "one line per request");
     assert!(
         lines
@@ -931,13 +488,13 @@ fn malformed_cases() -> Vec<(String, String)> {
 
 #[test]
 fn malformed_handles_are_400_malformed_handle() {
-    let w = World::new();
+    let w = peer_world();
     let cases = malformed_cases();
     for (label, token) in &cases {
-        let resp = w.get(token, READER);
+        let resp = w.peer(token, READER);
         assert_token_refusal(&resp, token, 400, "malformed_handle", label);
     }
-    let lines = w.redeem_lines();
+    let lines = w.events_of("peer_handle_redeem");
     assert_eq!(lines.len(), cases.len(), "one line per request");
     for ((label, token), line) in cases.iter().zip(&lines) {
         assert_line(
@@ -957,18 +514,18 @@ fn malformed_handles_are_400_malformed_handle() {
 
 #[test]
 fn token_length_limit_is_4_kib() {
-    let w = World::new();
+    let w = peer_world();
     let exp = NOW + 60_000;
     let base = payload(SESSION, "report.md", exp, "").len();
     // 4 + ceil(4L/3) + 1 + 43 bytes: L = 3036 gives exactly 4096, L = 3037 gives 4098.
     let at_limit = forge_with_nonce_len(3036 - base, exp);
     assert_eq!(at_limit.len(), 4096);
-    assert_served(&w.get(&at_limit, READER), &at_limit, REPORT, MTIME, 0);
+    assert_served(&w.peer(&at_limit, READER), &at_limit, REPORT, MTIME, 0);
 
     let over = forge_with_nonce_len(3037 - base, exp);
     assert_eq!(over.len(), 4098);
     assert_token_refusal(
-        &w.get(&over, READER),
+        &w.peer(&over, READER),
         &over,
         400,
         "malformed_handle",
@@ -977,7 +534,7 @@ fn token_length_limit_is_4_kib() {
 
     let huge = format!("mh1.{}.{}", "A".repeat(8192), "A".repeat(43));
     assert_token_refusal(
-        &w.get(&huge, READER),
+        &w.peer(&huge, READER),
         &huge,
         400,
         "malformed_handle",
@@ -995,9 +552,9 @@ fn forge_with_nonce_len(n_len: usize, exp: i64) -> String {
 
 #[test]
 fn percent_in_a_token_is_never_decoded() {
-    let w = World::new();
-    let good = w.mint("report.md").token;
-    assert_served(&w.get(&good, READER), &good, REPORT, MTIME, 0);
+    let w = peer_world();
+    let good = w.mint("report.md", AUDIENCE, TTL_SECS).token;
+    assert_served(&w.peer(&good, READER), &good, REPORT, MTIME, 0);
     let (p, m) = segments(&good);
     let cases = [
         format!("%6Dh1.{p}.{m}"),
@@ -1012,15 +569,15 @@ fn percent_in_a_token_is_never_decoded() {
         ),
     ];
     for token in &cases {
-        let resp = w.get(token, READER);
+        let resp = w.peer(token, READER);
         assert_token_refusal(&resp, token, 400, "malformed_handle", token);
     }
 }
 
 #[test]
 fn missing_audience_variants_are_400() {
-    let w = World::new();
-    let token = w.mint("report.md").token;
+    let w = peer_world();
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     let cases: [(&str, &[&[u8]]); 6] = [
         ("absent", &[]),
         ("empty", &[b""]),
@@ -1036,10 +593,10 @@ fn missing_audience_variants_are_400() {
         ("sent twice, one empty", &[b"", b"reader@127.0.0.1:9000"]),
     ];
     for (label, aud) in cases {
-        let resp = w.get(&token, aud);
+        let resp = w.peer(&token, aud);
         assert_token_refusal(&resp, &token, 400, "missing_audience", label);
     }
-    let lines = w.redeem_lines();
+    let lines = w.events_of("peer_handle_redeem");
     assert_eq!(lines.len(), cases.len());
     for ((label, _), line) in cases.iter().zip(&lines) {
         assert_eq!(line["outcome"], "missing_audience", "{label}");
@@ -1059,7 +616,7 @@ fn missing_audience_variants_are_400() {
         "whitespace normalises to empty"
     );
     // And the handle was fine all along.
-    assert_served(&w.get(&token, READER), &token, REPORT, MTIME, 0);
+    assert_served(&w.peer(&token, READER), &token, REPORT, MTIME, 0);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1069,7 +626,7 @@ fn missing_audience_variants_are_400() {
 /// Forged handles and the audience each is presented with; every one must be refused
 /// `handle_not_valid`.
 fn forgeries(w: &World) -> Vec<(&'static str, String, &'static [u8])> {
-    let good = w.mint("report.md").token;
+    let good = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     let (p, m) = segments(&good);
     let json = String::from_utf8(URL_SAFE_NO_PAD.decode(&p).unwrap()).unwrap();
     let mut mac_bytes = URL_SAFE_NO_PAD.decode(&m).unwrap();
@@ -1128,13 +685,13 @@ fn forgeries(w: &World) -> Vec<(&'static str, String, &'static [u8])> {
 
 #[test]
 fn every_forgery_is_403_handle_not_valid() {
-    let w = World::new();
+    let w = peer_world();
     let cases = forgeries(&w);
     for (label, token, aud) in &cases {
-        let resp = w.get(token, &[aud]);
+        let resp = w.peer(token, &[aud]);
         assert_token_refusal(&resp, token, 403, "handle_not_valid", label);
     }
-    let lines = w.redeem_lines();
+    let lines = w.events_of("peer_handle_redeem");
     assert_eq!(lines.len(), cases.len());
     for ((label, token, aud), line) in cases.iter().zip(&lines) {
         assert_line(
@@ -1154,18 +711,18 @@ fn every_forgery_is_403_handle_not_valid() {
 
 #[test]
 fn every_handle_not_valid_response_is_byte_identical() {
-    let w = World::new();
+    let w = peer_world();
     let cases = forgeries(&w);
-    let mut reference: Option<(&str, Observed)> = None;
+    let mut reference: Option<(&str, Shape)> = None;
     for (label, token, aud) in &cases {
-        let resp = w.get(token, &[aud]);
+        let resp = w.peer(token, &[aud]);
         assert_eq!(resp.status(), 403, "{label}");
         assert_eq!(
             header(&resp, "x-murmur-handle-id"),
             Some(handle_id(token).as_str()),
             "{label}: only the handle id differs, and it names the token sent"
         );
-        let seen = observe_without_handle_id(&resp);
+        let seen = shape(&resp);
         match &reference {
             None => reference = Some((label, seen)),
             Some((first, want)) => assert_eq!(
@@ -1188,14 +745,14 @@ fn every_handle_not_valid_response_is_byte_identical() {
 
 #[test]
 fn exp_at_or_before_now_is_410_handle_expired() {
-    let w = World::new();
-    let minted = w.mint_ttl("report.md", 30);
+    let w = peer_world();
+    let minted = w.mint("report.md", AUDIENCE, 30);
     let exp = minted.expires_at_ms;
     assert_eq!(exp, NOW + 30_000);
 
     w.clock.set(exp - 1);
     assert_served(
-        &w.get(&minted.token, READER),
+        &w.peer(&minted.token, READER),
         &minted.token,
         REPORT,
         MTIME,
@@ -1204,7 +761,7 @@ fn exp_at_or_before_now_is_410_handle_expired() {
 
     for now in [exp, exp + 1, exp + 86_400_000] {
         w.clock.set(now);
-        let resp = w.get(&minted.token, READER);
+        let resp = w.peer(&minted.token, READER);
         assert_token_refusal(
             &resp,
             &minted.token,
@@ -1213,7 +770,7 @@ fn exp_at_or_before_now_is_410_handle_expired() {
             &format!("now = exp + {}", now - exp),
         );
     }
-    let lines = w.redeem_lines();
+    let lines = w.events_of("peer_handle_redeem");
     assert_eq!(lines.len(), 4);
     for line in &lines[1..] {
         assert_line(
@@ -1234,7 +791,7 @@ fn exp_at_or_before_now_is_410_handle_expired() {
     w.clock.set(NOW);
     let token = forge(KEY, SESSION, "report.md", NOW, AUDIENCE);
     assert_token_refusal(
-        &w.get(&token, READER),
+        &w.peer(&token, READER),
         &token,
         410,
         "handle_expired",
@@ -1248,9 +805,9 @@ fn exp_at_or_before_now_is_410_handle_expired() {
 
 #[track_caller]
 fn assert_path_refusal(w: &World, token: &str, p: &str, status: u16, code: &str, ctx: &str) {
-    let before = w.redeem_lines().len();
-    assert_token_refusal(&w.get(token, READER), token, status, code, ctx);
-    let lines = w.redeem_lines();
+    let before = w.events_of("peer_handle_redeem").len();
+    assert_token_refusal(&w.peer(token, READER), token, status, code, ctx);
+    let lines = w.events_of("peer_handle_redeem");
     assert_eq!(lines.len(), before + 1, "{ctx}: one line");
     assert_line(
         &lines[before],
@@ -1268,8 +825,8 @@ fn assert_path_refusal(w: &World, token: &str, p: &str, status: u16, code: &str,
 
 #[test]
 fn file_deleted_after_mint_is_404_not_found() {
-    let w = World::new();
-    let token = w.mint("report.md").token;
+    let w = peer_world();
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     w.fs.remove("out/report.md");
     assert_path_refusal(&w, &token, "report.md", 404, "not_found", "deleted file");
     w.fs.remove("out");
@@ -1279,8 +836,8 @@ fn file_deleted_after_mint_is_404_not_found() {
 #[test]
 fn file_replaced_by_escaping_symlink_is_403_outside_root() {
     for class in [Containment::Sealed, Containment::Advisory] {
-        let w = World::with(PEER_YAML, class);
-        let token = w.mint("report.md").token;
+        let w = peer_world_with(PEER_YAML, class);
+        let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
         w.fs.add_symlink("out/report.md", "../secret");
         let ctx = format!("{class:?}: relative link out");
         assert_path_refusal(&w, &token, "report.md", 403, "outside_root", &ctx);
@@ -1305,10 +862,10 @@ fn file_replaced_by_escaping_symlink_is_403_outside_root() {
 
 #[test]
 fn symlink_under_scoped_is_403_symlink_refused() {
-    let w = World::with(PEER_YAML, Containment::Scoped);
+    let w = peer_world_with(PEER_YAML, Containment::Scoped);
     w.fs.add_file("out/real.md", REPORT, MTIME);
-    let token = w.mint("report.md").token;
-    let resp = w.get(&token, READER);
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
+    let resp = w.peer(&token, READER);
     assert_eq!(resp.status(), 200, "plain file serves under scoped");
     assert_eq!(header(&resp, "x-murmur-containment"), Some("scoped"));
 
@@ -1324,7 +881,7 @@ fn symlink_under_scoped_is_403_symlink_refused() {
 
     w.fs.add_file("out/real/x.md", REPORT, MTIME);
     w.fs.add_symlink("out/dir", "real");
-    let token = w.mint("dir/x.md").token;
+    let token = w.mint("dir/x.md", AUDIENCE, TTL_SECS).token;
     assert_path_refusal(
         &w,
         &token,
@@ -1337,17 +894,17 @@ fn symlink_under_scoped_is_403_symlink_refused() {
 
 #[test]
 fn inside_symlink_is_followed_under_sealed() {
-    let w = World::new();
+    let w = peer_world();
     w.fs.add_file("out/real.md", b"real", MTIME + 5);
-    let token = w.mint("report.md").token;
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     w.fs.add_symlink("out/report.md", "real.md");
-    assert_served(&w.get(&token, READER), &token, b"real", MTIME + 5, 0);
+    assert_served(&w.peer(&token, READER), &token, b"real", MTIME + 5, 0);
 }
 
 #[test]
 fn directory_created_after_mint_is_403_not_a_regular_file() {
-    let w = World::new();
-    let token = w.mint("report.md").token;
+    let w = peer_world();
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     w.fs.remove("out/report.md");
     w.fs.add_dir("out/report.md");
     assert_path_refusal(
@@ -1366,8 +923,8 @@ fn directory_created_after_mint_is_403_not_a_regular_file() {
 #[test]
 fn file_over_peer_max_bytes_is_413_too_large() {
     let yaml = "name: minter\nexports:\n  peer_files: { root: out/, max_bytes: 8 }\n  files: { root: out/, mode: read-only, max_bytes: 1Mi }\n";
-    let w = World::with(yaml, Containment::Sealed);
-    let token = w.mint("report.md").token;
+    let w = peer_world_with(yaml, Containment::Sealed);
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     assert!(REPORT.len() > 8);
     assert_path_refusal(
         &w,
@@ -1379,18 +936,18 @@ fn file_over_peer_max_bytes_is_413_too_large() {
     );
 
     w.fs.add_file("out/report.md", b"12345678", MTIME);
-    assert_served(&w.get(&token, READER), &token, b"12345678", MTIME, 0);
+    assert_served(&w.peer(&token, READER), &token, b"12345678", MTIME, 0);
     w.fs.add_file("out/report.md", b"123456789", MTIME);
     assert_path_refusal(&w, &token, "report.md", 413, "too_large", "one byte over");
 }
 
 #[test]
 fn read_fault_is_500_io_error_with_generic_message() {
-    let w = World::new();
-    let token = w.mint("report.md").token;
+    let w = peer_world();
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     w.fs.inject_read_fault("out/report.md", std::io::ErrorKind::Other);
     assert_path_refusal(&w, &token, "report.md", 500, "io_error", "read fault");
-    let resp = w.get(&token, READER);
+    let resp = w.peer(&token, READER);
     assert!(
         !body_text(&resp).contains("EIO") && !body_text(&resp).contains("injected"),
         "the OS detail stays in the trace: {}",
@@ -1404,17 +961,17 @@ fn read_fault_is_500_io_error_with_generic_message() {
 
 #[test]
 fn checks_run_in_the_d72_order() {
-    let w = World::new();
+    let w = peer_world();
     let exp_past = NOW - 1;
 
     // Method before everything, even on a capsule with no peer plane.
-    let bare = World::with("name: bare\n", Containment::Sealed);
-    let resp = bare.request(&Method::POST, "garbage", &[]);
+    let bare = peer_world_with("name: bare\n", Containment::Sealed);
+    let resp = bare.peer_request(&Method::POST, "garbage", &[]);
     assert_eq!(resp.status(), 405, "method first");
     assert_eq!(header(&resp, "allow"), Some("GET"));
     // Declared before shape.
     assert_refusal(
-        &bare.get("garbage", &[]),
+        &bare.peer("garbage", &[]),
         404,
         "no_peer_plane",
         "declared before shape",
@@ -1422,7 +979,7 @@ fn checks_run_in_the_d72_order() {
 
     // Shape before audience.
     assert_token_refusal(
-        &w.get("mh1.garbage", &[]),
+        &w.peer("mh1.garbage", &[]),
         "mh1.garbage",
         400,
         "malformed_handle",
@@ -1431,7 +988,7 @@ fn checks_run_in_the_d72_order() {
     // Audience before MAC.
     let forged = forge(OTHER_KEY, SESSION, "report.md", NOW + 60_000, AUDIENCE);
     assert_token_refusal(
-        &w.get(&forged, &[]),
+        &w.peer(&forged, &[]),
         &forged,
         400,
         "missing_audience",
@@ -1440,7 +997,7 @@ fn checks_run_in_the_d72_order() {
     // MAC before expiry.
     let forged_expired = forge(OTHER_KEY, SESSION, "report.md", exp_past, AUDIENCE);
     assert_token_refusal(
-        &w.get(&forged_expired, READER),
+        &w.peer(&forged_expired, READER),
         &forged_expired,
         403,
         "handle_not_valid",
@@ -1448,7 +1005,7 @@ fn checks_run_in_the_d72_order() {
     );
     let foreign_expired = forge(KEY, OTHER_SESSION, "report.md", exp_past, AUDIENCE);
     assert_token_refusal(
-        &w.get(&foreign_expired, READER),
+        &w.peer(&foreign_expired, READER),
         &foreign_expired,
         403,
         "handle_not_valid",
@@ -1457,7 +1014,7 @@ fn checks_run_in_the_d72_order() {
     // Expiry before path.
     let expired_missing = forge(KEY, SESSION, "gone.md", exp_past, AUDIENCE);
     assert_token_refusal(
-        &w.get(&expired_missing, READER),
+        &w.peer(&expired_missing, READER),
         &expired_missing,
         410,
         "handle_expired",
@@ -1465,7 +1022,7 @@ fn checks_run_in_the_d72_order() {
     );
     let expired_climbing = forge(KEY, SESSION, "../secret", exp_past, AUDIENCE);
     assert_token_refusal(
-        &w.get(&expired_climbing, READER),
+        &w.peer(&expired_climbing, READER),
         &expired_climbing,
         410,
         "handle_expired",
@@ -1474,7 +1031,7 @@ fn checks_run_in_the_d72_order() {
     // And the path step last.
     let live_missing = forge(KEY, SESSION, "gone.md", NOW + 60_000, AUDIENCE);
     assert_token_refusal(
-        &w.get(&live_missing, READER),
+        &w.peer(&live_missing, READER),
         &live_missing,
         404,
         "not_found",
@@ -1555,7 +1112,7 @@ fn malformed_and_forged_touch_neither_filesystem_nor_clock() {
             "{label}"
         );
     }
-    let w = World::new();
+    let w = peer_world();
     for (label, token, aud) in forgeries(&w) {
         let r = plane.redeem(&token, &[aud]);
         assert_eq!(refusal_code(&r), Some(Code::HandleNotValid), "{label}");
@@ -1619,11 +1176,11 @@ fn a_verified_live_handle_does_reach_the_mocked_filesystem() {
 
 #[test]
 fn every_peer_request_leaves_one_ordered_line_and_no_token() {
-    let w = World::new();
+    let w = peer_world();
     w.capsule.task_completed();
-    let short = w.mint_ttl("report.md", 1);
-    let good = w.mint("report.md");
-    let gone = w.mint("gone.md");
+    let short = w.mint("report.md", AUDIENCE, 1);
+    let good = w.mint("report.md", AUDIENCE, TTL_SECS);
+    let gone = w.mint("gone.md", AUDIENCE, TTL_SECS);
     let forged = forge(OTHER_KEY, SESSION, "report.md", NOW + 60_000, AUDIENCE);
     let malformed = "mh1.not-a-payload.AAAA".to_owned();
     w.clock.advance(1_000);
@@ -1633,9 +1190,9 @@ fn every_peer_request_leaves_one_ordered_line_and_no_token() {
     let mut expect: Vec<Line<'_>> = vec![];
     let mut step =
         |method: Method, path: String, token: Option<&str>, aud: &[&[u8]], want: Line<'static>| {
-            let before = w.redeem_lines().len();
+            let before = w.events_of("peer_handle_redeem").len();
             let _ = w.capsule.router().respond(&method, &path, aud);
-            let lines = w.redeem_lines();
+            let lines = w.events_of("peer_handle_redeem");
             assert_eq!(lines.len(), before + 1, "{path}: exactly one line");
             assert_eq!(
                 lines[before]["timestamp"], now,
@@ -1794,25 +1351,25 @@ fn every_peer_request_leaves_one_ordered_line_and_no_token() {
 
 #[test]
 fn end_session_revokes_every_outstanding_handle() {
-    let w = World::new();
-    let a = w.mint("report.md").token;
+    let w = peer_world();
+    let a = w.mint("report.md", AUDIENCE, TTL_SECS).token;
     let b = valid("report.md");
-    assert_served(&w.get(&a, READER), &a, REPORT, MTIME, 0);
-    assert_served(&w.get(&b, READER), &b, REPORT, MTIME, 0);
+    assert_served(&w.peer(&a, READER), &a, REPORT, MTIME, 0);
+    assert_served(&w.peer(&b, READER), &b, REPORT, MTIME, 0);
 
     w.capsule.end_session();
     let mut bodies = BTreeSet::new();
     for token in [&a, &b] {
-        let resp = w.get(token, READER);
+        let resp = w.peer(token, READER);
         assert_token_refusal(&resp, token, 403, "handle_not_valid", "after end_session");
-        bodies.insert(observe_without_handle_id(&resp).body);
+        bodies.insert(shape(&resp).body);
     }
     assert_eq!(
         bodies.len(),
         1,
         "revocation looks like any other invalid handle"
     );
-    let lines = w.redeem_lines();
+    let lines = w.events_of("peer_handle_redeem");
     assert!(
         lines[2..].iter().all(|l| l["path"].is_null()),
         "no path after revocation"
@@ -1821,24 +1378,19 @@ fn end_session_revokes_every_outstanding_handle() {
 
 #[test]
 fn a_new_session_over_the_same_workdir_refuses_old_handles() {
-    let w = World::new();
-    let token = w.mint("report.md").token;
-    assert_served(&w.get(&token, READER), &token, REPORT, MTIME, 0);
+    let w = peer_world();
+    let token = w.mint("report.md", AUDIENCE, TTL_SECS).token;
+    assert_served(&w.peer(&token, READER), &token, REPORT, MTIME, 0);
 
     // Same workdir, same session id even, fresh random key: only the key differs.
-    let trace = Arc::new(RecordingTraceSink::new());
-    let fresh = launch(
-        PEER_YAML,
-        Containment::Sealed,
-        &w.fs,
-        &w.clock,
-        &trace,
-        Some(SESSION),
-        Some(Arc::new(OsRandomKeyStore::generate())),
-    );
-    let resp = fresh
-        .router()
-        .respond(&Method::GET, &format!("/resources/peer/{token}"), READER);
+    let fresh = World::builder(PEER_YAML)
+        .containment(Containment::Sealed)
+        .memory(w.fs.clone())
+        .manual_clock(w.clock.clone())
+        .session(SESSION)
+        .keys(Arc::new(OsRandomKeyStore::generate()))
+        .build();
+    let resp = fresh.peer(&token, READER);
     assert_token_refusal(
         &resp,
         &token,
@@ -1848,24 +1400,199 @@ fn a_new_session_over_the_same_workdir_refuses_old_handles() {
     );
 
     // The default launch: fresh key and fresh session id.
-    let relaunched = Capsule::launch(
-        &manifest(PEER_YAML),
-        CapsuleConfig::new("http://127.0.0.1:41234").unwrap(),
-        Backends {
-            fs: w.fs.clone(),
-            clock: w.clock.clone(),
-            keys: None,
-            trace: trace.clone(),
-        },
-    )
-    .unwrap();
+    let relaunched = World::builder(PEER_YAML)
+        .memory(w.fs.clone())
+        .manual_clock(w.clock.clone())
+        .fresh_key()
+        .build();
     assert_ne!(relaunched.session_id(), SESSION);
-    let resp =
-        relaunched
-            .router()
-            .respond(&Method::GET, &format!("/resources/peer/{token}"), READER);
+    let resp = relaunched.peer(&token, READER);
     assert_token_refusal(&resp, &token, 403, "handle_not_valid", "default relaunch");
 
     // The first session is still alive and still honours its handle.
-    assert_served(&w.get(&token, READER), &token, REPORT, MTIME, 0);
+    assert_served(&w.peer(&token, READER), &token, REPORT, MTIME, 0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Worlds
+// ------------------------------------------------------------------------------------------------
+
+/// One capsule (session [`SESSION`], key [`KEY`], clock at [`NOW`]) over a memory workdir
+/// holding `out/report.md` and a `secret` beside it, declaring `yaml`.
+fn peer_world_with(yaml: &str, containment: Containment) -> World {
+    World::builder(yaml)
+        .containment(containment)
+        .session(SESSION)
+        .file("out/report.md", REPORT, MTIME)
+        .file("secret", SECRET, MTIME)
+        .build()
+}
+
+/// [`peer_world_with`] the peer plane of [`PEER_YAML`], sealed.
+fn peer_world() -> World {
+    peer_world_with(PEER_YAML, Containment::Sealed)
+}
+
+/// A handle the capsule accepts: right key, right session, right audience, not expired.
+fn valid(p: &str) -> String {
+    forge(KEY, SESSION, p, NOW + 60_000, AUDIENCE)
+}
+
+/// `json` followed by spaces (still valid JSON) until its length is `r` modulo 3.
+fn json_len_mod3(json: &str, r: usize) -> String {
+    let mut out = json.to_owned();
+    while out.len() % 3 != r {
+        out.push(' ');
+    }
+    out
+}
+
+/// `b64` extended with `A`s to a length of 1 mod 4, which no base64 string can have.
+fn bad_length(b64: &str) -> String {
+    let mut out = b64.to_owned();
+    out.push('A');
+    while out.len() % 4 != 1 {
+        out.push('A');
+    }
+    out
+}
+
+/// The base64url alphabet index of `c`.
+fn b64_index(c: u8) -> u8 {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    ALPHABET
+        .iter()
+        .position(|a| *a == c)
+        .expect("base64url char") as u8
+}
+
+/// `b64` with its last character's unused low bits set: same decoded bytes for a lenient
+/// decoder, refused by a strict one.
+fn non_canonical(b64: &str) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let last = *b64.as_bytes().last().expect("non-empty");
+    let idx = b64_index(last);
+    assert_eq!(idx & 0b11, 0, "canonical encodings have zero trailing bits");
+    let mut out = b64[..b64.len() - 1].to_owned();
+    out.push(ALPHABET[usize::from(idx | 1)] as char);
+    out
+}
+
+// ------------------------------------------------------------------------------------------------
+// Checks: refusals and served handles
+// ------------------------------------------------------------------------------------------------
+
+/// Status, code, a fixed two-key JSON body, and the refusal headers.
+#[track_caller]
+fn assert_refusal(resp: &Response<PlaneBody>, status: u16, code: &str, ctx: &str) {
+    assert_eq!(
+        resp.status().as_u16(),
+        status,
+        "{ctx}: status (body {})",
+        body_text(resp)
+    );
+    let body: Value = serde_json::from_slice(&resp.body().bytes())
+        .unwrap_or_else(|e| panic!("{ctx}: refusal body is JSON: {e}"));
+    assert_eq!(body["error"], code, "{ctx}: error code in {body}");
+    let obj = body.as_object().expect("refusal body is an object");
+    assert_eq!(
+        obj.keys().collect::<Vec<_>>(),
+        ["error", "message"],
+        "{ctx}: body keys"
+    );
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{ctx}: message is non-empty text"
+    );
+    assert_eq!(
+        header(resp, "content-type"),
+        Some("application/json"),
+        "{ctx}"
+    );
+    assert_eq!(header(resp, "connection"), Some("close"), "{ctx}");
+    assert!(
+        header(resp, "x-murmur-generation").is_some(),
+        "{ctx}: every peer-route response carries x-murmur-generation"
+    );
+    assert!(
+        header(resp, "x-murmur-export-root").is_none(),
+        "{ctx}: the peer plane never discloses a root"
+    );
+    assert!(
+        header(resp, "etag").is_none(),
+        "{ctx}: a refusal has no etag"
+    );
+}
+
+/// A refusal for a request that carried `token`: its handle id names the token sent.
+#[track_caller]
+fn assert_token_refusal(
+    resp: &Response<PlaneBody>,
+    token: &str,
+    status: u16,
+    code: &str,
+    ctx: &str,
+) {
+    assert_refusal(resp, status, code, ctx);
+    assert_eq!(
+        header(resp, "x-murmur-handle-id"),
+        Some(handle_id(token).as_str()),
+        "{ctx}: x-murmur-handle-id names the token sent"
+    );
+}
+
+/// A 200 serving exactly `bytes` with the validator headers and nothing else.
+#[track_caller]
+fn assert_served(
+    resp: &Response<PlaneBody>,
+    token: &str,
+    bytes: &[u8],
+    mtime: i64,
+    generation: u64,
+) {
+    assert_eq!(
+        resp.status(),
+        200,
+        "redeem must succeed: {}",
+        body_text(resp)
+    );
+    assert_eq!(&resp.body().bytes()[..], bytes, "body is the file's bytes");
+    let mut names = header_names(resp);
+    if let Some(len) = header(resp, "content-length") {
+        assert_eq!(len, bytes.len().to_string(), "content-length");
+        names.remove("content-length");
+    }
+    assert_eq!(
+        names,
+        OK_HEADERS.iter().map(|s| (*s).to_owned()).collect(),
+        "exact success header set (never x-murmur-export-root)"
+    );
+    assert_eq!(
+        header(resp, "content-type"),
+        Some("application/octet-stream")
+    );
+    assert_eq!(
+        header(resp, "etag"),
+        Some(format!("\"sha256:{}\"", sha256_hex(bytes)).as_str())
+    );
+    assert_eq!(
+        header(resp, "x-murmur-mtime-ms"),
+        Some(mtime.to_string().as_str())
+    );
+    assert_eq!(
+        header(resp, "x-murmur-generation"),
+        Some(generation.to_string().as_str())
+    );
+    assert_eq!(header(resp, "x-murmur-containment"), Some("sealed"));
+    assert_eq!(
+        header(resp, "x-murmur-handle-id"),
+        Some(handle_id(token).as_str())
+    );
+    assert_eq!(header(resp, "connection"), Some("close"));
+}
+
+/// A `peer_handle_redeem` line of [`SESSION`] saying exactly what `want` says.
+#[track_caller]
+fn assert_line(line: &Value, want: &Line<'_>, ctx: &str) {
+    assert_redeem_line(line, want, SESSION, ctx);
 }

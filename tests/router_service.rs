@@ -7,13 +7,13 @@
 //! cap, the drain, a raw `#` in the request target).
 #![allow(clippy::disallowed_methods)] // a composition root: it binds its own sockets
 
+mod support;
+
 use axum::routing::get;
 use bytes::Bytes;
 use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Either, Full};
-use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
 use resource_plane::http::{ListenerConfig, PlaneBody, serve, serve_with};
-use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 use serde_json::Value;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::http::{exchange_raw_async, parse_reply, read_to_eof_async};
+use support::world::World;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 use tower_service::Service;
@@ -31,77 +33,6 @@ const HASH_NAMED: &[u8] = b"a file whose name holds a #\n";
 const MTIME: i64 = 1_787_577_327_015;
 /// How long a loopback exchange may take before the test fails.
 const IO_DEADLINE: Duration = Duration::from_secs(10);
-
-// ------------------------------------------------------------------------------------------------
-// Worlds
-// ------------------------------------------------------------------------------------------------
-
-/// One capsule over an in-memory filesystem, with its trace recorded.
-struct World {
-    capsule: Capsule,
-    trace: Arc<RecordingTraceSink>,
-}
-
-impl World {
-    /// A capsule exporting `out/` with `report.md`, `sub/x.md` and `r.md#frag`; `tag` is
-    /// written into `report.md` so that two capsules' answers differ.
-    fn new(tag: &str) -> World {
-        let manifest = Manifest::from_yaml(&format!(
-            "name: {tag}\nexports:\n  files: {{ root: out/, mode: read-only }}\n"
-        ))
-        .expect("manifest")
-        .manifest;
-        let fs = Arc::new(MemoryFilesystem::new());
-        fs.add_file("out/report.md", [REPORT, tag.as_bytes()].concat(), MTIME);
-        fs.add_file("out/sub/x.md", "x", MTIME);
-        fs.add_file("out/r.md#frag", HASH_NAMED, MTIME);
-        fs.add_file("secret.txt", "outside the root", MTIME);
-        let trace = Arc::new(RecordingTraceSink::new());
-        let capsule = Capsule::launch(
-            &manifest,
-            CapsuleConfig::new("http://127.0.0.1:41234").expect("url"),
-            Backends {
-                fs,
-                clock: Arc::new(ManualClock::new(1_755_950_000_123)),
-                keys: None,
-                trace: trace.clone(),
-            },
-        )
-        .expect("launch");
-        World { capsule, trace }
-    }
-
-    fn report(&self, tag: &str) -> Vec<u8> {
-        [REPORT, tag.as_bytes()].concat()
-    }
-
-    /// The trace lines so far, as (event_type, path-or-root).
-    fn traced(&self) -> Vec<(String, Value)> {
-        self.trace
-            .events()
-            .into_iter()
-            .map(|e| {
-                let kind = e["event_type"].as_str().expect("event_type").to_owned();
-                let what = if kind == "resource_list" {
-                    e["root"].clone()
-                } else {
-                    e["path"].clone()
-                };
-                (kind, what)
-            })
-            .collect()
-    }
-}
-
-fn get_request<B>(path: &str, body: B) -> Request<B> {
-    Request::get(path).body(body).expect("request")
-}
-
-/// The JSON error code of a refusal body.
-fn error_code(body: &[u8]) -> String {
-    let json: Value = serde_json::from_slice(body).expect("a JSON refusal");
-    json["error"].as_str().expect("error").to_owned()
-}
 
 // ------------------------------------------------------------------------------------------------
 // The router as a Service
@@ -120,14 +51,14 @@ where
 
 #[tokio::test]
 async fn the_router_is_a_service_over_any_body_type() {
-    let w = World::new("a");
+    let w = world("a");
     let router = w.capsule.router();
     assert_service::<_, ()>(&router);
     assert_service::<_, String>(&router);
     assert_service::<_, std::rc::Rc<u8>>(&router);
 
     let path = "/resources/files/report.md";
-    let want = w.report("a");
+    let want = report("a");
     let bodies: Vec<Response<PlaneBody>> = vec![
         router.clone().oneshot(get_request(path, ())).await.unwrap(),
         router
@@ -161,14 +92,14 @@ async fn the_router_is_a_service_over_any_body_type() {
     assert_eq!(response.status(), 200);
 
     // Each request left its one trace line (D-6.3) and counts once.
-    assert_eq!(w.traced().len(), 5);
+    assert_eq!(traced(&w).len(), 5);
     assert_eq!(router.stats().requests_answered, 5);
 
     // `handle` answers as `call` does.
     let handled = router.handle(get_request("/resources/files", ())).await;
     assert_eq!(handled.status(), 200);
     assert_eq!(
-        w.traced().last().unwrap(),
+        traced(&w).last().unwrap(),
         &("resource_list".to_owned(), Value::from("out/"))
     );
 }
@@ -259,11 +190,11 @@ fn base_path_cases() -> Vec<Case> {
 #[tokio::test]
 async fn a_base_path_is_cut_on_raw_bytes_before_routing() {
     for base in ["/capsules/a", "/capsules/a/"] {
-        let w = World::new("a");
+        let w = world("a");
         let router = w.capsule.router().with_base_path(base).expect("a base");
         assert_eq!(router.base_path(), Some("/capsules/a"));
         for case in base_path_cases() {
-            let before = w.traced().len();
+            let before = traced(&w).len();
             let response = router.clone().oneshot(get_request(case.path, ())).await;
             let response = response.unwrap();
             assert_eq!(response.status(), case.status, "{base} {}", case.path);
@@ -273,7 +204,7 @@ async fn a_base_path_is_cut_on_raw_bytes_before_routing() {
             if let Some(body) = case.body {
                 assert_eq!(response.body().bytes().as_ref(), body, "{}", case.path);
             }
-            let traced = w.traced();
+            let traced = traced(&w);
             match case.traced {
                 None => assert_eq!(traced.len(), before, "{} left a trace line", case.path),
                 Some((kind, path)) => {
@@ -298,7 +229,7 @@ async fn a_base_path_is_cut_on_raw_bytes_before_routing() {
 
 #[tokio::test]
 async fn a_router_without_a_base_path_answers_at_the_root() {
-    let w = World::new("a");
+    let w = world("a");
     let router = w.capsule.router();
     assert_eq!(router.base_path(), None);
     assert!(router.answers("/resources/files"));
@@ -308,12 +239,12 @@ async fn a_router_without_a_base_path_answers_at_the_root() {
         .await
         .unwrap();
     assert_eq!(response.status(), 404);
-    assert!(w.traced().is_empty());
+    assert!(traced(&w).is_empty());
 }
 
 #[test]
 fn base_paths_that_cannot_be_matched_on_raw_bytes_are_refused() {
-    let w = World::new("a");
+    let w = world("a");
     let router = w.capsule.router();
     for bad in [
         "",
@@ -368,7 +299,7 @@ fn base_paths_that_cannot_be_matched_on_raw_bytes_are_refused() {
 
 #[tokio::test]
 async fn axum_nest_service_hands_the_router_the_path_below_the_prefix() {
-    let (a, b) = (World::new("a"), World::new("b"));
+    let (a, b) = (world("a"), world("b"));
     let app = axum::Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .nest_service("/capsules/a", a.capsule.router())
@@ -387,11 +318,11 @@ async fn axum_nest_service_hands_the_router_the_path_below_the_prefix() {
 
     assert_eq!(
         call("/capsules/a/resources/files/report.md").await,
-        (200, a.report("a"))
+        (200, report("a"))
     );
     assert_eq!(
         call("/capsules/b/resources/files/report.md").await,
-        (200, b.report("b"))
+        (200, report("b"))
     );
     assert_eq!(call("/capsules/b/resources/files/sub%2Fx.md").await.0, 200);
     let (status, listing) = call("/capsules/b/resources/files").await;
@@ -407,7 +338,7 @@ async fn axum_nest_service_hands_the_router_the_path_below_the_prefix() {
 
     // Each capsule traced its own requests, relative to its plane.
     assert_eq!(
-        a.traced(),
+        traced(&a),
         vec![
             ("resource_read".to_owned(), Value::from("report.md")),
             (
@@ -417,7 +348,7 @@ async fn axum_nest_service_hands_the_router_the_path_below_the_prefix() {
         ]
     );
     assert_eq!(
-        b.traced(),
+        traced(&b),
         vec![
             ("resource_read".to_owned(), Value::from("report.md")),
             ("resource_read".to_owned(), Value::from("sub/x.md")),
@@ -436,14 +367,14 @@ async fn axum_nest_service_hands_the_router_the_path_below_the_prefix() {
     ] {
         assert_eq!(call(path).await.0, 404, "{path}");
     }
-    assert_eq!(a.traced().len(), 2);
-    assert_eq!(b.traced().len(), 3);
+    assert_eq!(traced(&a).len(), 2);
+    assert_eq!(traced(&b).len(), 3);
 
     // What is under the prefix is axum's call: it takes the empty segment after it as the
     // boundary and hands the router `/resources/files`, where `with_base_path` answers 404.
     assert_eq!(call("/capsules/a//resources/files").await.0, 200);
     assert_eq!(
-        a.traced().last().unwrap(),
+        traced(&a).last().unwrap(),
         &("resource_list".to_owned(), Value::from("out/"))
     );
     let own = a.capsule.router().with_base_path("/capsules/a").unwrap();
@@ -493,7 +424,7 @@ where
 
 #[tokio::test]
 async fn the_fallback_gets_every_path_the_planes_do_not_claim() {
-    let w = World::new("a");
+    let w = world("a");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let app = w
         .capsule
@@ -517,7 +448,7 @@ async fn the_fallback_gets_every_path_the_planes_do_not_claim() {
 
     // Claimed: the planes answer, every method, and trace.
     let (status, planes, body) = send(Method::GET, "/resources/files/report.md", "").await;
-    assert_eq!((status, planes, body), (200, true, w.report("a")));
+    assert_eq!((status, planes, body), (200, true, report("a")));
     let (status, planes, body) = send(Method::POST, "/resources/files", "hello").await;
     assert_eq!((status, planes), (405, true));
     assert_eq!(error_code(&body), "method_not_allowed");
@@ -525,7 +456,7 @@ async fn the_fallback_gets_every_path_the_planes_do_not_claim() {
     assert_eq!((status, planes), (404, true));
     let (status, planes, _) = send(Method::GET, "/.well-known/agent-card.json", "").await;
     assert_eq!((status, planes), (200, true));
-    assert_eq!(w.traced().len(), 3);
+    assert_eq!(traced(&w).len(), 3);
 
     // Not claimed: the runtime's service, with the request as sent, body included.
     for (method, path, body, want) in [
@@ -560,7 +491,7 @@ async fn the_fallback_gets_every_path_the_planes_do_not_claim() {
         ]
     );
     assert_eq!(
-        w.traced().len(),
+        traced(&w).len(),
         3,
         "the fallback's requests are not traced"
     );
@@ -586,7 +517,7 @@ async fn the_fallback_gets_every_path_the_planes_do_not_claim() {
         .unwrap();
     assert!(matches!(outside.body(), Either::Right(_)));
     assert_eq!(*seen.lock().unwrap(), ["/resources/files"]);
-    assert_eq!(w.traced().len(), 4);
+    assert_eq!(traced(&w).len(), 4);
 }
 
 /// A runtime service that is never ready, or fails when called.
@@ -613,7 +544,7 @@ impl Service<Request<()>> for Broken {
 
 #[tokio::test]
 async fn the_fallback_is_made_ready_and_its_errors_are_its_own() {
-    let w = World::new("a");
+    let w = world("a");
     for (ready, error, calls) in [(false, "not ready", 0), (true, "failed", 1)] {
         let counted = Arc::new(AtomicUsize::new(0));
         let app = w.capsule.router().with_fallback(Broken {
@@ -682,61 +613,7 @@ where
 /// Sends `request` on a fresh connection and reads to EOF (a reset after an answer ends the
 /// read too: the server may close with an oversized head unread).
 async fn exchange(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    let _ = stream.write_all(request).await;
-    read_to_end(&mut stream).await
-}
-
-async fn read_to_end(stream: &mut TcpStream) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        match tokio::time::timeout(IO_DEADLINE, stream.read(&mut buf))
-            .await
-            .expect("EOF within the deadline")
-        {
-            Ok(0) => return out,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return out,
-            Err(e) => panic!("read: {e}"),
-        }
-    }
-}
-
-/// A raw answer taken apart: status, lower-cased headers, body.
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn parse(raw: &[u8]) -> Reply {
-        let end = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .unwrap_or_else(|| panic!("no end of head in {:?}", String::from_utf8_lossy(raw)));
-        let head = std::str::from_utf8(&raw[..end]).expect("a text head");
-        let mut lines = head.split("\r\n");
-        let status = lines.next().unwrap().split(' ').nth(1).unwrap();
-        Reply {
-            status: status.parse().unwrap(),
-            headers: lines
-                .map(|l| {
-                    let (n, v) = l.split_once(':').unwrap();
-                    (n.trim().to_ascii_lowercase(), v.trim().to_owned())
-                })
-                .collect(),
-            body: raw[end + 4..].to_vec(),
-        }
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
+    exchange_raw_async(addr, request, IO_DEADLINE).await
 }
 
 /// A runtime's own service, not the router: answers `hello <path>`, counting its calls.
@@ -763,11 +640,11 @@ async fn a_service_that_is_not_the_router_gets_the_whole_hardening() {
     let server = start_with(counting_service(calls.clone()), ListenerConfig::default()).await;
     let addr = server.addr;
 
-    let reply = Reply::parse(&exchange(addr, b"GET /x?y=1 HTTP/1.1\r\nHost: x\r\n\r\n").await);
+    let reply = parse_reply(&exchange(addr, b"GET /x?y=1 HTTP/1.1\r\nHost: x\r\n\r\n").await);
     assert_eq!(reply.status, 200);
     assert_eq!(reply.body, b"hello /x?y=1");
     assert_eq!(reply.header("connection"), Some("close"));
-    let reply = Reply::parse(&exchange(addr, b"GET /old HTTP/1.0\r\n\r\n").await);
+    let reply = parse_reply(&exchange(addr, b"GET /old HTTP/1.0\r\n\r\n").await);
     assert_eq!(
         (reply.status, reply.body.as_slice()),
         (200, &b"hello /old"[..])
@@ -789,7 +666,7 @@ async fn a_service_that_is_not_the_router_gets_the_whole_hardening() {
         (long_target.as_bytes(), 431),
         (b"GET /a\x7fb HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ] {
-        let reply = Reply::parse(&exchange(addr, request).await);
+        let reply = parse_reply(&exchange(addr, request).await);
         assert_eq!(
             reply.status,
             status,
@@ -804,7 +681,7 @@ async fn a_service_that_is_not_the_router_gets_the_whole_hardening() {
     );
 
     // A raw `#` reaches the service as a name byte, escaped (RFC 9112 §3.2: no fragment).
-    let reply = Reply::parse(&exchange(addr, b"GET /a#frag?q#x HTTP/1.1\r\n\r\n").await);
+    let reply = parse_reply(&exchange(addr, b"GET /a#frag?q#x HTTP/1.1\r\n\r\n").await);
     assert_eq!(reply.body, b"hello /a%23frag?q%23x");
 
     server.stop().await.expect("a clean stop");
@@ -821,7 +698,7 @@ async fn a_failing_service_closes_its_connection_without_an_answer_and_serving_g
     let server = start_with(failing, ListenerConfig::default()).await;
     let failed = exchange(server.addr, b"GET /fail HTTP/1.1\r\nHost: x\r\n\r\n").await;
     assert_eq!(String::from_utf8_lossy(&failed), "");
-    let fine = Reply::parse(&exchange(server.addr, b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n").await);
+    let fine = parse_reply(&exchange(server.addr, b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n").await);
     assert_eq!((fine.status, fine.body.as_slice()), (200, &b"fine"[..]));
     server.stop().await.expect("a clean stop");
 }
@@ -842,7 +719,7 @@ async fn a_head_not_complete_within_the_header_timeout_is_dropped() {
         let started = Instant::now();
         let mut stream = TcpStream::connect(server.addr).await.unwrap();
         stream.write_all(partial).await.unwrap();
-        let answer = read_to_end(&mut stream).await;
+        let answer = read_to_eof_async(&mut stream, IO_DEADLINE).await;
         let waited = started.elapsed();
         // hyper may write a 408 for a head it started; never anything the service made.
         assert!(
@@ -904,11 +781,11 @@ async fn connections_beyond_the_cap_wait_and_are_then_served() {
         "the cap let a second connection in: {early:?}"
     );
     permits.add_permits(1);
-    let first = Reply::parse(&first.await.unwrap());
+    let first = parse_reply(&first.await.unwrap());
     assert_eq!(first.body, b"done /first");
     assert_eq!(arrivals.recv().await.unwrap(), "/second");
     permits.add_permits(1);
-    let second = Reply::parse(&second.await.unwrap());
+    let second = parse_reply(&second.await.unwrap());
     assert_eq!(second.body, b"done /second");
     server.stop().await.unwrap();
 }
@@ -944,7 +821,7 @@ async fn shutdown_drains_requests_in_flight_then_stops_accepting() {
         "serve waits for the request in flight"
     );
     permits.add_permits(1);
-    let reply = Reply::parse(&in_flight.await.unwrap());
+    let reply = parse_reply(&in_flight.await.unwrap());
     assert_eq!(
         (reply.status, reply.body.as_slice()),
         (200, &b"done /busy"[..])
@@ -1029,12 +906,12 @@ impl Mount {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raw_hash_is_a_name_byte_however_the_planes_are_mounted() {
     for mount in [Mount::Serve, Mount::Fallback, Mount::AxumNested] {
-        let w = World::new("a");
+        let w = world("a");
         let server = mount.start(&w).await;
         let prefix = mount.prefix();
         let get = |target: String| async move {
             let request = format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n");
-            Reply::parse(&exchange(server.addr, request.as_bytes()).await)
+            parse_reply(&exchange(server.addr, request.as_bytes()).await)
         };
 
         let missing = get(format!("{prefix}/resources/files/report.md#frag")).await;
@@ -1046,9 +923,9 @@ async fn a_raw_hash_is_a_name_byte_however_the_planes_are_mounted() {
         let listing = get(format!("{prefix}/resources/files#x")).await;
         assert_eq!(listing.status, 404, "{mount:?}: `files#x` is no listing");
         let plain = get(format!("{prefix}/resources/files/report.md")).await;
-        assert_eq!(plain.body, w.report("a"), "{mount:?}");
+        assert_eq!(plain.body, report("a"), "{mount:?}");
         assert_eq!(
-            w.traced(),
+            traced(&w),
             vec![
                 ("resource_read".to_owned(), Value::from("report.md#frag")),
                 ("resource_read".to_owned(), Value::from("r.md#frag")),
@@ -1069,12 +946,12 @@ async fn a_raw_hash_is_a_name_byte_however_the_planes_are_mounted() {
 /// runtime serves the planes through `serve_with` (or a `VersionGate` of its own).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_hardening_hyper_cuts_the_fragment_off() {
-    let w = World::new("a");
+    let w = world("a");
     let app = axum::Router::new().nest_service("/capsules/a", w.capsule.router());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let served = tokio::spawn(async move { axum::serve(listener, app).await });
-    let reply = Reply::parse(
+    let reply = parse_reply(
         &exchange(
             addr,
             b"GET /capsules/a/resources/files/report.md#frag HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
@@ -1082,10 +959,61 @@ async fn without_the_hardening_hyper_cuts_the_fragment_off() {
         .await,
     );
     assert_eq!(reply.status, 200);
-    assert_eq!(reply.body, w.report("a"));
+    assert_eq!(reply.body, report("a"));
     assert_eq!(
-        w.traced(),
+        traced(&w),
         vec![("resource_read".to_owned(), Value::from("report.md"))]
     );
     served.abort();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Worlds
+// ------------------------------------------------------------------------------------------------
+
+/// One capsule over an in-memory filesystem, with its trace recorded: exporting `out/` with
+/// `report.md`, `sub/x.md` and `r.md#frag`; `tag` is written into `report.md` so that two
+/// capsules' answers differ.
+fn world(tag: &str) -> World {
+    World::builder(&format!(
+        "name: {tag}\nexports:\n  files: {{ root: out/, mode: read-only }}\n"
+    ))
+    .now(1_755_950_000_123)
+    .fresh_key()
+    .file("out/report.md", report(tag), MTIME)
+    .file("out/sub/x.md", "x", MTIME)
+    .file("out/r.md#frag", HASH_NAMED, MTIME)
+    .file("secret.txt", "outside the root", MTIME)
+    .build()
+}
+
+/// The bytes of `report.md` in the world of `tag`.
+fn report(tag: &str) -> Vec<u8> {
+    [REPORT, tag.as_bytes()].concat()
+}
+
+/// The trace lines so far, as (event_type, path-or-root).
+fn traced(w: &World) -> Vec<(String, Value)> {
+    w.events()
+        .into_iter()
+        .map(|e| {
+            let kind = e["event_type"].as_str().expect("event_type").to_owned();
+            let what = if kind == "resource_list" {
+                e["root"].clone()
+            } else {
+                e["path"].clone()
+            };
+            (kind, what)
+        })
+        .collect()
+}
+
+fn get_request<B>(path: &str, body: B) -> Request<B> {
+    Request::get(path).body(body).expect("request")
+}
+
+/// The JSON error code of a refusal body.
+fn error_code(body: &[u8]) -> String {
+    let json: Value = serde_json::from_slice(body).expect("a JSON refusal");
+    json["error"].as_str().expect("error").to_owned()
 }

@@ -7,19 +7,20 @@
 //! crate's own `http::serve`; hostile peers are raw TCP responders.
 #![allow(clippy::disallowed_methods)] // a composition root: it binds its own sockets
 
-use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink, SystemClock};
+mod support;
+
+use resource_plane::backends::SystemClock;
 use resource_plane::http::PeerTimeouts;
-use resource_plane::http::{ListenerConfig, serve};
 use resource_plane::refusal::Code;
 use resource_plane::tools::{
     FetchPeerFile, FetchPeerFileInput, FetchPeerFileOutput, SCHEMA_DIALECT, ShareFile,
     ShareFileInput, ShareFileOutput, ToolError, ToolErrorCode, Ttl,
 };
-use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::world::{Listening, World, WorldBuilder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -217,91 +218,50 @@ fn ttl_forms_in_the_schema_and_the_typed_input() {
 // Capsules
 // ------------------------------------------------------------------------------------------------
 
-struct Node {
-    capsule: Arc<Capsule>,
-    trace: Arc<RecordingTraceSink>,
-    fs: Arc<MemoryFilesystem>,
-    url: String,
+/// A capsule over memory holding `out/report.md`, on the system clock with generous peer
+/// timeouts, launched with `yaml`.
+fn builder(yaml: &str) -> WorldBuilder {
+    World::builder(yaml)
+        .clock(Arc::new(SystemClock))
+        .fresh_key()
+        .file("out/report.md", REPORT, 1_787_577_327_015)
+        .configure(|config| {
+            config.peer_timeouts(PeerTimeouts {
+                connect: GENEROUS,
+                card_total: GENEROUS,
+                fetch_total: GENEROUS,
+            })
+        })
 }
 
-impl Node {
-    fn lines(&self, event_type: &str) -> Vec<Value> {
-        self.trace
-            .events()
-            .into_iter()
-            .filter(|e| e["event_type"] == event_type)
-            .collect()
-    }
-
-    fn share_tool(&self) -> &ShareFile {
-        self.capsule
-            .tools()
-            .typed::<ShareFile>()
-            .expect("share-file")
-    }
-
-    fn fetch_tool(&self) -> &FetchPeerFile {
-        self.capsule
-            .tools()
-            .typed::<FetchPeerFile>()
-            .expect("fetch-peer-file")
-    }
-
-    fn assert_trace_has_no_token(&self) {
-        for line in self.trace.lines() {
-            assert!(!line.contains("mh1."), "a token reached the trace: {line}");
-        }
-    }
-}
-
-/// A capsule over memory, launched with `yaml`, advertised at `url`, not served.
-fn launch(yaml: &str, url: &str) -> Node {
-    let manifest = Manifest::from_yaml(yaml).expect("manifest").manifest;
-    let config = CapsuleConfig::new(url)
-        .expect("config")
-        .peer_timeouts(PeerTimeouts {
-            connect: GENEROUS,
-            card_total: GENEROUS,
-            fetch_total: GENEROUS,
-        });
-    let fs = Arc::new(MemoryFilesystem::new());
-    fs.add_file("out/report.md", REPORT, 1_787_577_327_015);
-    let trace = Arc::new(RecordingTraceSink::new());
-    let capsule = Capsule::launch(
-        &manifest,
-        config,
-        Backends {
-            fs: fs.clone(),
-            clock: Arc::new(SystemClock),
-            keys: None,
-            trace: trace.clone(),
-        },
-    )
-    .expect("launch");
-    Node {
-        capsule: Arc::new(capsule),
-        trace,
-        fs,
-        url: url.to_owned(),
-    }
+/// A capsule launched with `yaml`, advertised at `url`, not served.
+fn launch(yaml: &str, url: &str) -> World {
+    builder(yaml).url(url).build()
 }
 
 /// A capsule launched with `yaml` and served on a loopback listener of its own.
-async fn served(yaml: &str) -> Node {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let node = launch(yaml, &url);
-    let router = node.capsule.router();
-    tokio::spawn(async move {
-        let _ = serve(
-            listener,
-            router,
-            ListenerConfig::default(),
-            std::future::pending(),
-        )
-        .await;
-    });
-    node
+async fn served(yaml: &str) -> Listening {
+    builder(yaml).listen().await
+}
+
+fn share_tool(node: &World) -> &ShareFile {
+    node.capsule
+        .tools()
+        .typed::<ShareFile>()
+        .expect("share-file")
+}
+
+fn fetch_tool(node: &World) -> &FetchPeerFile {
+    node.capsule
+        .tools()
+        .typed::<FetchPeerFile>()
+        .expect("fetch-peer-file")
+}
+
+fn assert_trace_has_no_token(node: &World) {
+    for line in node.trace.lines() {
+        assert!(!line.contains("mh1."), "a token reached the trace: {line}");
+    }
 }
 
 const MINTER: &str = "name: reporter\nexports:\n  peer_files: { root: out/, max_ttl: 15m }\n\
@@ -415,8 +375,7 @@ async fn typed_and_json_calls_share_and_fetch_alike() {
     let minter = served(MINTER).await;
     let fetcher = served(FETCHER).await;
 
-    let shared = minter
-        .share_tool()
+    let shared = share_tool(&minter)
         .share(ShareFileInput::new(" report.md ", &fetcher.url).with_ttl(Ttl::Seconds(60)))
         .await
         .expect("typed share");
@@ -426,8 +385,7 @@ async fn typed_and_json_calls_share_and_fetch_alike() {
     let shared_json = serde_json::to_value(&shared).unwrap();
     assert!(violations(&ShareFileOutput::json_schema(), &shared_json, "$").is_empty());
 
-    let fetched = fetcher
-        .fetch_tool()
+    let fetched = fetch_tool(&fetcher)
         .fetch(FetchPeerFileInput::new(&minter.url, &shared.handle))
         .await
         .expect("typed fetch");
@@ -471,10 +429,10 @@ async fn typed_and_json_calls_share_and_fetch_alike() {
     let fetched_again: FetchPeerFileOutput = serde_json::from_value(fetched_again).unwrap();
     assert_eq!(fetched_again.sha256, fetched.sha256);
 
-    assert_eq!(minter.lines("peer_handle_mint").len(), 2);
-    assert_eq!(fetcher.lines("peer_file_fetch").len(), 2);
-    minter.assert_trace_has_no_token();
-    fetcher.assert_trace_has_no_token();
+    assert_eq!(minter.events_of("peer_handle_mint").len(), 2);
+    assert_eq!(fetcher.events_of("peer_file_fetch").len(), 2);
+    assert_trace_has_no_token(&minter);
+    assert_trace_has_no_token(&fetcher);
 }
 
 /// JSON inputs of the wrong shape keep the codes, messages and order they have always had,
@@ -570,7 +528,7 @@ async fn malformed_inputs_keep_their_codes_messages_and_order() {
     assert_eq!(error.code, Code::InvalidInput);
     assert!(error.message.starts_with("`peer` must be host"), "{error}");
     // The typed calls refuse the same way.
-    let share = node.share_tool();
+    let share = share_tool(&node);
     let error = share
         .share(ShareFileInput::new("", "h:1"))
         .await
@@ -584,8 +542,7 @@ async fn malformed_inputs_keep_their_codes_messages_and_order() {
         .await
         .unwrap_err();
     assert_eq!(error, ToolError::of(Code::InvalidTtl));
-    let error = node
-        .fetch_tool()
+    let error = fetch_tool(&node)
         .fetch(FetchPeerFileInput::new("h:1", " "))
         .await
         .unwrap_err();
@@ -598,8 +555,7 @@ async fn malformed_inputs_keep_their_codes_messages_and_order() {
 async fn peer_refusals_are_typed_and_keep_their_wire_strings() {
     let minter = served(MINTER).await;
     let fetcher = served(FETCHER).await;
-    let shared = minter
-        .share_tool()
+    let shared = share_tool(&minter)
         .share(ShareFileInput::new("report.md", &fetcher.url))
         .await
         .unwrap();
@@ -607,8 +563,7 @@ async fn peer_refusals_are_typed_and_keep_their_wire_strings() {
     let mut forged = shared.handle.clone();
     let last = forged.pop().unwrap();
     forged.push(if last == 'A' { 'B' } else { 'A' });
-    let error = fetcher
-        .fetch_tool()
+    let error = fetch_tool(&fetcher)
         .fetch(FetchPeerFileInput::new(&minter.url, &forged))
         .await
         .unwrap_err();
@@ -643,12 +598,12 @@ async fn peer_refusals_are_typed_and_keep_their_wire_strings() {
     let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(answer);
     assert_eq!(boxed.to_string(), "http_502: the peer answered HTTP 502");
     let outcomes: Vec<Value> = fetcher
-        .lines("peer_file_fetch")
+        .events_of("peer_file_fetch")
         .iter()
         .map(|l| l["outcome"].clone())
         .collect();
     assert_eq!(outcomes, [json!("handle_not_valid"), json!("http_502")]);
-    fetcher.assert_trace_has_no_token();
+    assert_trace_has_no_token(&fetcher);
 }
 
 /// A deadline ends a call waiting on a silent peer with `io_error`, the deadline's message,
@@ -671,7 +626,7 @@ async fn a_deadline_ends_the_call_with_its_one_trace_line() {
     assert!(started.elapsed() < GENEROUS, "{:?}", started.elapsed());
     assert_eq!(error.code, Code::IoError);
     assert_eq!(error.message, "the call did not finish within its deadline");
-    let mint = minter.lines("peer_handle_mint");
+    let mint = minter.events_of("peer_handle_mint");
     assert_eq!(mint.len(), 1, "{mint:#?}");
     assert_eq!(mint[0]["outcome"], "io_error");
     assert_eq!(mint[0]["path"], "report.md");
@@ -687,8 +642,7 @@ async fn a_deadline_ends_the_call_with_its_one_trace_line() {
         .call_options()
         .with_deadline(SHORT_DEADLINE);
     let started = Instant::now();
-    let error = fetcher
-        .fetch_tool()
+    let error = fetch_tool(&fetcher)
         .fetch_with(
             FetchPeerFileInput::new(&silent, "mh1.eyJ2IjoxLCJwIjoib3V0L3IubWQifQ.QUJD"),
             options,
@@ -697,7 +651,7 @@ async fn a_deadline_ends_the_call_with_its_one_trace_line() {
         .expect_err("the silent peer outlasts the deadline");
     assert!(started.elapsed() < GENEROUS, "{:?}", started.elapsed());
     assert_eq!(error.code, Code::IoError);
-    let fetch = fetcher.lines("peer_file_fetch");
+    let fetch = fetcher.events_of("peer_file_fetch");
     assert_eq!(fetch.len(), 1, "{fetch:#?}");
     assert_eq!(fetch[0]["outcome"], "io_error");
     assert!(
@@ -709,7 +663,7 @@ async fn a_deadline_ends_the_call_with_its_one_trace_line() {
         fetch[0]
     );
     assert!(fetcher.fs.dir_names("peer-in").is_empty());
-    fetcher.assert_trace_has_no_token();
+    assert_trace_has_no_token(&fetcher);
 }
 
 /// A deadline the call meets changes nothing.
@@ -738,7 +692,10 @@ async fn a_deadline_met_changes_nothing() {
         .await
         .expect("within the deadline");
     assert_eq!(fetched["bytes"], REPORT.len());
-    assert_eq!(fetcher.lines("peer_file_fetch")[0]["reason"], Value::Null);
+    assert_eq!(
+        fetcher.events_of("peer_file_fetch")[0]["reason"],
+        Value::Null
+    );
     // An unknown tool is refused at once, deadline or not.
     let unknown = minter
         .capsule
@@ -755,16 +712,14 @@ async fn a_deadline_met_changes_nothing() {
 async fn a_dropped_typed_call_is_cancelled_or_abandoned_as_the_session_says() {
     let silent = silent_peer().await;
     let minter = launch(MINTER, "http://127.0.0.1:9");
-    let share = minter
-        .share_tool()
-        .share(ShareFileInput::new("report.md", &silent));
+    let share = share_tool(&minter).share(ShareFileInput::new("report.md", &silent));
     assert!(tokio::time::timeout(SHORT_DEADLINE, share).await.is_err());
-    let lines = minter.lines("peer_handle_mint");
+    let lines = minter.events_of("peer_handle_mint");
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert_eq!(lines[0]["reason"], CANCELLED);
 
     let tools = minter.capsule.tools();
-    let mut share = Box::pin(minter.share_tool().share_with(
+    let mut share = Box::pin(share_tool(&minter).share_with(
         ShareFileInput::new("report.md", &silent),
         tools.call_options(),
     ));
@@ -776,13 +731,13 @@ async fn a_dropped_typed_call_is_cancelled_or_abandoned_as_the_session_says() {
     tools.mark_session_ended();
     drop(share);
     // A call with options outside the session knows nothing of its end.
-    let outside = minter.share_tool().share_with(
+    let outside = share_tool(&minter).share_with(
         ShareFileInput::new("report.md", &silent),
         Default::default(),
     );
     assert!(tokio::time::timeout(SHORT_DEADLINE, outside).await.is_err());
     let reasons: Vec<Value> = minter
-        .lines("peer_handle_mint")
+        .events_of("peer_handle_mint")
         .iter()
         .map(|l| l["reason"].clone())
         .collect();

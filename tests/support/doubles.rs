@@ -1,0 +1,107 @@
+#![allow(clippy::disallowed_methods)] // a test double binds its own loopback listener
+#![allow(dead_code)] // each test file uses a subset
+
+//! Small network doubles a test owns: a card responder, a listener nobody serves, a port nobody
+//! listens on. Each runs on plain threads, so it serves a test with or without a runtime.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// A listener that is never served; proves whether anybody connected.
+pub struct SilentPeer {
+    listener: TcpListener,
+}
+
+impl SilentPeer {
+    pub fn new() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a silent listener");
+        listener.set_nonblocking(true).expect("non-blocking");
+        SilentPeer { listener }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.listener.local_addr().expect("local addr").port()
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port())
+    }
+
+    /// Fails the test if anybody connected.
+    pub fn assert_untouched(&self, what: &str) {
+        match self.listener.accept() {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Ok((_, from)) => panic!("{what}: a connection from {from} reached the peer"),
+            Err(e) => panic!("{what}: accept failed: {e}"),
+        }
+    }
+}
+
+/// A tiny HTTP responder answering every request with `200` and a fixed JSON body (an agent
+/// card, say), counting the connections it took.
+pub struct CardServer {
+    pub addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+}
+
+impl CardServer {
+    /// Answers with `body(addr)`, where `addr` is the responder's own address.
+    pub fn new(body: impl Fn(SocketAddr) -> String) -> Self {
+        Self::slow(Duration::ZERO, body)
+    }
+
+    /// A card server that waits `delay` after each request before it answers.
+    pub fn slow(delay: Duration, body: impl Fn(SocketAddr) -> String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the card server");
+        let addr = listener.local_addr().expect("local addr");
+        let body = body(addr);
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counter = hits.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                counter.fetch_add(1, Ordering::SeqCst);
+                let body = body.clone();
+                // One thread per connection: a client that never ends its head holds no other.
+                std::thread::spawn(move || {
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    std::thread::sleep(delay);
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(response.as_bytes());
+                });
+            }
+        });
+        CardServer { addr, hits }
+    }
+
+    /// `host:port`, as a `peer` argument names it.
+    pub fn peer(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// How many connections it has taken.
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+/// A loopback port nobody listens on.
+pub fn closed_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a throwaway listener");
+    listener.local_addr().expect("local addr").port()
+}
