@@ -7,7 +7,7 @@
 # also split into user and kernel time, and the ratios resource-plane / floor (the target:
 # <= 1.05x the floor measured in the same run) and resource-plane / nginx. The single-core
 # sha256 time of the file is printed beside them, as the part of the floor no server can skip,
-# with the ratio to 1.15 x (nginx + sha256), the bound runs before the floor were judged by.
+# with the ratio to 1.15 x (nginx + sha256) for comparison.
 #
 #   bench/load.sh [seconds-per-round] [rounds]
 #
@@ -139,8 +139,8 @@ for i, r in enumerate(rows, 1):
           f"vs nginx req/s {r['rps_vs_nginx']:.2f}x cpu {r['cpu_vs_nginx']:.2f}x | "
           f"vs floor req/s {r['rps_vs_floor']:.2f}x cpu {r['cpu_vs_floor']:.2f}x")
 med = lambda k: statistics.median(r[k] for r in rows)
-# The former bound, 1.15 x (nginx + sha256), stays printed so runs compare with earlier ones;
-# the target is now the floor's line below.
+# The ratio to 1.15 x (nginx + sha256) is printed for comparison; the target is the floor's
+# ratio on the next line.
 bound = statistics.median(r["r_cpu"] / (1.15 * (r["n_cpu"] + sha)) for r in rows)
 print(f"{f:<6} median: nginx {med('n_rps'):.0f} req/s {med('n_cpu'):.1f} us; resource-plane {med('r_rps'):.0f} req/s "
       f"{med('r_cpu'):.1f} us; req/s {med('rps_vs_nginx'):.2f}x, cpu {med('cpu_vs_nginx'):.2f}x; "

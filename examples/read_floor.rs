@@ -10,13 +10,16 @@
 //! page-aligned read buffer, the same `sha2`) and nothing else: no trace, no byte budget, no
 //! router, no async runtime, no headers beyond `content-length`, `etag` and `connection`.
 //!
-//! One blocking thread per core accepts on the shared socket, reads one request head, answers
-//! and closes. Paths go through the crate's lexical decoding (D-2.1 to D-2.3); a refusal is
-//! answered with its status and an empty body, which the bench counts as a failed run.
-//! Files over 10 MiB (the manifest default `max_bytes`) are refused with 413.
+//! One blocking thread per core (or `[workers]` of them) accepts on the shared socket, reads one
+//! request head, answers and closes. More threads than cores only add context switches: on the
+//! 2-core machine the bench runs on, 4, 8 and 32 workers cost as much or more CPU per 1 MiB
+//! read as 2 did, so the default is the cheapest. Paths go through the crate's lexical decoding
+//! (D-2.1 to D-2.3); a refusal is answered with its status and an empty body, and anything but a
+//! `GET` head of at most 16 KiB with 400, all of which the bench counts as a failed run. Files
+//! over 10 MiB (the manifest's default `max_bytes`) are refused with 413.
 //!
 //! ```sh
-//! cargo run --release --example read_floor -- <root> 127.0.0.1:18082
+//! cargo run --release --example read_floor -- <root> 127.0.0.1:18082 [workers]
 //! ```
 #![allow(clippy::disallowed_methods)] // a bench floor: it binds its own socket and reads argv
 
@@ -37,9 +40,18 @@ const PREFIX: &str = "/resources/files/";
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, root, addr] = args.as_slice() else {
-        eprintln!("usage: read_floor <root> <addr>");
-        std::process::exit(2);
+    let (root, addr, workers) = match args.as_slice() {
+        [_, root, addr] => (root, addr, None),
+        [_, root, addr, workers] => (root, addr, Some(workers)),
+        _ => usage(),
+    };
+    let workers = match workers {
+        None => std::thread::available_parallelism().map_or(2, usize::from),
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| usage()),
     };
     let fs = OsFilesystem::open(Path::new(root)).unwrap_or_else(|e| {
         eprintln!("error: cannot open {root}: {e}");
@@ -50,7 +62,6 @@ fn main() {
         std::process::exit(1);
     });
     let export = RootPath::parse(".").expect("`.` is a valid root");
-    let workers = std::thread::available_parallelism().map_or(2, usize::from);
     println!(
         "listening on {} with {workers} workers",
         listener.local_addr().expect("bound")
@@ -67,6 +78,11 @@ fn main() {
             });
         }
     });
+}
+
+fn usage() -> ! {
+    eprintln!("usage: read_floor <root> <addr> [workers]");
+    std::process::exit(2);
 }
 
 /// Reads one request head from `stream`, answers it and closes the connection.
