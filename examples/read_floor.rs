@@ -23,9 +23,10 @@
 //! ```
 #![allow(clippy::disallowed_methods)] // a bench floor: it binds its own socket and reads argv
 
-use resource_plane::backends::{Containment, Filesystem, OsFilesystem, RootPath};
+use resource_plane::backends::{Filesystem, OsFilesystem};
 use resource_plane::page_aligned;
 use resource_plane::path::{decode_request_path, strip_query};
+use resource_plane::scope::{Containment, RootPath};
 use resource_plane::{Code, Refusal};
 use sha2::{Digest, Sha256};
 use std::io::{IoSlice, Read, Write};
