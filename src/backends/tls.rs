@@ -75,7 +75,7 @@ const PEM_TEXT: &str = "PEM text";
 /// clone; clones share the roots once loaded.
 ///
 /// ```
-/// use resource_plane::backends::tls::PeerTls;
+/// use resource_plane::backends::PeerTls;
 ///
 /// let trust = PeerTls::system();
 /// assert!(!trust.roots_loaded(), "nothing is read at construction");
