@@ -35,7 +35,9 @@ pub const DEFAULT_CONTAINMENT: Containment = Containment::Advisory;
 /// the same names).
 ///
 /// ```
-/// use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::backends::{
+///     FixedKeyStore, ManualClock, MemoryFilesystem, RecordingTraceSink,
+/// };
 /// use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 /// use std::sync::Arc;
 ///
@@ -501,7 +503,8 @@ impl<'m> CapsuleBuilder<'m> {
 /// let fs = Arc::new(MemoryFilesystem::new());
 /// fs.add_file("out/report.md", "draft", 0);
 /// let manifest = Manifest::from_yaml(
-///     "name: reporter\nexports: { files: { root: out/, mode: read-only }, peer_files: { root: out/ } }",
+///     "name: reporter\n\
+///      exports: { files: { root: out/, mode: read-only }, peer_files: { root: out/ } }",
 /// ).unwrap().manifest;
 /// let capsule = Capsule::builder(&manifest)
 ///     .filesystem(fs)

@@ -89,7 +89,8 @@ impl Scheme {
 /// assert_eq!(Address::parse("peer.example:8080").unwrap().base_url(), "http://peer.example:8080");
 /// assert!(Address::parse("http://peer.example/card").is_err(), "no path");
 /// // A tool's `peer` may be a URL: its path is ignored.
-/// assert_eq!(Address::parse_peer("http://peer.example/card").unwrap().to_string(), "http://peer.example");
+/// let peer = Address::parse_peer("http://peer.example/card").unwrap();
+/// assert_eq!(peer.to_string(), "http://peer.example");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Address {
@@ -295,7 +296,7 @@ impl fmt::Display for AllowRule {
 /// use resource_plane::manifest::{Address, AllowList};
 ///
 /// let manifest = Manifest::from_yaml(
-///     "name: r\ncapabilities: { peer_fetch: { allow: [\"localhost:41234\", \"https://peer.example\"] } }",
+///     "name: r\ncapabilities: { peer_fetch: { allow: [localhost:41234, https://peer.example] } }",
 /// ).unwrap().manifest;
 /// let allow = manifest.peer_fetch.unwrap();
 /// assert_eq!(allow.rules().len(), 2);

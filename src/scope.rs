@@ -174,8 +174,8 @@ impl RootPath {
 ///
 /// let refused = RootPath::parse("../elsewhere").unwrap_err();
 /// assert!(refused.accepted().starts_with("a relative path inside the workdir"));
-/// let launch = Manifest::from_yaml("name: r\nexports: { files: { root: ../elsewhere, mode: read-only } }");
-/// let launch = launch.unwrap_err();
+/// let yaml = "name: r\nexports: { files: { root: ../elsewhere, mode: read-only } }";
+/// let launch = Manifest::from_yaml(yaml).unwrap_err();
 /// assert_eq!(launch.code(), "E-MAN-003");
 /// assert!(launch.to_string().contains(&format!("exports.files.root: {refused}")));
 /// ```

@@ -50,7 +50,7 @@ pub fn capsule(yaml: &str) -> TestCapsule {
 /// use resource_plane::test_util::{TEST_START_MS, TestCapsule};
 ///
 /// let yaml = "name: r\nexports: { files: { root: out/, mode: read-only } }";
-/// let t = TestCapsule::launch_with(yaml, |builder| builder.containment(Containment::Scoped)).unwrap();
+/// let t = TestCapsule::launch_with(yaml, |b| b.containment(Containment::Scoped)).unwrap();
 /// t.fs.add_file("out/a.md", "hello", 0);
 /// t.fs.add_symlink("out/b.md", "a.md");
 /// assert_eq!(t.get("/resources/files/a.md", None).status(), 200);
@@ -59,8 +59,8 @@ pub fn capsule(yaml: &str) -> TestCapsule {
 /// assert_eq!(t.trace.events()[0]["timestamp"], TEST_START_MS);
 ///
 /// // A refused launch is returned, not panicked.
-/// let refused = TestCapsule::launch("name: r\nexports: { files: { root: /etc, mode: read-only } }");
-/// assert_eq!(refused.unwrap_err().code(), "E-MAN-003");
+/// let absolute = "name: r\nexports: { files: { root: /etc, mode: read-only } }";
+/// assert_eq!(TestCapsule::launch(absolute).unwrap_err().code(), "E-MAN-003");
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]

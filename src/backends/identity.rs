@@ -99,13 +99,14 @@ impl SeedCell {
 ///
 /// ```
 /// use base64::Engine as _;
-/// use resource_plane::backends::{IdentityKey, MemoryFilesystem, OsRandomIdentityKey, RecordingTraceSink};
+/// use resource_plane::backends::{
+///     IdentityKey, MemoryFilesystem, OsRandomIdentityKey, RecordingTraceSink,
+/// };
 /// use resource_plane::{Capsule, Manifest};
 /// use std::sync::Arc;
 ///
-/// let manifest = Manifest::from_yaml("name: reader\ncapabilities: { peer_fetch: { allow: [localhost] } }")
-///     .unwrap()
-///     .manifest;
+/// let yaml = "name: reader\ncapabilities: { peer_fetch: { allow: [localhost] } }";
+/// let manifest = Manifest::from_yaml(yaml).unwrap().manifest;
 /// let key = Arc::new(OsRandomIdentityKey::generate());
 /// let capsule = Capsule::builder(&manifest)
 ///     .filesystem(Arc::new(MemoryFilesystem::new()))

@@ -265,7 +265,8 @@ impl TraceSink for RecordingTraceSink {
 ///     .advertised_url("http://127.0.0.1:41234")
 ///     .launch()
 ///     .unwrap();
-/// let response = capsule.router().handle(http::Request::get("/resources/files/a.md").body(()).unwrap()).await;
+/// let request = http::Request::get("/resources/files/a.md").body(()).unwrap();
+/// let response = capsule.router().handle(request).await;
 /// assert_eq!(response.status(), 500);
 /// assert!(!String::from_utf8_lossy(&response.body().bytes()).contains("hello"));
 /// # }

@@ -43,14 +43,19 @@ pub(crate) struct Limits {
 /// let fs = Arc::new(MemoryFilesystem::new());
 /// fs.add_file("out/report.md", "hello", 0);
 /// let manifest = Manifest::from_yaml(
-///     "name: r\nexports: { peer_files: { root: out/ } }\ncapabilities: { network: { allow: [peer.test] } }",
+///     "name: r\n\
+///      exports: { peer_files: { root: out/ } }\n\
+///      capabilities: { network: { allow: [peer.test] } }",
 /// ).unwrap().manifest;
 /// let capsule = Capsule::builder(&manifest)
 ///     .filesystem(fs)
 ///     .trace(Arc::new(RecordingTraceSink::new()))
 ///     .advertised_url("http://127.0.0.1:41234")
 ///     .peer_transport(Arc::new(transport))
-///     .peer_timeouts(PeerTimeouts { card_total: Duration::from_millis(50), ..PeerTimeouts::default() })
+///     .peer_timeouts(PeerTimeouts {
+///         card_total: Duration::from_millis(50),
+///         ..PeerTimeouts::default()
+///     })
 ///     .launch()
 ///     .unwrap();
 /// let input = serde_json::json!({"path": "report.md", "peer": "peer.test"});

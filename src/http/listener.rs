@@ -45,7 +45,8 @@ const BLOCKING_MARGIN: usize = 16;
 ///     ..ListenerConfig::default()
 /// };
 /// let app = tower::service_fn(|_: http::Request<hyper::body::Incoming>| async {
-///     Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
+///     let empty = http_body_util::Empty::<bytes::Bytes>::new();
+///     Ok::<_, std::convert::Infallible>(http::Response::new(empty))
 /// });
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 /// let address = listener.local_addr()?;
@@ -56,7 +57,8 @@ const BLOCKING_MARGIN: usize = 16;
 /// client.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").await?;
 /// let mut answer = String::new();
 /// client.read_to_string(&mut answer).await?;
-/// assert!(answer.to_ascii_lowercase().contains("date: sun, 06 nov 1994 08:49:37 gmt"), "{answer}");
+/// let answer = answer.to_ascii_lowercase();
+/// assert!(answer.contains("date: sun, 06 nov 1994 08:49:37 gmt"), "{answer}");
 /// stop.send(()).unwrap();
 /// server.await.unwrap()?;
 /// # Ok(())

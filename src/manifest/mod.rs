@@ -98,7 +98,9 @@ impl PeerFilesExport {
 ///
 /// let sleeper = |max_ttl: &str| {
 ///     let yaml = format!(
-///         "name: r\nexports: {{ peer_files: {{ root: out/{max_ttl} }} }}\nlifecycle: {{ after_task: sleep }}"
+///         "name: r\n\
+///          exports: {{ peer_files: {{ root: out/{max_ttl} }} }}\n\
+///          lifecycle: {{ after_task: sleep }}"
 ///     );
 ///     Manifest::from_yaml(&yaml).unwrap().manifest
 /// };
@@ -162,7 +164,10 @@ pub struct Manifest {
 /// let parsed = Manifest::from_yaml(
 ///     "name: r\nexports: { files: { root: out/, mode: read-only, max_byte: 1Mi } }",
 /// ).unwrap();
-/// assert_eq!(parsed.warnings, ["unknown key `exports.files.max_byte` (did you mean `max_bytes`?)"]);
+/// assert_eq!(
+///     parsed.warnings,
+///     ["unknown key `exports.files.max_byte` (did you mean `max_bytes`?)"],
+/// );
 /// assert_eq!(parsed.manifest.files.unwrap().max_bytes, 10 * 1024 * 1024, "the default applies");
 /// ```
 #[derive(Debug, Clone)]
