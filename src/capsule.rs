@@ -33,6 +33,32 @@ pub const DEFAULT_CONTAINMENT: Containment = Containment::Advisory;
 /// peer transport, default to the OS's and are set like any other setting
 /// ([`CapsuleConfig::random`], [`CapsuleConfig::peer_transport`], or the builder's methods of
 /// the same names).
+///
+/// ```
+/// use resource_plane::backends::{
+///     FixedKeyStore, ManualClock, MemoryFilesystem, RecordingTraceSink,
+/// };
+/// use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let trace = Arc::new(RecordingTraceSink::new());
+/// let backends = Backends {
+///     fs: Arc::new(MemoryFilesystem::new()),
+///     clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+///     keys: Some(Arc::new(FixedKeyStore::new([7; 32]))), // `None`: a fresh key from the OS
+///     trace: trace.clone(),
+/// };
+/// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: ., mode: read-only } }");
+/// let config = CapsuleConfig::new("http://127.0.0.1:41234").unwrap();
+/// let capsule = Capsule::launch(&manifest.unwrap().manifest, config, backends).unwrap();
+/// capsule.router().handle(http::Request::get("/resources/files").body(()).unwrap()).await;
+/// let line = &trace.events()[0]; // written to the sink, stamped by the clock
+/// assert_eq!(line["event_type"], "resource_list");
+/// assert_eq!(line["timestamp"], 1_700_000_000_000_i64);
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Backends {
     /// The workdir's filesystem.
@@ -462,7 +488,43 @@ impl<'m> CapsuleBuilder<'m> {
     }
 }
 
-/// One capsule's resource surfaces for one session.
+/// One capsule's resource surfaces for one session: the [router](Self::router) the runtime
+/// mounts on its listener, the [tools](Self::tools) its model may call, the generation counter
+/// it bumps when a task ends, and [`end_session`](Self::end_session) for when the session is
+/// over.
+///
+/// ```
+/// use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::{Capsule, Manifest};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let fs = Arc::new(MemoryFilesystem::new());
+/// fs.add_file("out/report.md", "draft", 0);
+/// let manifest = Manifest::from_yaml(
+///     "name: reporter\n\
+///      exports: { files: { root: out/, mode: read-only }, peer_files: { root: out/ } }",
+/// ).unwrap().manifest;
+/// let capsule = Capsule::builder(&manifest)
+///     .filesystem(fs)
+///     .trace(Arc::new(RecordingTraceSink::new()))
+///     .advertised_url("http://127.0.0.1:41234")
+///     .launch()
+///     .unwrap();
+/// assert_eq!(capsule.audience(), "reporter@127.0.0.1:41234");
+/// assert_eq!(capsule.tools().names(), ["share-file"]);
+///
+/// let router = capsule.router();
+/// let read = || router.handle(http::Request::get("/resources/files/report.md").body(()).unwrap());
+/// assert_eq!(read().await.headers()["x-murmur-generation"], "0");
+/// assert_eq!(capsule.task_completed(), 1); // the agent's task reached a terminal state
+/// assert_eq!(read().await.headers()["x-murmur-generation"], "1");
+/// assert_eq!(capsule.stats().requests_answered, 2);
+///
+/// capsule.end_session(); // after the listener drained: no handle verifies any more
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Capsule {
     session_id: String,

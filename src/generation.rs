@@ -3,7 +3,20 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// One counter per runtime process, shared by both planes, starting at 0.
+/// One counter per runtime process, shared by both planes, starting at 0: how many tasks
+/// have reached a terminal state. Every response carries it as `x-murmur-generation`, so an
+/// operator can tell whether a file was read before or after a task ended. Clones share the
+/// count.
+///
+/// ```
+/// use resource_plane::capsule::Generation;
+///
+/// let generation = Generation::new();
+/// let held_by_a_plane = generation.clone();
+/// assert_eq!(generation.task_completed(), 1);
+/// assert_eq!(generation.task_completed(), 2);
+/// assert_eq!(held_by_a_plane.current(), 2);
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Generation(Arc<AtomicU64>);
 

@@ -14,6 +14,21 @@ pub const PATH_MAX: usize = 4095;
 
 /// A relative path whose components are all plain names: non-empty, not `.` or `..`, no `/`,
 /// no NUL, valid UTF-8. Only the decoding of a request path and [`RelPath::parse_canonical`] build one.
+///
+/// A runtime meets it as the candidates a root's walk yields and the paths it opens:
+///
+/// ```
+/// use resource_plane::backends::{Filesystem, MemoryFilesystem};
+/// use resource_plane::scope::{Containment, RootPath};
+///
+/// let fs = MemoryFilesystem::new();
+/// fs.add_file("out/reports/q3.md", "all green", 0);
+/// let root = fs.open_root(&RootPath::parse("out").unwrap(), Containment::Advisory).unwrap();
+/// let path = root.walk().unwrap().remove(0);
+/// assert_eq!(path.as_str(), "reports/q3.md");
+/// assert_eq!(path.components().collect::<Vec<_>>(), ["reports", "q3.md"]);
+/// assert_eq!(path.file_name(), "q3.md");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RelPath {
     joined: String,

@@ -11,6 +11,14 @@ use std::fmt;
 
 /// Why a text is no [`Address`] (or no [`AllowRule`]): it renders as what is accepted, the
 /// text an `E-MAN-003` or a tool's `invalid_input` names.
+///
+/// ```
+/// use resource_plane::manifest::Address;
+///
+/// let refused = Address::parse("http://user@peer.example").unwrap_err();
+/// assert!(refused.accepted().starts_with("host, host:port, http://host[:port]"));
+/// assert_eq!(refused.to_string(), refused.accepted());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AddressError {
     accepted: &'static str,
@@ -32,6 +40,15 @@ impl fmt::Display for AddressError {
 impl std::error::Error for AddressError {}
 
 /// `http` or `https`.
+///
+/// ```
+/// use resource_plane::manifest::{Address, Scheme};
+///
+/// assert_eq!(Scheme::Https.default_port(), 443);
+/// assert_eq!(Scheme::Http.as_str(), "http");
+/// let bare = Address::parse("peer.example").unwrap();
+/// assert_eq!((bare.scheme, bare.effective_scheme()), (None, Scheme::Http));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheme {
     /// Plain HTTP; default port 80.
@@ -58,7 +75,23 @@ impl Scheme {
     }
 }
 
-/// A parsed `host[:port]` or `http(s)://host[:port]` with no path, query or fragment.
+/// A parsed `host[:port]` or `http(s)://host[:port]` with no path, query or fragment: an
+/// allow-list entry's address, or a peer's. The host is compared exactly (ASCII case aside):
+/// no wildcard, no DNS lookup, no IP normalisation.
+///
+/// ```
+/// use resource_plane::manifest::{Address, Scheme};
+///
+/// let peer = Address::parse("HTTPS://Peer.Example").unwrap();
+/// assert_eq!(peer.host, "peer.example");
+/// assert_eq!(peer.effective_scheme(), Scheme::Https);
+/// assert_eq!(peer.host_port(), "peer.example:443");
+/// assert_eq!(Address::parse("peer.example:8080").unwrap().base_url(), "http://peer.example:8080");
+/// assert!(Address::parse("http://peer.example/card").is_err(), "no path");
+/// // A tool's `peer` may be a URL: its path is ignored.
+/// let peer = Address::parse_peer("http://peer.example/card").unwrap();
+/// assert_eq!(peer.to_string(), "http://peer.example");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Address {
     /// The scheme when written.
@@ -204,7 +237,23 @@ fn parse_port(text: &str) -> Option<u16> {
     text.parse::<u16>().ok().filter(|p| *p != 0)
 }
 
-/// One entry of an allow list.
+/// One entry of an allow list. A bare rule (`host`, `host:port`) admits either scheme, on its
+/// port or, without one, on any port; a URL rule (`https://host[:port]`) admits only its scheme
+/// on its port (the scheme's default when none is written). A bare target is `http`.
+///
+/// ```
+/// use resource_plane::manifest::{Address, AllowRule};
+///
+/// let target = |text| Address::parse(text).unwrap();
+/// let any_port = AllowRule::parse("localhost").unwrap();
+/// assert!(any_port.matches(&target("localhost:41234")));
+/// assert!(any_port.matches(&target("https://LOCALHOST")));
+/// assert!(!any_port.matches(&target("localhost.evil:41234")));
+///
+/// let https_only = AllowRule::parse("https://peer.example").unwrap();
+/// assert!(https_only.matches(&target("https://peer.example:443")));
+/// assert!(!https_only.matches(&target("peer.example:443")), "a bare target is http");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllowRule(Address);
 
@@ -239,7 +288,22 @@ impl fmt::Display for AllowRule {
     }
 }
 
-/// A non-empty allow list.
+/// A non-empty allow list: `capabilities.network.allow` (which peers `share-file` may reach)
+/// or `capabilities.peer_fetch.allow` (which peers `fetch-peer-file` may redeem from).
+///
+/// ```
+/// use resource_plane::Manifest;
+/// use resource_plane::manifest::{Address, AllowList};
+///
+/// let manifest = Manifest::from_yaml(
+///     "name: r\ncapabilities: { peer_fetch: { allow: [localhost:41234, https://peer.example] } }",
+/// ).unwrap().manifest;
+/// let allow = manifest.peer_fetch.unwrap();
+/// assert_eq!(allow.rules().len(), 2);
+/// assert!(allow.admits(&Address::parse("localhost:41234").unwrap()));
+/// assert!(!allow.admits(&Address::parse("localhost:41235").unwrap()));
+/// assert!(AllowList::new(Vec::new()).is_none(), "a declared list is never empty");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllowList(Vec<AllowRule>);
 

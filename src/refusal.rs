@@ -1,4 +1,4 @@
-//! The one list of refusal codes (design habit 3).
+//! The one list of refusal codes.
 //!
 //! Every refusal the crate can produce is a [`Code`]. From a code alone we derive the wire string
 //! (the JSON `error` field, the trace `outcome`, a tool error's `code`), the HTTP status and the
@@ -7,8 +7,36 @@
 
 use std::fmt;
 
-/// A refusal code from the spec's error tables, the tool vocabulary of `contract.md`, or the
-/// console.
+/// A refusal code from the specification's error tables, the tools' vocabulary, or the
+/// console's (`docs/spec/resource-plane.md` and `docs/spec/contract.md`). Each code has one
+/// wire string, one HTTP status and one fixed public message; a refused request is answered
+/// `{"error": <wire string>, "message": <message>}` with that status.
+///
+/// ```
+/// use resource_plane::Code;
+/// use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::{Capsule, Manifest};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let code = Code::NotFound;
+/// assert_eq!((code.as_str(), code.status()), ("not_found", 404));
+///
+/// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: out, mode: read-only } }");
+/// let capsule = Capsule::builder(&manifest.unwrap().manifest)
+///     .filesystem(Arc::new(MemoryFilesystem::new()))
+///     .trace(Arc::new(RecordingTraceSink::new()))
+///     .advertised_url("http://127.0.0.1:41234")
+///     .launch()
+///     .unwrap();
+/// let request = http::Request::get("/resources/files/missing.md").body(()).unwrap();
+/// let response = capsule.router().handle(request).await;
+/// assert_eq!(response.status(), code.status());
+/// let body: serde_json::Value = serde_json::from_slice(&response.body().bytes()).unwrap();
+/// assert_eq!(body, serde_json::json!({"error": code.as_str(), "message": code.message()}));
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Code {
@@ -40,7 +68,7 @@ pub enum Code {
     HandleExpired,
     /// Tool input that is missing, mistyped or empty (D-9.1, D-10.1).
     InvalidInput,
-    /// A `ttl` that is not a D-1.5 duration (D-9.1).
+    /// A `ttl` that is not a positive duration (`90`, `30s`, `15m`, `1h`, `1d`) (D-1.5, D-9.1).
     InvalidTtl,
     /// The peer's card could not be fetched or lacks `name` and `url`, or the peer did not answer
     /// (D-8, D-10.2).
@@ -54,9 +82,9 @@ pub enum Code {
     EtagMismatch,
     /// Landing a fetched file met a symlink or a non-directory on the way (D-10.4).
     PathRefused,
-    /// A console call to a tool the capsule was not granted (`contract.md`).
+    /// A console call to a tool the capsule was not granted (`docs/spec/contract.md`).
     UnknownTool,
-    /// A console line that is not a known request (`contract.md`).
+    /// A console line that is not a known request (`docs/spec/contract.md`).
     InvalidRequest,
 }
 
@@ -155,7 +183,23 @@ impl fmt::Display for Code {
 /// A refusal: a public [`Code`] plus a private `reason` for the trace.
 ///
 /// The `reason` may carry OS detail (`EACCES`, ...) and the request path as the requester sent
-/// it, but never a handle token or file contents; it is written to the trace only.
+/// it, but never a handle token or file contents; it is written to the trace only. Its
+/// `Display` is the public part alone, safe to log or show.
+///
+/// ```
+/// use resource_plane::{Code, Refusal};
+///
+/// let refusal = Refusal::new(Code::OutsideRoot, "../secrets.txt leaves the root");
+/// assert_eq!(refusal.code.status(), 403);
+/// assert_eq!(refusal.reason, "../secrets.txt leaves the root"); // for the trace only
+/// assert_eq!(refusal.to_string(), "outside_root: the path resolves outside the export root");
+///
+/// // A real error type: it travels through `?` into a boxed error.
+/// fn serve() -> Result<(), Box<dyn std::error::Error>> {
+///     Err(Refusal::new(Code::TooLarge, "12 MiB over a 10 MiB max_bytes"))?
+/// }
+/// assert_eq!(serve().unwrap_err().to_string(), "too_large: the file exceeds max_bytes");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// The public code.

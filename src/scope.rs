@@ -21,7 +21,38 @@
 use std::fmt;
 
 /// The containment class the embedding runtime achieved for this session, taken as given.
-/// It decides symlinks below an export root (D-2.5).
+/// It decides symlinks below an export root (D-2.5): `scoped` refuses every one, the other two
+/// follow those that stay beneath the root. Every file served names it in
+/// `x-murmur-containment`.
+///
+/// ```
+/// use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::scope::Containment;
+/// use resource_plane::{Capsule, Manifest};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let fs = Arc::new(MemoryFilesystem::new());
+/// fs.add_file("out/data.md", "hello", 0);
+/// fs.add_symlink("out/latest.md", "data.md");
+/// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: out, mode: read-only } }");
+/// let capsule = Capsule::builder(&manifest.unwrap().manifest)
+///     .filesystem(fs)
+///     .trace(Arc::new(RecordingTraceSink::new()))
+///     .advertised_url("http://127.0.0.1:41234")
+///     .containment(Containment::Scoped)
+///     .launch()
+///     .unwrap();
+/// let router = capsule.router();
+/// let get = |path: &str| router.handle(http::Request::get(path).body(()).unwrap());
+/// let file = get("/resources/files/data.md").await;
+/// assert_eq!(file.headers()["x-murmur-containment"], Containment::Scoped.as_str());
+/// assert_eq!(get("/resources/files/latest.md").await.status(), 403); // symlink_refused
+/// assert_eq!(Containment::parse("scoped"), Some(Containment::Scoped));
+/// assert!(Containment::default().follows_symlinks());
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Containment {
     /// Follows relative symlinks that stay beneath the root (the CLI's default).
@@ -66,7 +97,21 @@ impl Containment {
     ];
 }
 
-/// An export root as declared (`out/`, `.`, `./out`), validated by D-1.2.
+/// An export root as declared (`out/`, `.`, `./out`): a relative path inside the workdir,
+/// with no `..` component and no control character (D-1.2). It is echoed as declared, and
+/// opened as its plain components.
+///
+/// ```
+/// use resource_plane::scope::RootPath;
+///
+/// let root = RootPath::parse(" ./reports//q3/ ").unwrap();
+/// assert_eq!(root.declared(), "./reports//q3/");
+/// assert_eq!(root.relative(), "reports/q3");
+/// assert_eq!(RootPath::parse(".").unwrap().relative(), ".");
+/// for refused in ["/etc", "../elsewhere", "out/../..", "out\nx", ""] {
+///     assert!(RootPath::parse(refused).is_err(), "{refused:?}");
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RootPath {
     declared: String,
@@ -122,6 +167,18 @@ impl RootPath {
 
 /// Why a declared root is no [`RootPath`]: it renders as what is accepted, the text of the
 /// `E-MAN-003` that names the root's field.
+///
+/// ```
+/// use resource_plane::Manifest;
+/// use resource_plane::scope::RootPath;
+///
+/// let refused = RootPath::parse("../elsewhere").unwrap_err();
+/// assert!(refused.accepted().starts_with("a relative path inside the workdir"));
+/// let yaml = "name: r\nexports: { files: { root: ../elsewhere, mode: read-only } }";
+/// let launch = Manifest::from_yaml(yaml).unwrap_err();
+/// assert_eq!(launch.code(), "E-MAN-003");
+/// assert!(launch.to_string().contains(&format!("exports.files.root: {refused}")));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RootPathError {
     accepted: &'static str,
@@ -142,7 +199,24 @@ impl fmt::Display for RootPathError {
 
 impl std::error::Error for RootPathError {}
 
-/// Where one plane's files live and how they are contained.
+/// Where one plane's files live and how they are contained: what a plane serves from, and
+/// what its responses echo.
+///
+/// ```
+/// use resource_plane::Manifest;
+/// use resource_plane::scope::{Containment, ExportScope};
+///
+/// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: out/, mode: read-only } }");
+/// let files = manifest.unwrap().manifest.files.unwrap();
+/// let scope = ExportScope {
+///     root: files.root,
+///     max_bytes: files.max_bytes,
+///     containment: Containment::Sealed,
+/// };
+/// assert_eq!(scope.root.declared(), "out/");
+/// assert_eq!(scope.max_bytes, 10 * 1024 * 1024);
+/// assert!(scope.containment.follows_symlinks());
+/// ```
 #[derive(Debug, Clone)]
 pub struct ExportScope {
     /// The export root.
@@ -153,9 +227,26 @@ pub struct ExportScope {
     pub containment: Containment,
 }
 
-/// Why a declared root cannot be served from the workdir: what the launch check of D-1.9
-/// learns from the filesystem, in terms the manifest turns into `E-CAP-007` or an unreadable
-/// workdir. The filesystem backend converts its own errors into this.
+/// Why a declared root cannot be served from the workdir: what the launch check for roots
+/// escaping the workdir (D-1.9) learns from the filesystem, in terms the manifest turns into
+/// `E-CAP-007`. The filesystem backend converts its own errors into this.
+///
+/// ```
+/// use resource_plane::backends::{FsError, FsErrorKind};
+/// use resource_plane::scope::RootCheckError;
+/// use resource_plane::{LaunchError, Manifest};
+///
+/// let escape = RootCheckError::from(FsError::new(FsErrorKind::OutsideRoot, "absolute link"));
+/// assert_eq!(escape, RootCheckError::Escapes);
+///
+/// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: out, mode: read-only } }")
+///     .unwrap()
+///     .manifest;
+/// let refused = manifest.check_roots(|_| Err(RootCheckError::Uncheckable("EACCES".into())));
+/// let refused = refused.unwrap_err();
+/// assert_eq!(refused.code(), "E-CAP-007");
+/// assert!(matches!(refused, LaunchError::RootUncheckable { detail, .. } if detail == "EACCES"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RootCheckError {
     /// The root's path leaves the workdir: a relative link out (dangling or not) or any

@@ -42,7 +42,26 @@ pub fn capsule(yaml: &str) -> TestCapsule {
     TestCapsule::launch(yaml).unwrap_or_else(|refused| panic!("{refused}"))
 }
 
-/// A capsule and the in-memory backends it runs on.
+/// A capsule and the in-memory backends it runs on, each reachable from the test: add files,
+/// move the clock, read the trace lines.
+///
+/// ```
+/// use resource_plane::scope::Containment;
+/// use resource_plane::test_util::{TEST_START_MS, TestCapsule};
+///
+/// let yaml = "name: r\nexports: { files: { root: out/, mode: read-only } }";
+/// let t = TestCapsule::launch_with(yaml, |b| b.containment(Containment::Scoped)).unwrap();
+/// t.fs.add_file("out/a.md", "hello", 0);
+/// t.fs.add_symlink("out/b.md", "a.md");
+/// assert_eq!(t.get("/resources/files/a.md", None).status(), 200);
+/// assert_eq!(t.get("/resources/files/b.md", None).status(), 403);
+/// assert_eq!(t.trace.events()[1]["outcome"], "symlink_refused");
+/// assert_eq!(t.trace.events()[0]["timestamp"], TEST_START_MS);
+///
+/// // A refused launch is returned, not panicked.
+/// let absolute = "name: r\nexports: { files: { root: /etc, mode: read-only } }";
+/// assert_eq!(TestCapsule::launch(absolute).unwrap_err().code(), "E-MAN-003");
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct TestCapsule {

@@ -20,7 +20,27 @@ pub(crate) const PUBLIC_KEY_LEN: usize = 32;
 /// Bytes of an Ed25519 signature.
 pub(crate) const SIGNATURE_LEN: usize = 64;
 
-/// An Ed25519 key that signs and shows its public half, but never reveals its secret.
+/// An Ed25519 key that signs and shows its public half, but never reveals its secret: a
+/// fetching capsule's identity. Its agent card publishes the public half, a minter binds
+/// handles to it, and each redeem carries a fresh signature by it. Ending the session destroys
+/// the secret.
+///
+/// ```
+/// use resource_plane::backends::{IdentityKey, OsRandomIdentityKey};
+/// use ring::signature::{ED25519, UnparsedPublicKey};
+/// use std::sync::Arc;
+///
+/// let key: Arc<dyn IdentityKey> = Arc::new(OsRandomIdentityKey::generate());
+/// let public = key.public_key(); // what the agent card publishes
+/// let signature = key.sign(b"a redeem proof").unwrap();
+/// let verifier = UnparsedPublicKey::new(&ED25519, public);
+/// assert!(verifier.verify(b"a redeem proof", &signature).is_ok());
+/// assert!(verifier.verify(b"another message", &signature).is_err());
+///
+/// key.destroy(); // the session ended
+/// assert_eq!(key.sign(b"a redeem proof"), None);
+/// assert_eq!(key.public_key(), public, "the public half is no secret");
+/// ```
 pub trait IdentityKey: fmt::Debug + Send + Sync {
     /// The public key. It stays readable after [`destroy`](Self::destroy): it is no secret.
     fn public_key(&self) -> [u8; PUBLIC_KEY_LEN];
@@ -72,7 +92,34 @@ impl SeedCell {
     }
 }
 
-/// A key pair from 32 bytes of the OS random source, drawn at launch and held only in memory.
+/// A key pair from 32 bytes of the OS random source, drawn at launch and held only in memory:
+/// what a capsule that declares `capabilities.peer_fetch` draws unless it is given one. A
+/// runtime that draws its own hands it in through
+/// [`CapsuleBuilder::identity`](crate::CapsuleBuilder::identity).
+///
+/// ```
+/// use base64::Engine as _;
+/// use resource_plane::backends::{
+///     IdentityKey, MemoryFilesystem, OsRandomIdentityKey, RecordingTraceSink,
+/// };
+/// use resource_plane::{Capsule, Manifest};
+/// use std::sync::Arc;
+///
+/// let yaml = "name: reader\ncapabilities: { peer_fetch: { allow: [localhost] } }";
+/// let manifest = Manifest::from_yaml(yaml).unwrap().manifest;
+/// let key = Arc::new(OsRandomIdentityKey::generate());
+/// let capsule = Capsule::builder(&manifest)
+///     .filesystem(Arc::new(MemoryFilesystem::new()))
+///     .trace(Arc::new(RecordingTraceSink::new()))
+///     .advertised_url("http://127.0.0.1:41235")
+///     .identity(key.clone())
+///     .launch()
+///     .unwrap();
+/// let card_key = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.public_key());
+/// assert_eq!(capsule.identity_key(), Some(card_key));
+/// capsule.end_session();
+/// assert_eq!(key.sign(b"proof"), None, "the session's end destroyed the secret");
+/// ```
 pub struct OsRandomIdentityKey {
     cell: SeedCell,
 }
@@ -112,7 +159,34 @@ impl IdentityKey for OsRandomIdentityKey {
     }
 }
 
-/// A key pair from a caller-chosen seed: the test double, so a test can sign as a peer.
+/// A key pair from a caller-chosen seed: the test double, so a test can sign as a peer, or
+/// know in advance the key a capsule's card will publish. The seed is an RFC 8032 secret key.
+///
+/// ```
+/// use resource_plane::backends::{FixedIdentityKey, IdentityKey};
+///
+/// fn hex<const N: usize>(text: &str) -> [u8; N] {
+///     std::array::from_fn(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap())
+/// }
+///
+/// // RFC 8032, section 7.1, test 1: the secret key, its public key, and the signature of the
+/// // empty message.
+/// let key = FixedIdentityKey::new(hex(
+///     "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+/// ));
+/// assert_eq!(
+///     key.public_key(),
+///     hex::<32>("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"),
+/// );
+/// assert_eq!(
+///     key.sign(b"").unwrap(),
+///     hex::<64>(concat!(
+///         "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555",
+///         "fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+///     )),
+/// );
+/// assert_eq!(format!("{key:?}"), "FixedIdentityKey(<redacted>)");
+/// ```
 pub struct FixedIdentityKey {
     cell: SeedCell,
 }

@@ -10,7 +10,25 @@ use zeroize::Zeroizing;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// An HMAC-SHA256 key that can sign and verify but never be read.
+/// An HMAC-SHA256 key that can sign and verify but never be read: the peer plane's minting
+/// key, which MACs every handle it mints and checks every handle redeemed. Ending the session
+/// destroys it, and from then on no handle it signed verifies.
+///
+/// ```
+/// use resource_plane::backends::{KeyStore, OsRandomKeyStore};
+/// use std::sync::Arc;
+///
+/// let keys: Arc<dyn KeyStore> = Arc::new(OsRandomKeyStore::generate());
+/// let tag = keys.sign(&[b"payload", b"|reader@127.0.0.1:9000"]).unwrap();
+/// // The parts are MAC'd as one concatenated message, compared in constant time.
+/// assert!(keys.verify(&[b"payload|reader@127.0.0.1:9000"], &tag));
+/// assert!(!keys.verify(&[b"payload|intruder@127.0.0.1:9000"], &tag));
+/// assert!(!keys.verify(&[b"payload|reader@127.0.0.1:9000"], &tag[..31]));
+///
+/// keys.destroy(); // the session ended
+/// assert_eq!(keys.sign(&[b"payload"]), None);
+/// assert!(!keys.verify(&[b"payload|reader@127.0.0.1:9000"], &tag));
+/// ```
 pub trait KeyStore: fmt::Debug + Send + Sync {
     /// HMAC-SHA256 over the concatenation of `parts`, or `None` once the key is destroyed.
     fn sign(&self, parts: &[&[u8]]) -> Option<[u8; 32]>;
@@ -62,7 +80,18 @@ impl KeyCell {
     }
 }
 
-/// A key of 32 bytes from the OS random source, generated at launch and held only in memory.
+/// A key of 32 bytes from the OS random source, generated at launch and held only in memory:
+/// what a capsule uses when [`Backends::keys`](crate::Backends::keys) is `None`. Its `Debug`
+/// shows no byte of the key.
+///
+/// ```
+/// use resource_plane::backends::{KeyStore, OsRandomKeyStore};
+///
+/// let a = OsRandomKeyStore::generate();
+/// let b = OsRandomKeyStore::generate();
+/// assert_ne!(a.sign(&[b"handle"]), b.sign(&[b"handle"]), "every key is fresh");
+/// assert_eq!(format!("{a:?}"), "OsRandomKeyStore(<redacted>)");
+/// ```
 pub struct OsRandomKeyStore {
     cell: KeyCell,
 }
@@ -102,7 +131,18 @@ impl KeyStore for OsRandomKeyStore {
     }
 }
 
-/// A caller-chosen key: the test double, so two stores can share or differ on purpose.
+/// A caller-chosen key: the test double, so two stores can share or differ on purpose (a
+/// test that forges a handle with another key, or checks a MAC by an independent store).
+///
+/// ```
+/// use resource_plane::backends::{FixedKeyStore, KeyStore};
+///
+/// let minter = FixedKeyStore::new([7; 32]);
+/// let tag = minter.sign(&[b"handle"]).unwrap();
+/// assert!(FixedKeyStore::new([7; 32]).verify(&[b"handle"], &tag), "same key, same MAC");
+/// assert!(!FixedKeyStore::new([8; 32]).verify(&[b"handle"], &tag));
+/// assert_eq!(format!("{minter:?}"), "FixedKeyStore(<redacted>)");
+/// ```
 pub struct FixedKeyStore {
     cell: KeyCell,
 }

@@ -40,11 +40,41 @@ pub(crate) fn bind_shards(addr: SocketAddr, count: usize) -> io::Result<Vec<TcpL
 
 /// A connected byte stream to a peer: anything tokio can read and write. Implemented for every
 /// such type, so a transport returns its own stream boxed (`Box::new(tcp)`).
+///
+/// ```
+/// use resource_plane::backends::PeerStream;
+/// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// // An in-memory pipe, as a proxy or a vsock connection would be: any tokio stream will do.
+/// let (client, mut far_end) = tokio::io::duplex(1024);
+/// let mut stream: Box<dyn PeerStream> = Box::new(client);
+/// stream.write_all(b"GET /.well-known/agent.json HTTP/1.1\r\n").await?;
+/// let mut first = [0u8; 4];
+/// far_end.read_exact(&mut first).await?;
+/// assert_eq!(&first, b"GET ");
+/// # Ok(())
+/// # }
+/// ```
 pub trait PeerStream: AsyncRead + AsyncWrite + Send + Unpin {}
 
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> PeerStream for T {}
 
 /// A connect in progress: resolves to the connected stream or the error that prevented it.
+/// A transport whose answer is known at once returns a ready future.
+///
+/// ```
+/// use resource_plane::backends::Connecting;
+/// use std::io;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let refused: Connecting<'static> =
+///     Box::pin(std::future::ready(Err(io::ErrorKind::ConnectionRefused.into())));
+/// assert_eq!(refused.await.err().unwrap().kind(), io::ErrorKind::ConnectionRefused);
+/// # }
+/// ```
 pub type Connecting<'a> =
     Pin<Box<dyn Future<Output = io::Result<Box<dyn PeerStream>>> + Send + 'a>>;
 
@@ -79,7 +109,22 @@ pub trait PeerTransport: Debug + Send + Sync {
     fn connect<'a>(&'a self, host: &'a str, port: u16) -> Connecting<'a>;
 }
 
-/// TCP through the OS, the name resolved by the system: the default transport.
+/// TCP through the OS, the name resolved by the system: the default transport. Nagle's delay
+/// is turned off on each connection (one request, one answer).
+///
+/// ```
+/// use resource_plane::backends::{PeerTransport, TcpTransport};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let port = listener.local_addr()?.port();
+/// let accept = tokio::spawn(async move { listener.accept().await.map(|(_, from)| from) });
+/// let _stream = TcpTransport.connect("127.0.0.1", port).await?;
+/// assert!(accept.await.unwrap()?.ip().is_loopback());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TcpTransport;
 
@@ -174,7 +219,22 @@ impl PeerTransport for MemoryTransport {
     }
 }
 
-/// The server side of one [`MemoryTransport`] address.
+/// The server side of one [`MemoryTransport`] address: each connect there arrives as the
+/// server end of an in-memory pipe.
+///
+/// ```
+/// use resource_plane::backends::{MemoryTransport, PeerTransport};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let transport = MemoryTransport::new();
+/// let mut listener = transport.listen("peer.test", 80);
+/// let _client = transport.connect("peer.test", 80).await.unwrap();
+/// assert!(listener.accept().await.is_some());
+/// drop(transport);
+/// assert!(listener.accept().await.is_none(), "no transport is left to connect");
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct MemoryListener {
     connections: mpsc::UnboundedReceiver<DuplexStream>,

@@ -23,7 +23,39 @@ use sha2::{Digest, Sha256};
 use std::fmt::{self, Debug};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A source of random bytes.
+/// A source of random bytes: a capsule's session id, trace event ids, handle nonces, redeem
+/// proof nonces, and the keys it generates for itself all come from it. A runtime with its own
+/// source (a hardware generator, an audited DRBG) puts it in place of the OS's through
+/// [`CapsuleBuilder::random`](crate::CapsuleBuilder::random); `fill` must fill all of `out`.
+///
+/// ```
+/// use resource_plane::backends::{MemoryFilesystem, OsRandom, Random, RecordingTraceSink};
+/// use resource_plane::{Capsule, Manifest};
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// /// The OS's source, counting the draws made from it.
+/// #[derive(Debug, Default)]
+/// struct Counted(AtomicUsize);
+///
+/// impl Random for Counted {
+///     fn fill(&self, out: &mut [u8]) {
+///         self.0.fetch_add(1, Ordering::SeqCst);
+///         OsRandom.fill(out);
+///     }
+/// }
+///
+/// let random = Arc::new(Counted::default());
+/// let capsule = Capsule::builder(&Manifest::from_yaml("name: quiet").unwrap().manifest)
+///     .filesystem(Arc::new(MemoryFilesystem::new()))
+///     .trace(Arc::new(RecordingTraceSink::new()))
+///     .advertised_url("http://127.0.0.1:41234")
+///     .random(random.clone())
+///     .launch()
+///     .unwrap();
+/// assert!(random.0.load(Ordering::SeqCst) > 0, "the session id was drawn from it");
+/// assert_eq!(capsule.session_id().len(), "ses_".len() + 32);
+/// ```
 pub trait Random: Debug + Send + Sync {
     /// Fills all of `out` with random bytes.
     ///
@@ -48,6 +80,16 @@ impl dyn Random + '_ {
 }
 
 /// The operating system's CSPRNG (`getrandom(2)` on Linux): the default everywhere.
+///
+/// ```
+/// use resource_plane::backends::{OsRandom, Random};
+///
+/// let random: &dyn Random = &OsRandom;
+/// assert_ne!(random.bytes::<16>(), random.bytes::<16>());
+/// let nonce = random.hex::<16>();
+/// assert_eq!(nonce.len(), 32);
+/// assert!(nonce.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)));
+/// ```
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OsRandom;
 
@@ -66,6 +108,31 @@ impl Random for OsRandom {
 /// Each [`fill`](Random::fill) draws fresh blocks of SHA-256(seed ‖ counter), the counter
 /// counting blocks across every fill of this source; the unused tail of a fill's last block is
 /// dropped. Two sources from different seeds share no block.
+///
+/// A test that launches its capsules on the same seed gets the same session id, tokens and
+/// keys on every run:
+///
+/// ```
+/// use resource_plane::backends::{MemoryFilesystem, Random, RecordingTraceSink, SeededRandom};
+/// use resource_plane::{Capsule, Manifest};
+/// use std::sync::Arc;
+///
+/// let manifest = Manifest::from_yaml("name: quiet").unwrap().manifest;
+/// let launch = |seed| {
+///     Capsule::builder(&manifest)
+///         .filesystem(Arc::new(MemoryFilesystem::new()))
+///         .trace(Arc::new(RecordingTraceSink::new()))
+///         .advertised_url("http://127.0.0.1:41234")
+///         .random(Arc::new(SeededRandom::new(seed)))
+///         .launch()
+///         .unwrap()
+/// };
+/// assert_eq!(launch([1; 32]).session_id(), launch([1; 32]).session_id());
+/// assert_ne!(launch([1; 32]).session_id(), launch([2; 32]).session_id());
+///
+/// let random: &dyn Random = &SeededRandom::new([1; 32]);
+/// assert_ne!(random.bytes::<8>(), random.bytes::<8>(), "each draw moves the stream on");
+/// ```
 pub struct SeededRandom {
     seed: [u8; 32],
     /// The next block's number.

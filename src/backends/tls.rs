@@ -18,7 +18,21 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 /// Why trust for https peers could not be built: a CA file or PEM text that cannot be used.
-/// Its text names the source (`<path>: …`, or `PEM text: …`).
+/// Its text names the source (`<path>: …`, or `PEM text: …`). A bad CA file is learned of when
+/// the trust is built, at launch, not at the first https fetch.
+///
+/// ```
+/// use resource_plane::backends::{PeerTls, TlsError};
+/// use std::path::Path;
+///
+/// let refused = PeerTls::without_system_roots().add_pem(b"no certificate here").unwrap_err();
+/// assert_eq!(refused, TlsError::NoCertificate { origin: "PEM text".into() });
+/// assert_eq!(refused.to_string(), "PEM text: no PEM certificate found");
+///
+/// let missing = PeerTls::system().add_pem_file(Path::new("/nonexistent/ca.pem")).unwrap_err();
+/// assert!(matches!(missing, TlsError::Unreadable { .. }));
+/// assert!(missing.to_string().starts_with("/nonexistent/ca.pem: "));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TlsError {

@@ -11,7 +11,45 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Mutex;
 
-/// Where finished trace lines go. `append_line` receives one whole line, newline included.
+/// Where finished trace lines go. `append_line` receives one whole line, newline included,
+/// already redacted of handle tokens. A sink that cannot take a line says so: the capsule then
+/// fails closed, answering `500 io_error` instead of serving a response it could not record.
+///
+/// ```
+/// use resource_plane::backends::{MemoryFilesystem, TraceSink};
+/// use resource_plane::{Capsule, Manifest};
+/// use std::io;
+/// use std::sync::{Arc, Mutex};
+///
+/// /// A runtime's own log pipeline (here, a vector).
+/// #[derive(Debug, Default)]
+/// struct Pipeline(Mutex<Vec<String>>);
+///
+/// impl TraceSink for Pipeline {
+///     fn append_line(&self, line: &[u8]) -> io::Result<()> {
+///         let line = String::from_utf8(line.to_vec())
+///             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+///         self.0.lock().unwrap().push(line);
+///         Ok(())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: out, mode: read-only } }");
+/// let pipeline = Arc::new(Pipeline::default());
+/// let capsule = Capsule::builder(&manifest.unwrap().manifest)
+///     .filesystem(Arc::new(MemoryFilesystem::new()))
+///     .trace(pipeline.clone())
+///     .advertised_url("http://127.0.0.1:41234")
+///     .launch()
+///     .unwrap();
+/// capsule.router().handle(http::Request::get("/resources/files/nope.md").body(()).unwrap()).await;
+/// let lines = pipeline.0.lock().unwrap();
+/// assert_eq!(lines.len(), 1);
+/// assert!(lines[0].ends_with("}\n") && lines[0].contains(r#""outcome":"not_found""#));
+/// # }
+/// ```
 pub trait TraceSink: Debug + Send + Sync {
     /// Appends `line` atomically: all of it or an error (D-6.4).
     ///
@@ -20,7 +58,27 @@ pub trait TraceSink: Debug + Send + Sync {
     fn append_line(&self, line: &[u8]) -> io::Result<()>;
 }
 
-/// `trace.jsonl`: an `O_APPEND` descriptor, one `write(2)` per line (D-6.4).
+/// `trace.jsonl`: an `O_APPEND` descriptor, one `write(2)` per line, so that concurrent
+/// appenders never interleave and a line is written whole or not at all. It never truncates
+/// what the file already holds.
+///
+/// ```
+/// use resource_plane::backends::{JsonlTraceSink, TraceSink};
+///
+/// # fn main() -> std::io::Result<()> {
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("trace.jsonl");
+/// JsonlTraceSink::open(&path)?.append_line(b"{\"n\":1}\n")?;
+/// JsonlTraceSink::open(&path)?.append_line(b"{\"n\":2}\n")?; // appends
+/// assert_eq!(std::fs::read_to_string(&path)?, "{\"n\":1}\n{\"n\":2}\n");
+///
+/// // A trace file with a second name (which could lie inside an export) is refused.
+/// std::fs::hard_link(&path, dir.path().join("copy.jsonl"))?;
+/// let refused = JsonlTraceSink::open(&path).unwrap_err();
+/// assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct JsonlTraceSink {
     fd: OwnedFd,
@@ -102,7 +160,36 @@ impl TraceSink for JsonlTraceSink {
     }
 }
 
-/// Keeps every line in memory: the test double.
+/// Keeps every line in memory: the test double, with which a test asserts the trace line each
+/// request or tool call left, and can make the disk "fill up" mid-session.
+///
+/// ```
+/// use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::{Capsule, Manifest};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: out, mode: read-only } }");
+/// let fs = Arc::new(MemoryFilesystem::new());
+/// fs.add_file("out/a.md", "hello", 0);
+/// let trace = Arc::new(RecordingTraceSink::new());
+/// let capsule = Capsule::builder(&manifest.unwrap().manifest)
+///     .filesystem(fs)
+///     .trace(trace.clone())
+///     .advertised_url("http://127.0.0.1:41234")
+///     .launch()
+///     .unwrap();
+/// let router = capsule.router();
+/// let read = || router.handle(http::Request::get("/resources/files/a.md").body(()).unwrap());
+/// assert_eq!(read().await.status(), 200);
+/// assert_eq!(trace.events()[0]["event_type"], "resource_read");
+///
+/// trace.fail_from_now();
+/// assert_eq!(read().await.status(), 500, "no response leaves without its trace line");
+/// assert_eq!(trace.lines().len(), 1);
+/// # }
+/// ```
 #[derive(Debug, Default)]
 pub struct RecordingTraceSink {
     lines: Mutex<Vec<String>>,
@@ -157,7 +244,33 @@ impl TraceSink for RecordingTraceSink {
     }
 }
 
-/// A sink whose every write fails: proves the fail-closed rule of D-6.4.
+/// A sink whose every write fails, as a full disk would: what a test uses to show that a
+/// capsule fails closed, answering `500 io_error` rather than serving without a trace line.
+///
+/// ```
+/// use resource_plane::backends::{FailingTraceSink, MemoryFilesystem, TraceSink};
+/// use resource_plane::{Capsule, Manifest};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// assert!(FailingTraceSink.append_line(b"{}\n").is_err());
+///
+/// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: out, mode: read-only } }");
+/// let fs = Arc::new(MemoryFilesystem::new());
+/// fs.add_file("out/a.md", "hello", 0);
+/// let capsule = Capsule::builder(&manifest.unwrap().manifest)
+///     .filesystem(fs)
+///     .trace(Arc::new(FailingTraceSink))
+///     .advertised_url("http://127.0.0.1:41234")
+///     .launch()
+///     .unwrap();
+/// let request = http::Request::get("/resources/files/a.md").body(()).unwrap();
+/// let response = capsule.router().handle(request).await;
+/// assert_eq!(response.status(), 500);
+/// assert!(!String::from_utf8_lossy(&response.body().bytes()).contains("hello"));
+/// # }
+/// ```
 #[derive(Debug, Default)]
 pub struct FailingTraceSink;
 

@@ -9,7 +9,25 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// A body of known length.
+/// The body of every response the [`Router`](crate::http::Router) gives: a file's bytes, a
+/// refusal's JSON, or a listing streamed chunk by chunk. Its length is always known up front
+/// (`content-length`, never chunked). It is an [`http_body::Body`], so hyper, tower and axum
+/// send it as it is; an in-process caller reads it whole with [`bytes`](Self::bytes).
+///
+/// ```
+/// use http_body::Body;
+/// use http_body_util::BodyExt;
+/// use resource_plane::http::PlaneBody;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let body = PlaneBody::new(bytes::Bytes::from_static(b"hello"));
+/// assert_eq!(body.size_hint().exact(), Some(5));
+/// assert_eq!(&body.bytes()[..], b"hello");
+/// let sent = body.collect().await.unwrap().to_bytes(); // as a server sends it
+/// assert_eq!(&sent[..], b"hello");
+/// # }
+/// ```
 #[derive(Debug, Default)]
 pub struct PlaneBody {
     kind: Kind,

@@ -22,7 +22,47 @@ pub(crate) struct Limits {
     pub max_body: u64,
 }
 
-/// The time limits of the two outbound requests a capsule makes (D-8, D-10.2).
+/// The time limits of the two outbound requests a capsule makes: `share-file`'s fetch of the
+/// peer's agent card, and `fetch-peer-file`'s redeem. A peer that answers too late is
+/// `peer_unreachable`, as one that does not answer at all (D-8, D-10.2).
+///
+/// ```
+/// use resource_plane::backends::{MemoryFilesystem, MemoryTransport, RecordingTraceSink};
+/// use resource_plane::http::PeerTimeouts;
+/// use resource_plane::{Capsule, Manifest};
+/// use std::{sync::Arc, time::Duration};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let transport = MemoryTransport::new();
+/// let mut silent_peer = transport.listen("peer.test", 80);
+/// tokio::spawn(async move {
+///     let _connection = silent_peer.accept().await; // accepted, never answered
+///     std::future::pending::<()>().await
+/// });
+/// let fs = Arc::new(MemoryFilesystem::new());
+/// fs.add_file("out/report.md", "hello", 0);
+/// let manifest = Manifest::from_yaml(
+///     "name: r\n\
+///      exports: { peer_files: { root: out/ } }\n\
+///      capabilities: { network: { allow: [peer.test] } }",
+/// ).unwrap().manifest;
+/// let capsule = Capsule::builder(&manifest)
+///     .filesystem(fs)
+///     .trace(Arc::new(RecordingTraceSink::new()))
+///     .advertised_url("http://127.0.0.1:41234")
+///     .peer_transport(Arc::new(transport))
+///     .peer_timeouts(PeerTimeouts {
+///         card_total: Duration::from_millis(50),
+///         ..PeerTimeouts::default()
+///     })
+///     .launch()
+///     .unwrap();
+/// let input = serde_json::json!({"path": "report.md", "peer": "peer.test"});
+/// let refused = capsule.tools().call("share-file", input).await.unwrap_err();
+/// assert_eq!(refused.code_str(), "peer_unreachable");
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerTimeouts {
     /// Time to establish TCP and TLS (default 5 s).

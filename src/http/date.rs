@@ -32,7 +32,9 @@ mod tests {
 
     #[test]
     fn dates_are_imf_fixdates_clamped_to_what_the_format_spells() {
+        assert_eq!(http_date(784_111_777_000), "Sun, 06 Nov 1994 08:49:37 GMT");
         assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(http_date(-1), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert_eq!(http_date(1_999), "Thu, 01 Jan 1970 00:00:01 GMT");
         assert_eq!(http_date(i64::MIN), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert_eq!(http_date(i64::MAX), "Fri, 31 Dec 9999 23:59:59 GMT");

@@ -28,7 +28,42 @@ use tokio::sync::Semaphore;
 #[cfg(feature = "cli")]
 const BLOCKING_MARGIN: usize = 16;
 
-/// Listener limits, and the clock every answer is dated by.
+/// Listener limits, and the clock every answer is dated by. Each field has a default; a
+/// runtime sets those it cares about and takes the rest from [`ListenerConfig::default`].
+///
+/// ```
+/// use resource_plane::backends::ManualClock;
+/// use resource_plane::http::{ListenerConfig, serve_with};
+/// use std::sync::Arc;
+/// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let config = ListenerConfig {
+///     max_connections: 64,
+///     clock: Arc::new(ManualClock::new(784_111_777_000)),
+///     ..ListenerConfig::default()
+/// };
+/// let app = tower::service_fn(|_: http::Request<hyper::body::Incoming>| async {
+///     let empty = http_body_util::Empty::<bytes::Bytes>::new();
+///     Ok::<_, std::convert::Infallible>(http::Response::new(empty))
+/// });
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let address = listener.local_addr()?;
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// let server = tokio::spawn(serve_with(listener, app, config, async { stopped.await.ok(); }));
+///
+/// let mut client = tokio::net::TcpStream::connect(address).await?;
+/// client.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").await?;
+/// let mut answer = String::new();
+/// client.read_to_string(&mut answer).await?;
+/// let answer = answer.to_ascii_lowercase();
+/// assert!(answer.contains("date: sun, 06 nov 1994 08:49:37 gmt"), "{answer}");
+/// stop.send(()).unwrap();
+/// server.await.unwrap()?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct ListenerConfig {
     /// Connections served at once; more wait to be accepted.
@@ -120,6 +155,29 @@ impl Builders {
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and drains:
 /// [`serve_with`] for the router alone.
+///
+/// ```
+/// use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::http::{ListenerConfig, serve};
+/// use resource_plane::{Capsule, Manifest};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: ., mode: read-only } }");
+/// let capsule = Capsule::builder(&manifest.unwrap().manifest)
+///     .filesystem(Arc::new(MemoryFilesystem::new()))
+///     .trace(Arc::new(RecordingTraceSink::new()))
+///     .advertised_url("http://127.0.0.1:41234")
+///     .launch()
+///     .unwrap();
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let shutdown = std::future::ready(()); // a real runtime waits for its signal here
+/// serve(listener, capsule.router(), ListenerConfig::default(), shutdown).await?;
+/// capsule.end_session(); // once the listener has drained
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// # Errors
 /// As [`serve_with`].

@@ -25,7 +25,22 @@ pub const DEFAULT_MAX_TTL_SECS: u64 = 3600;
 /// The ceiling on `max_ttl` for `after_task: sleep` (D-1.8).
 pub const SLEEP_MAX_TTL_SECS: u64 = 900;
 
-/// `exports.files`: the operator plane.
+/// `exports.files`: the operator plane, which lists and reads the files under `root`.
+///
+/// ```
+/// use resource_plane::Manifest;
+/// use resource_plane::manifest::DEFAULT_MAX_BYTES;
+///
+/// let manifest = Manifest::from_yaml(
+///     "name: r\nexports: { files: { root: ./out/, mode: read-only, max_bytes: 1Mi } }",
+/// ).unwrap().manifest;
+/// let files = manifest.files.unwrap();
+/// assert_eq!(files.root.declared(), "./out/");
+/// assert_eq!(files.max_bytes, 1 << 20);
+///
+/// let plain = Manifest::from_yaml("name: r\nexports: { files: { root: out, mode: read-only } }");
+/// assert_eq!(plain.unwrap().manifest.files.unwrap().max_bytes, DEFAULT_MAX_BYTES);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilesExport {
     /// The export root.
@@ -34,7 +49,25 @@ pub struct FilesExport {
     pub max_bytes: u64,
 }
 
-/// `exports.peer_files`: the peer plane.
+/// `exports.peer_files`: the peer plane, which mints handles for files under `root` (the
+/// `share-file` tool) and serves them to the peers they name.
+///
+/// ```
+/// use resource_plane::Manifest;
+///
+/// let manifest = Manifest::from_yaml(
+///     "name: r\nexports: { peer_files: { root: out/, max_ttl: 15m, require_peer_proof: true } }",
+/// ).unwrap().manifest;
+/// let peer_files = manifest.peer_files.unwrap();
+/// assert_eq!(peer_files.declared_max_ttl_secs, Some(900));
+/// assert_eq!(peer_files.max_ttl_secs(), 900);
+/// assert!(peer_files.require_peer_proof);
+///
+/// let plain = Manifest::from_yaml("name: r\nexports: { peer_files: { root: out/ } }");
+/// let plain = plain.unwrap().manifest.peer_files.unwrap();
+/// assert_eq!((plain.declared_max_ttl_secs, plain.max_ttl_secs()), (None, 3600));
+/// assert!(!plain.require_peer_proof);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerFilesExport {
     /// The export root.
@@ -55,7 +88,28 @@ impl PeerFilesExport {
     }
 }
 
-/// `lifecycle.after_task`.
+/// `lifecycle.after_task`: what the capsule does once its task is done. A capsule that sleeps
+/// may be woken much later, so handles it minted must not outlive a short bound: exporting
+/// peer files, it must declare a `max_ttl` of at most 900 s (`E-CAP-008`).
+///
+/// ```
+/// use resource_plane::Manifest;
+/// use resource_plane::manifest::AfterTask;
+///
+/// let sleeper = |max_ttl: &str| {
+///     let yaml = format!(
+///         "name: r\n\
+///          exports: {{ peer_files: {{ root: out/{max_ttl} }} }}\n\
+///          lifecycle: {{ after_task: sleep }}"
+///     );
+///     Manifest::from_yaml(&yaml).unwrap().manifest
+/// };
+/// let short = sleeper(", max_ttl: 15m");
+/// assert_eq!(short.after_task, AfterTask::Sleep);
+/// assert!(short.check_handle_lifetime().is_ok());
+/// assert_eq!(sleeper("").check_handle_lifetime().unwrap_err().code(), "E-CAP-008");
+/// assert_eq!(Manifest::from_yaml("name: r").unwrap().manifest.after_task, AfterTask::Exit);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AfterTask {
     /// The capsule exits after its task (the default).
@@ -65,7 +119,27 @@ pub enum AfterTask {
     Sleep,
 }
 
-/// The typed manifest a runtime hands the plugin (D-1.1).
+/// The typed manifest a runtime hands the plugin (D-1.1): what the capsule exports, what it
+/// may reach, and what it does after its task. A runtime parses it from the capsule's YAML,
+/// or from the JSON-shaped value it already holds; both read the same way.
+///
+/// ```
+/// use resource_plane::Manifest;
+///
+/// let yaml = "name: reporter\n\
+///             exports: { files: { root: out/, mode: read-only } }\n\
+///             capabilities: { peer_fetch: { allow: [localhost] } }";
+/// let from_yaml = Manifest::from_yaml(yaml).unwrap().manifest;
+/// let from_value = Manifest::from_value(&serde_json::json!({
+///     "name": "reporter",
+///     "exports": { "files": { "root": "out/", "mode": "read-only" } },
+///     "capabilities": { "peer_fetch": { "allow": ["localhost"] } },
+/// })).unwrap().manifest;
+/// assert_eq!(from_yaml, from_value);
+/// assert_eq!(from_yaml.planes(), ["files"]);
+/// assert_eq!(from_yaml.granted_tools(), ["fetch-peer-file"]);
+/// assert_eq!(from_yaml.effective()["exports"]["files"]["max_bytes"], 10 * 1024 * 1024);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
     /// The capsule's name: its agent card's `name` and the head of its audience.
@@ -82,7 +156,20 @@ pub struct Manifest {
     pub after_task: AfterTask,
 }
 
-/// A parsed manifest plus the warnings it produced.
+/// A parsed manifest plus the warnings it produced, which a runtime shows its operator.
+///
+/// ```
+/// use resource_plane::Manifest;
+///
+/// let parsed = Manifest::from_yaml(
+///     "name: r\nexports: { files: { root: out/, mode: read-only, max_byte: 1Mi } }",
+/// ).unwrap();
+/// assert_eq!(
+///     parsed.warnings,
+///     ["unknown key `exports.files.max_byte` (did you mean `max_bytes`?)"],
+/// );
+/// assert_eq!(parsed.manifest.files.unwrap().max_bytes, 10 * 1024 * 1024, "the default applies");
+/// ```
 #[derive(Debug, Clone)]
 pub struct Parsed {
     /// The manifest.
@@ -94,7 +181,20 @@ pub struct Parsed {
     pub warnings: Vec<String>,
 }
 
-/// How a manifest is read.
+/// How a manifest is read: leniently, unknown keys being warnings (the default), or strictly,
+/// an unknown key refusing the manifest.
+///
+/// ```
+/// use resource_plane::Manifest;
+/// use resource_plane::manifest::ParseOptions;
+///
+/// let yaml = "name: r\nexports: { files: { root: out/, mode: read-only, max_byte: 1Mi } }";
+/// assert_eq!(Manifest::from_yaml_with(yaml, ParseOptions::LENIENT).unwrap().warnings.len(), 1);
+/// let refused = Manifest::from_yaml_with(yaml, ParseOptions::STRICT).unwrap_err();
+/// assert_eq!(refused.code(), "E-MAN-003");
+/// assert!(refused.to_string().contains("exports.files.max_byte"));
+/// assert_eq!(ParseOptions::default(), ParseOptions::LENIENT);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ParseOptions {

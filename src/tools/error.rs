@@ -23,7 +23,7 @@ use std::fmt;
 #[non_exhaustive]
 pub enum ToolErrorCode {
     /// A refusal of this capsule: `invalid_input`, `peer_unreachable`, `io_error`, ... (the
-    /// tool vocabulary of `contract.md`, every code in [`Code`]).
+    /// tools' vocabulary of `docs/spec/contract.md`, every code in [`Code`]).
     Code(Code),
     /// The peer refused a redeem with its own JSON `error` code, recorded as the peer wrote it:
     /// 1 to 64 bytes of `[a-z0-9_]`, never `ok` (see [`peer`](Self::peer)). It may spell one
@@ -109,9 +109,9 @@ impl serde::Serialize for ToolErrorCode {
     }
 }
 
-/// A tool's refusal, as the model sees it: `{"code","message"}` (`contract.md`). The message
-/// never holds a handle token, a host path or file contents; the detail of *why* goes to the
-/// trace line's `reason` only.
+/// A tool's refusal, as the model sees it: `{"code","message"}` (`docs/spec/contract.md`).
+/// The message never holds a handle token, a host path or file contents; the detail of *why*
+/// goes to the trace line's `reason` only.
 ///
 /// ```
 /// use resource_plane::refusal::Code;

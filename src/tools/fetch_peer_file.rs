@@ -418,7 +418,18 @@ fn peer_refusal(status: u16, body: &[u8]) -> Failure {
 }
 
 /// The basename of `p` with every character outside `[A-Za-z0-9._-]` replaced by `_`, cut to
-/// 120 characters; `file` when absent, empty, `.` or `..` (D-10.4).
+/// 120 characters; `file` when absent, empty, `.` or `..` (D-10.4). A fetched file lands at
+/// `peer-in/<handle_id>-<this>`, so whatever name a peer's handle carries, it lands as one
+/// plain name inside `peer-in/`.
+///
+/// ```
+/// use resource_plane::tools::sanitised_basename;
+///
+/// assert_eq!(sanitised_basename(Some("reports/q3 final.md")), "q3_final.md");
+/// assert_eq!(sanitised_basename(Some("..")), "file");
+/// assert_eq!(sanitised_basename(None), "file");
+/// assert_eq!(sanitised_basename(Some(&"a".repeat(300))).len(), 120);
+/// ```
 pub fn sanitised_basename(p: Option<&str>) -> String {
     let base = p.and_then(|p| p.rsplit('/').next()).unwrap_or("");
     let clean: String = base

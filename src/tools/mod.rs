@@ -79,10 +79,53 @@ use std::time::Duration;
 /// The `$schema` of every tool schema.
 pub const SCHEMA_DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 
-/// A boxed future, so [`Tool`] stays dyn-compatible.
+/// A boxed future, so [`Tool`] stays dyn-compatible: what [`Tool::call_with`] returns.
+///
+/// ```
+/// use resource_plane::Code;
+/// use resource_plane::tools::{ToolError, ToolFuture};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let refused: ToolFuture<'static> = Box::pin(async { Err(ToolError::of(Code::InvalidInput)) });
+/// assert_eq!(refused.await.unwrap_err().code, Code::InvalidInput);
+/// # }
+/// ```
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
 
-/// One agent-loop tool.
+/// One agent-loop tool: a name, a description and JSON Schemas for the model, and a call on
+/// JSON. The crate's tools come from [`Capsule::tools`](crate::Capsule::tools); a runtime may
+/// [`register`](ToolInventory::register) its own beside them, listed and called the same way.
+///
+/// ```
+/// use resource_plane::tools::{CallOptions, SCHEMA_DIALECT, Tool, ToolFuture, ToolInventory};
+/// use serde_json::{Value, json};
+/// use std::sync::Arc;
+///
+/// /// A runtime's own tool.
+/// #[derive(Debug)]
+/// struct WhoAmI;
+///
+/// impl Tool for WhoAmI {
+///     fn name(&self) -> &'static str { "who-am-i" }
+///     fn description(&self) -> &str { "Returns this capsule's name. Takes no input." }
+///     fn input_schema(&self) -> Value { json!({"$schema": SCHEMA_DIALECT, "type": "object"}) }
+///     fn output_schema(&self) -> Value {
+///         json!({"$schema": SCHEMA_DIALECT, "type": "object", "required": ["name"]})
+///     }
+///     fn call_with(&self, _input: Value, _options: CallOptions) -> ToolFuture<'_> {
+///         Box::pin(async { Ok(json!({"name": "reporter"})) })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let mut tools = ToolInventory::default();
+/// tools.register(Arc::new(WhoAmI));
+/// assert_eq!(tools.function_list()[0]["parameters"], json!({"type": "object"}));
+/// assert_eq!(tools.call("who-am-i", json!({})).await.unwrap()["name"], "reporter");
+/// # }
+/// ```
 pub trait Tool: Any + Debug + Send + Sync {
     /// The name the model sees.
     fn name(&self) -> &'static str;
@@ -120,7 +163,35 @@ pub trait Tool: Any + Debug + Send + Sync {
     }
 }
 
-/// The tools a capsule's model can see, and the session their calls belong to.
+/// The tools a capsule's model can see, and the session their calls belong to: only the tools
+/// the manifest grants, called by name with JSON (as a model calls them) or through their
+/// typed form.
+///
+/// ```
+/// use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::tools::{FetchPeerFile, ShareFile};
+/// use resource_plane::{Capsule, Code, Manifest};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let manifest = Manifest::from_yaml("name: r\nexports: { peer_files: { root: out/ } }");
+/// let capsule = Capsule::builder(&manifest.unwrap().manifest)
+///     .filesystem(Arc::new(MemoryFilesystem::new()))
+///     .trace(Arc::new(RecordingTraceSink::new()))
+///     .advertised_url("http://127.0.0.1:41234")
+///     .launch()
+///     .unwrap();
+/// let tools = capsule.tools();
+/// assert_eq!(tools.names(), ["share-file"]);
+/// assert!(tools.typed::<ShareFile>().is_some() && tools.typed::<FetchPeerFile>().is_none());
+///
+/// let ungranted = tools.call("fetch-peer-file", serde_json::json!({})).await.unwrap_err();
+/// assert_eq!(ungranted.code, Code::UnknownTool);
+/// let empty = tools.call("share-file", serde_json::json!({"path": "", "peer": "x"})).await;
+/// assert_eq!(empty.unwrap_err().code, Code::InvalidInput);
+/// # }
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct ToolInventory {
     tools: BTreeMap<&'static str, Arc<dyn Tool>>,

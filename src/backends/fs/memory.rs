@@ -54,10 +54,43 @@ struct MemFile {
     read_fault: Mutex<Option<io::ErrorKind>>,
 }
 
-/// A workdir held entirely in memory.
+/// A workdir held entirely in memory: the test double for planes and tools, which follows the
+/// same containment rules as [`OsFilesystem`](super::OsFilesystem) (one conformance suite runs
+/// against both). A test builds the tree it needs, symlinks, FIFOs and devices included,
+/// injects faults, and counts the files opened.
 ///
 /// Paths given to the builder methods are relative to the workdir, `/`-separated; missing
 /// parent directories are created.
+///
+/// ```
+/// use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
+/// use resource_plane::{Capsule, Manifest};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let fs = Arc::new(MemoryFilesystem::new());
+/// fs.add_file("out/report.md", "hello", 1_700_000_000_000);
+/// fs.add_fifo("out/pipe");
+/// fs.add_file("out/broken.md", "unreadable", 0);
+/// fs.inject_read_fault("out/broken.md", std::io::ErrorKind::Other);
+///
+/// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: out, mode: read-only } }");
+/// let capsule = Capsule::builder(&manifest.unwrap().manifest)
+///     .filesystem(fs.clone())
+///     .trace(Arc::new(RecordingTraceSink::new()))
+///     .advertised_url("http://127.0.0.1:41234")
+///     .launch()
+///     .unwrap();
+/// let router = capsule.router();
+/// let get = |path: &str| router.handle(http::Request::get(path).body(()).unwrap());
+/// assert_eq!(get("/resources/files/report.md").await.status(), 200);
+/// assert_eq!(get("/resources/files/pipe").await.status(), 403); // not_a_regular_file
+/// assert_eq!(get("/resources/files/broken.md").await.status(), 500); // io_error
+/// assert_eq!(get("/resources/files/..%2fsecret").await.status(), 403); // outside_root
+/// assert_eq!(fs.files_opened(), 3, "the lexical refusal opened nothing");
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct MemoryFilesystem {
     workdir: Arc<MemDir>,

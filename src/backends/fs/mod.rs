@@ -37,7 +37,24 @@ fn rel_path_of(names: &[Vec<u8>]) -> Result<RelPath, FsError> {
         .map_err(|_| FsError::new(FsErrorKind::Io, "the file has no canonical path"))
 }
 
-/// Why a filesystem operation refused; maps one-to-one onto a public [`Code`].
+/// Why a filesystem operation refused; maps one-to-one onto a public [`Code`], so a
+/// runtime's own [`Filesystem`] picks the kind and the crate answers with the code.
+///
+/// ```
+/// use resource_plane::backends::{FsError, FsErrorKind};
+/// use resource_plane::{Code, Refusal};
+///
+/// for (kind, code) in [
+///     (FsErrorKind::NotFound, Code::NotFound),
+///     (FsErrorKind::OutsideRoot, Code::OutsideRoot),
+///     (FsErrorKind::SymlinkRefused, Code::SymlinkRefused),
+///     (FsErrorKind::NotARegularFile, Code::NotARegularFile),
+///     (FsErrorKind::PathRefused, Code::PathRefused),
+///     (FsErrorKind::Io, Code::IoError),
+/// ] {
+///     assert_eq!(Refusal::from(FsError::new(kind, "detail")).code, code);
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FsErrorKind {
     /// Nothing there (`ENOENT`, `ENOTDIR`, `ENAMETOOLONG`, a loop under a follow class).
@@ -54,7 +71,21 @@ pub enum FsErrorKind {
     Io,
 }
 
-/// A filesystem refusal: its kind plus OS detail for the trace.
+/// A filesystem refusal: its kind plus OS detail for the trace. The detail never reaches the
+/// wire: converted into a [`Refusal`], it becomes the trace's `reason`, and the public message
+/// is the code's fixed one.
+///
+/// ```
+/// use resource_plane::backends::{FsError, FsErrorKind};
+/// use resource_plane::{Code, Refusal};
+///
+/// let error = FsError::new(FsErrorKind::Io, "EACCES opening out/secret-plan.md");
+/// assert_eq!(error.to_string(), "Io: EACCES opening out/secret-plan.md");
+/// let refusal = Refusal::from(error);
+/// assert_eq!(refusal.code, Code::IoError);
+/// assert_eq!(refusal.reason, "EACCES opening out/secret-plan.md"); // for the trace
+/// assert_eq!(refusal.to_string(), "io_error: the file could not be read"); // for the wire
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FsError {
     /// The kind, which decides the public code.
@@ -117,7 +148,28 @@ impl From<FsError> for RootCheckError {
     }
 }
 
-/// What one descriptor says about its file (D-2.7, D-3.3, D-3.6).
+/// What one descriptor says about its file, taken from the descriptor the bytes are read
+/// through: the size a read checks against `max_bytes`, the modification time a listing and
+/// the `x-murmur-mtime-ms` header show, and the identity (device, inode, times) by which a
+/// listing recognises a file whose hash it has cached.
+///
+/// ```
+/// use resource_plane::backends::{Filesystem, MemoryFilesystem};
+/// use resource_plane::scope::{Containment, RootPath};
+///
+/// let fs = MemoryFilesystem::new();
+/// fs.add_file("out/report.md", "hello", 1_700_000_000_000);
+/// let root = fs.open_root(&RootPath::parse("out").unwrap(), Containment::Advisory).unwrap();
+/// let path = root.walk().unwrap().remove(0);
+/// let before = root.open_file(&path).unwrap().meta();
+/// assert_eq!((before.size, before.mtime_ms), (5, 1_700_000_000_000));
+///
+/// fs.write_in_place("out/report.md", "hello, world", 1_700_000_060_000);
+/// let after = root.open_file(&path).unwrap().meta();
+/// assert_eq!((after.dev, after.ino), (before.dev, before.ino), "the same file");
+/// assert_eq!(after.size, 12);
+/// assert!(after.mtime_ns > before.mtime_ns && after.ctime_ns > before.ctime_ns);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileMeta {
     /// Size in bytes at open.
@@ -134,7 +186,28 @@ pub struct FileMeta {
     pub ctime_ns: i128,
 }
 
-/// An open regular file: bytes and metadata both come from this one descriptor.
+/// An open regular file: bytes and metadata both come from this one descriptor, so what is
+/// served and what is described cannot come from two different files.
+///
+/// ```
+/// use resource_plane::backends::{Filesystem, MemoryFilesystem};
+/// use resource_plane::scope::{Containment, RootPath};
+/// use std::io::Read;
+///
+/// let fs = MemoryFilesystem::new();
+/// fs.add_file("out/report.md", "hello, world", 0);
+/// let root = fs.open_root(&RootPath::parse("out").unwrap(), Containment::Advisory).unwrap();
+/// let path = root.walk().unwrap().remove(0);
+///
+/// let mut file = root.open_file(&path).unwrap();
+/// assert_eq!(file.meta().size, 12);
+/// let mut head = Vec::new();
+/// file.read_up_to(5, &mut head).unwrap(); // never more than the limit
+/// assert_eq!(head, b"hello");
+/// let mut rest = String::new();
+/// file.read_to_string(&mut rest).unwrap(); // it is a `Read` too
+/// assert_eq!(rest, ", world");
+/// ```
 pub trait OpenFile: Read + Send + Debug {
     /// The descriptor's metadata, read at open.
     fn meta(&self) -> FileMeta;
@@ -163,20 +236,47 @@ pub trait OpenFile: Read + Send + Debug {
 }
 
 /// An export root opened beneath the workdir for one request, under one containment class.
+/// Every path is resolved beneath it: nothing it opens lies outside the root, and a symlink
+/// is followed only under a class that follows symlinks, and only while it stays beneath.
+///
+/// ```
+/// use resource_plane::backends::{Filesystem, FsErrorKind, MemoryFilesystem};
+/// use resource_plane::scope::{Containment, RootPath};
+///
+/// let fs = MemoryFilesystem::new();
+/// fs.add_file("out/data/report.md", "hello", 0);
+/// fs.add_symlink("out/latest.md", "data/report.md");
+/// fs.add_symlink("out/passwd", "../../etc/passwd");
+/// let out = RootPath::parse("out").unwrap();
+///
+/// let root = fs.open_root(&out, Containment::Advisory).unwrap();
+/// let mut paths = root.walk().unwrap(); // regular files and symlinks, as candidates
+/// paths.sort();
+/// let names: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
+/// assert_eq!(names, ["data/report.md", "latest.md", "passwd"]);
+/// assert_eq!(root.canonical_path(&paths[1]).unwrap().as_str(), "data/report.md");
+/// assert_eq!(root.open_file(&paths[2]).unwrap_err().kind, FsErrorKind::OutsideRoot);
+///
+/// let scoped = fs.open_root(&out, Containment::Scoped).unwrap();
+/// assert_eq!(scoped.open_file(&paths[1]).unwrap_err().kind, FsErrorKind::SymlinkRefused);
+/// ```
 pub trait RootDir: Send + Sync + Debug {
     /// Opens `target` beneath this root and confirms from the descriptor that it is a regular
     /// file, without running any device's or FIFO's open routine (D-2.4 to D-2.6).
     ///
     /// # Errors
-    /// `NotFound`, `OutsideRoot`, `SymlinkRefused`, `NotARegularFile` or `Io`, per D-2.5/D-2.8.
+    /// `NotFound` when nothing is there, `OutsideRoot` when the path or a symlink on it leads
+    /// out of the root, `SymlinkRefused` for any symlink under `scoped`, `NotARegularFile` for
+    /// a directory, FIFO, socket or device, `Io` otherwise (D-2.5, D-2.8).
     fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError>;
 
     /// The path beneath this root of the regular file `target` resolves to, with the same
     /// checks as [`open_file`](Self::open_file): each symlink followed replaced by where it
-    /// led. A handle's `p` is "canonicalised at mint time" (spec, §The handle), so it names the
-    /// file itself, and moving a symlink afterwards cannot point the handle elsewhere. The
-    /// default is `target` itself, right for a root that reaches no file through a symlink; a
-    /// root that follows symlinks overrides it.
+    /// led. A handle's `p` is canonicalised at mint time (the specification's § The handle,
+    /// `docs/spec/resource-plane.md`), so it names the file itself, and moving a symlink
+    /// afterwards cannot point the handle elsewhere. The default is `target` itself, right
+    /// for a root that reaches no file through a symlink; a root that follows symlinks
+    /// overrides it.
     ///
     /// # Errors
     /// As [`open_file`](Self::open_file).
@@ -226,7 +326,34 @@ pub trait RootDir: Send + Sync + Debug {
     }
 }
 
-/// The filesystem a capsule's workdir lives on.
+/// The filesystem a capsule's workdir lives on: the launch checks ask it whether a declared
+/// root stays inside the workdir, the planes open roots and files through it, and
+/// `fetch-peer-file` lands what it fetched in it. [`OsFilesystem`] is the real one;
+/// [`MemoryFilesystem`] runs the same rules in memory.
+///
+/// ```
+/// use resource_plane::backends::{Filesystem, FsErrorKind, MemoryFilesystem};
+/// use resource_plane::scope::{Containment, RootPath};
+/// use std::sync::Arc;
+///
+/// let memory = Arc::new(MemoryFilesystem::new());
+/// let fs: Arc<dyn Filesystem> = memory.clone();
+/// memory.add_symlink("shared", "../elsewhere");
+/// let shared = RootPath::parse("shared").unwrap();
+/// let out = RootPath::parse("out").unwrap();
+///
+/// // The launch check: a root leaving the workdir is refused; a missing one is not.
+/// assert_eq!(fs.check_root(&shared).unwrap_err().kind, FsErrorKind::OutsideRoot);
+/// assert!(fs.check_root(&out).is_ok());
+/// assert_eq!(fs.open_root(&out, Containment::Advisory).unwrap_err().kind, FsErrorKind::NotFound);
+///
+/// // Landing: the whole file or nothing, only under plain names.
+/// fs.land("peer-in", "h1-report.md", b"hello").unwrap();
+/// assert_eq!(memory.file_bytes("peer-in/h1-report.md").unwrap(), b"hello");
+/// assert_eq!(fs.land("..", "x.md", b"").unwrap_err().kind, FsErrorKind::PathRefused);
+/// fs.unland("peer-in", "h1-report.md").unwrap();
+/// assert_eq!(memory.file_bytes("peer-in/h1-report.md"), None);
+/// ```
 pub trait Filesystem: Debug + Send + Sync {
     /// Opens the export root beneath the workdir; symlinks in the root's own path are followed
     /// only while they stay inside the workdir (D-2.4, D-2.5).
@@ -236,8 +363,9 @@ pub trait Filesystem: Debug + Send + Sync {
     /// workdir, `Io` otherwise.
     fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError>;
 
-    /// The launch check of D-1.9 (`E-CAP-007`): `Ok` when the root does not exist or resolves
-    /// inside the workdir through relative links only.
+    /// The launch check that refuses an export root escaping the workdir (`E-CAP-007`,
+    /// D-1.9): `Ok` when the root does not exist or resolves inside the workdir through
+    /// relative links only.
     ///
     /// # Errors
     /// `OutsideRoot` for a relative link out (dangling or not) or any absolute link in the

@@ -25,7 +25,23 @@ use std::sync::Arc;
 /// How many times an `openat2` that answers `EAGAIN` (a concurrent rename) is retried.
 const EAGAIN_RETRIES: usize = 16;
 
-/// Which resolution strategy an [`OsFilesystem`] uses.
+/// Which resolution strategy an [`OsFilesystem`] uses. Both contain every open beneath the
+/// root and answer alike; `openat2` lets the kernel do it in one call, the fallback walks one
+/// component at a time where the kernel lacks `openat2` (or a seccomp policy hides it).
+///
+/// ```
+/// use resource_plane::backends::{OsFilesystem, Strategy};
+///
+/// # fn main() -> std::io::Result<()> {
+/// let workdir = tempfile::tempdir()?;
+/// let forced = OsFilesystem::open_with_fallback_walk(workdir.path())?;
+/// assert_eq!(forced.strategy(), Strategy::FallbackWalk);
+/// // What this kernel offers: `Openat2` on Linux 5.6 and later, unless a policy hides it.
+/// let chosen = OsFilesystem::open(workdir.path())?.strategy();
+/// println!("containment by {chosen:?}");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
     /// Kernel-contained `openat2`.
@@ -34,7 +50,34 @@ pub enum Strategy {
     FallbackWalk,
 }
 
-/// The host filesystem under one workdir.
+/// The host filesystem under one workdir, held as a directory descriptor from
+/// [`open`](Self::open) on: every later open is resolved beneath it by the kernel, so a path
+/// never escapes the workdir or an export root, whatever symlinks or renames the agent makes.
+/// A FIFO never blocks an open and a device's open routine never runs.
+///
+/// ```
+/// use resource_plane::backends::{Filesystem, FsErrorKind, OsFilesystem};
+/// use resource_plane::scope::{Containment, RootPath};
+/// use std::io::Read;
+///
+/// # fn main() -> std::io::Result<()> {
+/// let workdir = tempfile::tempdir()?;
+/// std::fs::create_dir(workdir.path().join("out"))?;
+/// std::fs::write(workdir.path().join("out/report.md"), "hello")?;
+/// std::os::unix::fs::symlink("/etc/hostname", workdir.path().join("out/host"))?;
+///
+/// let fs = OsFilesystem::open(workdir.path())?;
+/// let root = fs.open_root(&RootPath::parse("out/").unwrap(), Containment::Advisory).unwrap();
+/// let mut paths = root.walk().unwrap();
+/// paths.sort();
+/// assert_eq!(paths.iter().map(|p| p.as_str()).collect::<Vec<_>>(), ["host", "report.md"]);
+/// assert_eq!(root.open_file(&paths[0]).unwrap_err().kind, FsErrorKind::OutsideRoot);
+/// let mut text = String::new();
+/// root.open_file(&paths[1]).unwrap().read_to_string(&mut text)?;
+/// assert_eq!(text, "hello");
+/// # Ok(())
+/// # }
+/// ```
 pub struct OsFilesystem {
     workdir: Arc<OwnedFd>,
     strategy: Strategy,
