@@ -56,6 +56,7 @@
 
 pub mod audience;
 pub mod backends;
+pub mod blocking;
 pub mod budget;
 pub mod capsule;
 pub mod events;

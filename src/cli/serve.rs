@@ -262,7 +262,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         let _ = stop_tx.send(true);
     });
     let router = capsule.router();
-    let served = tokio::task::spawn_blocking(move || {
+    let served = resource_plane::blocking::run(move || {
         serve_sharded(listeners, router, listener_config, stop_rx)
     })
     .await;

@@ -123,9 +123,10 @@ pub fn canonical_file(
     Ok(root.canonical_path(target)?)
 }
 
-/// Where a read runs, chosen by the router.
+/// Where a read runs, as the router decided: the crate's planes pass it down to here, the one
+/// place it changes what a read does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadMode {
+pub(crate) enum ReadMode {
     /// On a blocking thread: any size; waits for the in-flight budget.
     Blocking,
     /// On an async worker: gives up before reading a byte when the file is larger than `limit`
@@ -149,7 +150,7 @@ pub enum ReadMode {
 /// # Errors
 /// `not_found`, `outside_root`, `symlink_refused`, `not_a_regular_file`, `too_large`,
 /// `io_error`.
-pub fn read_file(
+pub(crate) fn read_file(
     fs: &dyn Filesystem,
     scope: &ExportScope,
     target: &RelPath,
