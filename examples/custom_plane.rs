@@ -13,8 +13,7 @@ use bytes::Bytes;
 use resource_plane::backends::{Containment, MemoryFilesystem, RecordingTraceSink, RootPath};
 use resource_plane::path::RelPath;
 use resource_plane::planes::{
-    Cancel, ExportScope, IfNoneMatch, Listing, ListingEntry, ReadOutcome, ResourcePlane,
-    ServedFile,
+    Cancel, ExportScope, IfNoneMatch, Listing, ListingEntry, ReadOutcome, ResourcePlane, ServedFile,
 };
 use resource_plane::{Capsule, Code, Manifest, Refusal};
 use sha2::{Digest, Sha256};

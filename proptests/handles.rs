@@ -42,7 +42,7 @@ use resource_plane::budget::ByteBudget;
 use resource_plane::http::body::PlaneBody;
 use resource_plane::path::RelPath;
 use resource_plane::planes::handle::{MAC_CONTEXT, MAC_SEPARATOR, assemble};
-use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, RedeemRequest};
 use resource_plane::{Backends, Capsule, Manifest};
 use serde_json::Value;
 use std::sync::Arc;
@@ -476,7 +476,7 @@ proptest! {
         for m in &mutations {
             let (presented, audience, expect) = apply(m, &token, &world);
             let before = world.counters();
-            let redeem = world.plane.redeem(&presented, &[audience.as_bytes()]);
+            let redeem = world.plane.redeem(RedeemRequest::new(&presented, &[audience.as_bytes()]));
             let after = world.counters();
             let code = match &redeem.result {
                 Ok(_) => "ok",
@@ -559,12 +559,16 @@ fn resigning_with_the_same_key_reproduces_the_token() {
 fn the_other_instance_token_is_well_formed_and_valid_at_its_own_instance() {
     let world = World::new();
     let token = world.mint(&world.other_instance);
-    let redeem = world.other_instance.redeem(&token, &[AUDIENCE.as_bytes()]);
+    let redeem = world
+        .other_instance
+        .redeem(RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]));
     assert_eq!(
         redeem.result.map(|f| f.bytes.to_vec()).ok(),
         Some(CONTENT.to_vec())
     );
-    let refused = world.plane.redeem(&token, &[AUDIENCE.as_bytes()]);
+    let refused = world
+        .plane
+        .redeem(RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]));
     assert_eq!(
         refused.result.map(|_| ()).unwrap_err().code.as_str(),
         "handle_not_valid"
@@ -857,7 +861,7 @@ proptest! {
                 &proofs,
             );
             if matches!(m, ProofMutation::Identity) {
-                let served = world.plane.redeem_with_proof(&presented.token, &audience, &proofs);
+                let served = world.plane.redeem(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
                 prop_assert_eq!(served.result.map(|f| f.bytes.to_vec()).ok(), Some(CONTENT.to_vec()));
                 prop_assert_eq!(served.audience_proof, Some("ed25519"));
                 let response = send();
@@ -872,10 +876,10 @@ proptest! {
             let replay = matches!(m, ProofMutation::Replay);
             let plane = mocked_plane(&world.clock, usize::from(replay));
             if replay {
-                let first = plane.redeem_with_proof(&presented.token, &audience, &proofs);
+                let first = plane.redeem(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
                 prop_assert_eq!(first.result.err().map(|e| e.code.as_str()), Some("not_found"));
             }
-            let redeem = plane.redeem_with_proof(&presented.token, &audience, &proofs);
+            let redeem = plane.redeem(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
             let code = redeem.result.as_ref().err().map(|e| e.code.as_str());
             prop_assert!(
                 code == Some("handle_not_valid") || code == Some("malformed_handle"),

@@ -99,7 +99,10 @@ mod tests {
         run_cancellable(move |cancel| flag_tx.send(cancel.clone()).unwrap())
             .await
             .unwrap();
-        assert!(!flag_rx.recv().unwrap().is_cancelled(), "answered: not cancelled");
+        assert!(
+            !flag_rx.recv().unwrap().is_cancelled(),
+            "answered: not cancelled"
+        );
     }
 
     /// Polls `future` once: its output if it is ready at once.

@@ -344,22 +344,25 @@ impl<'m> CapsuleBuilder<'m> {
         // (`AnswersInline`); a runtime's own plane is always called on the blocking pool.
         let files: Option<Mount<dyn ResourcePlane>> = match self.files {
             Some(plane) => Some(Mount::own(plane)),
-            None => manifest.files.as_ref().map(|f| -> Mount<dyn ResourcePlane> {
-                let plane = Arc::new(OperatorPlane::new(
-                    fs.clone(),
-                    clock.clone(),
-                    ExportScope {
-                        root: f.root.clone(),
-                        max_bytes: f.max_bytes,
-                        containment: settings.containment,
-                    },
-                    budget.clone(),
-                ));
-                Mount {
-                    plane: plane.clone(),
-                    inline: Some(plane),
-                }
-            }),
+            None => manifest
+                .files
+                .as_ref()
+                .map(|f| -> Mount<dyn ResourcePlane> {
+                    let plane = Arc::new(OperatorPlane::new(
+                        fs.clone(),
+                        clock.clone(),
+                        ExportScope {
+                            root: f.root.clone(),
+                            max_bytes: f.max_bytes,
+                            containment: settings.containment,
+                        },
+                        budget.clone(),
+                    ));
+                    Mount {
+                        plane: plane.clone(),
+                        inline: Some(plane),
+                    }
+                }),
         };
         let mut tools = ToolInventory::default();
         let peer: Option<Mount<dyn PeerPlane>> = manifest.peer_files.as_ref().map(|p| {

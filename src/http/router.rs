@@ -587,7 +587,9 @@ impl Router {
                     asked.with_request(|request| inline.redeem_inline(request, INLINE_READ_LIMIT))
                 });
                 match redeemed {
-                    Some(outcome) => Ok(self.render(Outcome::Redeem { facts, outcome }, generation)),
+                    Some(outcome) => {
+                        Ok(self.render(Outcome::Redeem { facts, outcome }, generation))
+                    }
                     None => Err(Call::Redeem { peer, asked, facts }),
                 }
             }
