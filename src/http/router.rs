@@ -5,6 +5,11 @@
 //! The router is a [`tower_service::Service`] for a request of any body type, so a runtime can
 //! nest it in its own app (axum's `nest_service`), mount it under a base path of its own
 //! ([`Router::with_base_path`]), or put it beside its own routes ([`Router::with_fallback`]).
+//!
+//! One request, one path through it: `call_for` routes, checks the method and the plane, and
+//! decodes a read's path, once, into the one plane call the request makes (or its outcome, when
+//! it needs none); `run` decides where that call runs, inline on the async worker or on the
+//! blocking pool; `render` turns its one outcome into the response and the trace line.
 
 use super::body::PlaneBody;
 use super::response::{
@@ -445,7 +450,7 @@ impl Router {
             admit(
                 method,
                 &self.mounted.files,
-                Refusal::new(Code::NoResourcePlane, "exports.files is not declared"),
+                (Code::NoResourcePlane, "exports.files is not declared"),
             )
         };
         match Route::of(raw_path) {
@@ -500,7 +505,7 @@ impl Router {
                 let peer = admit(
                     method,
                     &self.mounted.peer,
-                    Refusal::new(Code::NoPeerPlane, "exports.peer_files is not declared"),
+                    (Code::NoPeerPlane, "exports.peer_files is not declared"),
                 )
                 .and_then(|peer| {
                     let token = token.ok_or_else(|| {
@@ -731,12 +736,12 @@ impl Router {
 }
 
 /// The two checks every plane route makes before its plane is asked, in this order (D-4.2):
-/// the method is `GET` (else `method_not_allowed`), and the plane is declared (else
-/// `undeclared`).
+/// the method is `GET` (else `method_not_allowed`), and the plane is declared (else the
+/// `undeclared` code and reason).
 fn admit<'m, P: ?Sized>(
     method: &Method,
     mount: &'m Option<Mount<P>>,
-    undeclared: Refusal,
+    undeclared: (Code, &'static str),
 ) -> Result<&'m Mount<P>, Refusal> {
     if method != Method::GET {
         return Err(Refusal::new(
@@ -744,7 +749,9 @@ fn admit<'m, P: ?Sized>(
             format!("method {method}"),
         ));
     }
-    mount.as_ref().ok_or(undeclared)
+    mount
+        .as_ref()
+        .ok_or_else(|| Refusal::new(undeclared.0, undeclared.1))
 }
 
 /// Decodes the `<relpath>` of `GET /resources/files/<relpath>` (query already cut) once, in
