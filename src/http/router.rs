@@ -546,8 +546,8 @@ impl Router {
         raw_path: String,
     ) -> Response<PlaneBody> {
         let call = match self.answer_inline(call, generation) {
-            Ok(response) => return self.finish(response, &method, &raw_path),
-            Err(call) => call,
+            Inline::Answered(response) => return self.finish(response, &method, &raw_path),
+            Inline::Deferred(call) => call,
         };
         let router = self.clone();
         blocking::run_cancellable(move |cancel| {
@@ -561,10 +561,10 @@ impl Router {
     /// `call` answered on this async worker, or handed back untouched (nothing read, nothing
     /// traced) for the blocking pool: a listing always, a read or redeem unless its plane
     /// answers it inline.
-    fn answer_inline(&self, call: Call, generation: u64) -> Result<Response<PlaneBody>, Call> {
+    fn answer_inline(&self, call: Call, generation: u64) -> Inline {
         match call {
-            Call::Answered(outcome) => Ok(self.render(outcome, generation)),
-            Call::List(_) => Err(call),
+            Call::Answered(outcome) => Inline::Answered(self.render(outcome, generation)),
+            Call::List(_) => Inline::Deferred(call),
             Call::Read {
                 files,
                 path,
@@ -577,9 +577,9 @@ impl Router {
                 match read {
                     Some(result) => {
                         let outcome = read_outcome(&files, recorded, result, &if_none_match);
-                        Ok(self.render(outcome, generation))
+                        Inline::Answered(self.render(outcome, generation))
                     }
-                    None => Err(Call::Read {
+                    None => Inline::Deferred(Call::Read {
                         files,
                         path,
                         recorded,
@@ -592,10 +592,10 @@ impl Router {
                     asked.with_request(|request| inline.redeem_inline(request, INLINE_READ_LIMIT))
                 });
                 match redeemed {
-                    Some(outcome) => {
-                        Ok(self.render(Outcome::Redeem { facts, outcome }, generation))
-                    }
-                    None => Err(Call::Redeem { peer, asked, facts }),
+                    Some(outcome) => Inline::Answered(
+                        self.render(Outcome::Redeem { facts, outcome }, generation),
+                    ),
+                    None => Inline::Deferred(Call::Redeem { peer, asked, facts }),
                 }
             }
         }
@@ -804,6 +804,14 @@ enum Call {
         asked: RedeemAsked,
         facts: RedeemFacts,
     },
+}
+
+/// What [`Router::answer_inline`] did with a call.
+enum Inline {
+    /// Answered on the async worker.
+    Answered(Response<PlaneBody>),
+    /// Left for the blocking pool, untouched: nothing read, nothing traced.
+    Deferred(Call),
 }
 
 /// A redeem's request, owned.
