@@ -11,6 +11,7 @@
 //! | `mac` | verifying a token's MAC through the `KeyStore` | HMAC-SHA256 of the same bytes with a prepared key |
 //! | `not_modified/<file>` | a 304 for a cached 4 KiB and a cached 1 GiB file (D-13.3: the same cost) | `read_4k`: a 200 of the 4 KiB file |
 //! | `list/<n>` | a listing of `n` files (cold: fresh cache; warm: repeat) | walk + open + read + sha256 of every file |
+//! | `router/read_4k`, `router/redeem_4k` | a read and a redeem of the 4 KiB file through a capsule's router, in process (routing, decoding, the inline plane call, the response and its trace line) | the plane's read alone |
 #![allow(clippy::disallowed_methods)] // benches build their own worlds with std::fs
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
@@ -19,8 +20,10 @@ use resource_plane::backends::{
 };
 use resource_plane::budget::ByteBudget;
 use resource_plane::page_aligned;
+use resource_plane::path::decode_request_path;
 use resource_plane::planes::{
-    ExportScope, HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane, proof,
+    ExportScope, HmacPeerPlane, IfNoneMatch, OperatorPlane, PeerPlane, ReadOutcome, RedeemRequest,
+    ResourcePlane, ServedFile, proof,
 };
 use resource_plane::scope::{Containment, RootPath};
 use sha2::{Digest, Sha256};
@@ -76,6 +79,32 @@ fn floor_read(path: &Path) -> String {
     resource_plane::hex::encode(&Sha256::digest(&buf[start..]))
 }
 
+/// A read through the operator plane as the router makes it: the request path decoded, then
+/// read with no condition; the file's sha256.
+fn read_sha(plane: &OperatorPlane, raw: &str) -> String {
+    let path = decode_request_path(raw).unwrap();
+    match plane.read(&path, &IfNoneMatch::absent()).unwrap() {
+        ReadOutcome::File(file) => file.sha256,
+        ReadOutcome::NotModified { .. } => unreachable!("no condition, so no 304"),
+    }
+}
+
+/// A plain redeem of `token` by the bench's reader; the file served.
+fn redeem_plain(peer: &HmacPeerPlane, token: &str) -> ServedFile {
+    peer.redeem(RedeemRequest::new(token, &[b"reader@127.0.0.1:1"]))
+        .result
+        .unwrap()
+}
+
+/// A redeem of `token` with the proof `header`; the file served.
+fn redeem_proved(peer: &HmacPeerPlane, token: &str, header: &str) -> ServedFile {
+    peer.redeem(
+        RedeemRequest::new(token, &[b"reader@127.0.0.1:1"]).with_proof(&[header.as_bytes()]),
+    )
+    .result
+    .unwrap()
+}
+
 fn reads(c: &mut Criterion, w: &World) {
     let plane = operator(&w.workdir, "out");
     for (name, size) in SIZES {
@@ -86,7 +115,7 @@ fn reads(c: &mut Criterion, w: &World) {
         }
         let path = w.workdir.join(format!("out/{name}.bin"));
         let rel = format!("{name}.bin");
-        group.bench_function("plane", |b| b.iter(|| plane.read(&rel).unwrap().sha256));
+        group.bench_function("plane", |b| b.iter(|| read_sha(&plane, &rel)));
         group.bench_function("floor", |b| b.iter(|| floor_read(&path)));
         group.finish();
     }
@@ -114,15 +143,8 @@ fn redeem(c: &mut Criterion, w: &World) {
     let (peer, token) = peer_with_token(w);
     let plane = operator(&w.workdir, "out");
     let mut group = c.benchmark_group("redeem/4k");
-    group.bench_function("plane", |b| {
-        b.iter(|| {
-            peer.redeem(&token, &[b"reader@127.0.0.1:1"])
-                .result
-                .unwrap()
-                .sha256
-        })
-    });
-    group.bench_function("floor", |b| b.iter(|| plane.read("4k.bin").unwrap().sha256));
+    group.bench_function("plane", |b| b.iter(|| redeem_plain(&peer, &token).sha256));
+    group.bench_function("floor", |b| b.iter(|| read_sha(&plane, "4k.bin")));
     group.finish();
 }
 
@@ -149,23 +171,11 @@ fn redeem_proof(c: &mut Criterion, w: &World) {
     let keyed = keyed_token(&peer, &identity);
     let mut counter = 0u128;
     let mut group = c.benchmark_group("redeem_proof/4k");
-    group.bench_function("plain", |b| {
-        b.iter(|| {
-            peer.redeem(&plain, &[b"reader@127.0.0.1:1"])
-                .result
-                .unwrap()
-                .sha256
-        })
-    });
+    group.bench_function("plain", |b| b.iter(|| redeem_plain(&peer, &plain).sha256));
     group.bench_function("proof", |b| {
         b.iter_batched(
             || fresh_proof(&identity, &keyed, &mut counter),
-            |header| {
-                peer.redeem_with_proof(&keyed, &[b"reader@127.0.0.1:1"], &[header.as_bytes()])
-                    .result
-                    .unwrap()
-                    .sha256
-            },
+            |header| redeem_proved(&peer, &keyed, &header).sha256,
             BatchSize::SmallInput,
         )
     });
@@ -184,20 +194,12 @@ fn proof_overhead_interleaved(w: &World) {
         let header = fresh_proof(&identity, &keyed, &mut counter);
         let mut time_proved = || {
             let start = std::time::Instant::now();
-            std::hint::black_box(
-                peer.redeem_with_proof(&keyed, &[b"reader@127.0.0.1:1"], &[header.as_bytes()])
-                    .result
-                    .unwrap(),
-            );
+            std::hint::black_box(redeem_proved(&peer, &keyed, &header));
             proved.push(start.elapsed());
         };
         let mut time_plain = || {
             let start = std::time::Instant::now();
-            std::hint::black_box(
-                peer.redeem(&plain, &[b"reader@127.0.0.1:1"])
-                    .result
-                    .unwrap(),
-            );
+            std::hint::black_box(redeem_plain(&peer, &plain));
             plains.push(start.elapsed());
         };
         // Alternate which goes first, so neither always meets the warmer cache.
@@ -229,24 +231,16 @@ fn redeem_overhead_interleaved(w: &World) {
     for i in 0..40_000 {
         let (first_redeem, start) = (i % 2 == 0, std::time::Instant::now());
         if first_redeem {
-            std::hint::black_box(
-                peer.redeem(&token, &[b"reader@127.0.0.1:1"])
-                    .result
-                    .unwrap(),
-            );
+            std::hint::black_box(redeem_plain(&peer, &token));
             redeems.push(start.elapsed());
             let start = std::time::Instant::now();
-            std::hint::black_box(plane.read("4k.bin").unwrap());
+            std::hint::black_box(read_sha(&plane, "4k.bin"));
             reads.push(start.elapsed());
         } else {
-            std::hint::black_box(plane.read("4k.bin").unwrap());
+            std::hint::black_box(read_sha(&plane, "4k.bin"));
             reads.push(start.elapsed());
             let start = std::time::Instant::now();
-            std::hint::black_box(
-                peer.redeem(&token, &[b"reader@127.0.0.1:1"])
-                    .result
-                    .unwrap(),
-            );
+            std::hint::black_box(redeem_plain(&peer, &token));
             redeems.push(start.elapsed());
         }
     }
@@ -403,15 +397,91 @@ fn conditional(c: &mut Criterion) {
     for name in ["4k.bin", "1g.bin"] {
         let any = IfNoneMatch::parse(&[b"*"]);
         group.bench_function(name, |b| {
-            b.iter(|| match plane.read_if(name, &any).unwrap() {
-                ReadOutcome::NotModified { sha256, .. } => sha256,
-                ReadOutcome::File(_) => panic!("a cached file is a 304"),
+            b.iter(|| {
+                match plane
+                    .read(&decode_request_path(name).unwrap(), &any)
+                    .unwrap()
+                {
+                    ReadOutcome::NotModified { sha256, .. } => sha256,
+                    ReadOutcome::File(_) => panic!("a cached file is a 304"),
+                }
             })
         });
     }
-    group.bench_function("read_4k", |b| {
-        b.iter(|| plane.read("4k.bin").unwrap().sha256)
+    group.bench_function("read_4k", |b| b.iter(|| read_sha(&plane, "4k.bin")));
+    group.finish();
+}
+
+/// A trace sink that keeps nothing, so a router bench measures the line's building, not a
+/// growing buffer.
+#[derive(Debug)]
+struct Discard;
+
+impl resource_plane::backends::TraceSink for Discard {
+    fn append_line(&self, line: &[u8]) -> std::io::Result<()> {
+        std::hint::black_box(line);
+        Ok(())
+    }
+}
+
+/// Requests answered through a capsule's router, in process, on a current-thread runtime: the
+/// routing, the path decoding, the plane call (inline on the async worker for these small
+/// files), the response and its trace line. The floor is the plane call alone.
+fn router(c: &mut Criterion, w: &World) {
+    let manifest = resource_plane::Manifest::from_yaml(
+        "name: bench\nexports:\n  files: { root: out, mode: read-only }\n  peer_files: { root: out, max_ttl: 1h }\n",
+    )
+    .unwrap()
+    .manifest;
+    let capsule = resource_plane::Capsule::builder(&manifest)
+        .filesystem(Arc::new(OsFilesystem::open(&w.workdir).unwrap()))
+        .keys(Arc::new(FixedKeyStore::new([9; 32])))
+        .trace(Arc::new(Discard))
+        .advertised_url("http://127.0.0.1:1")
+        .containment(Containment::Sealed)
+        .launch()
+        .unwrap();
+    let router = capsule.router();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let peer = capsule.peer_plane().unwrap();
+    let target = peer.resolve_for_mint("4k.bin").unwrap();
+    let token = peer
+        .mint(&target, "reader@127.0.0.1:1", 3600)
+        .unwrap()
+        .token;
+    let redeem_path = format!("/resources/peer/{token}");
+    let plane = operator(&w.workdir, "out");
+
+    let mut group = c.benchmark_group("router/read_4k");
+    group.bench_function("plane", |b| {
+        b.iter(|| {
+            let request = http::Request::get("/resources/files/4k.bin")
+                .body(())
+                .unwrap();
+            let response = runtime.block_on(router.handle(request));
+            assert_eq!(response.status(), 200);
+            response
+        })
     });
+    group.bench_function("floor", |b| b.iter(|| read_sha(&plane, "4k.bin")));
+    group.finish();
+
+    let mut group = c.benchmark_group("router/redeem_4k");
+    group.bench_function("plane", |b| {
+        b.iter(|| {
+            let request = http::Request::get(redeem_path.as_str())
+                .header("x-murmur-audience", "reader@127.0.0.1:1")
+                .body(())
+                .unwrap();
+            let response = runtime.block_on(router.handle(request));
+            assert_eq!(response.status(), 200);
+            response
+        })
+    });
+    group.bench_function("floor", |b| b.iter(|| read_sha(&plane, "4k.bin")));
     group.finish();
 }
 
@@ -455,6 +525,8 @@ fn ratio_report() {
         rows.push((format!("etag/{name}"), "plane".into()));
     }
     rows.push(("redeem/4k".into(), "plane".into()));
+    rows.push(("router/read_4k".into(), "plane".into()));
+    rows.push(("router/redeem_4k".into(), "plane".into()));
     rows.push(("resolve".into(), "plane".into()));
     rows.push(("mac".into(), "plane".into()));
     for files in [100, 1000] {
@@ -502,6 +574,7 @@ fn main() {
     mac(&mut c);
     listing(&mut c);
     conditional(&mut c);
+    router(&mut c, &w);
     c.final_summary();
     ratio_report();
     redeem_overhead_interleaved(&w);

@@ -17,7 +17,8 @@
 
 use resource_plane::backends::{OsFilesystem, SystemClock};
 use resource_plane::budget::ByteBudget;
-use resource_plane::planes::{ExportScope, OperatorPlane, ResourcePlane};
+use resource_plane::path::decode_request_path;
+use resource_plane::planes::{ExportScope, IfNoneMatch, OperatorPlane, ReadOutcome, ResourcePlane};
 use resource_plane::scope::{Containment, RootPath};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
@@ -499,10 +500,12 @@ fn main() {
             (0..2000)
                 .map(|i| {
                     time(|| {
-                        p.read(&format!("d{:02}/f{:05}.bin", (i % n) % 100, i % n))
-                            .unwrap()
-                            .bytes
-                            .len()
+                        let raw = format!("d{:02}/f{:05}.bin", (i % n) % 100, i % n);
+                        let path = decode_request_path(&raw).unwrap();
+                        match p.read(&path, &IfNoneMatch::absent()).unwrap() {
+                            ReadOutcome::File(file) => file.bytes.len(),
+                            ReadOutcome::NotModified { .. } => unreachable!("no condition"),
+                        }
                     })
                     .0
                 })

@@ -1,6 +1,8 @@
 //! A runtime's own operator plane: reports the runtime generates and holds in memory, served
 //! under `/resources/files` by the crate's router, which keeps its own rules (routing, the
-//! method check, the lexical path refusals, headers, one trace line per request).
+//! method check, the path decoding and its lexical refusals, `304` for a matching
+//! `If-None-Match`, headers, one trace line per request). The plane itself only finds a
+//! report by its decoded path, on a blocking thread the router chose for it.
 //!
 //! The plane is mounted with `Capsule::builder(..).resource_plane(..)`; the request is answered
 //! in process, with no socket.
@@ -9,9 +11,9 @@
 
 use bytes::Bytes;
 use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
-use resource_plane::path::decode_request_path;
+use resource_plane::planes::RelPath;
 use resource_plane::planes::{
-    Cancel, ExportScope, Listing, ListingEntry, ResourcePlane, ServedFile,
+    Cancel, ExportScope, IfNoneMatch, Listing, ListingEntry, ReadOutcome, ResourcePlane, ServedFile,
 };
 use resource_plane::scope::{Containment, RootPath};
 use resource_plane::{Capsule, Code, Manifest, Refusal};
@@ -55,10 +57,9 @@ impl ResourcePlane for GeneratedReports {
         Ok(Listing::from_entries(entries))
     }
 
-    fn read(&self, raw_path: &str) -> Result<ServedFile, Refusal> {
-        // The same strict decoding and lexical refusals as the crate's planes (D-2.2, D-2.3):
-        // `..`, `%2e%2e`, an empty component are `outside_root` before any lookup.
-        let path = decode_request_path(raw_path)?;
+    // The router has already decoded the path and refused `..`, `%2e%2e`, an empty component
+    // (D-2.2, D-2.3), and answers 304 itself when the etag matches `If-None-Match`.
+    fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
         let (bytes, generated_ms) = self
             .reports
             .get(path.as_str())
@@ -66,11 +67,11 @@ impl ResourcePlane for GeneratedReports {
         if bytes.len() as u64 > self.scope.max_bytes {
             return Err(Refusal::new(Code::TooLarge, "the report exceeds max_bytes"));
         }
-        Ok(ServedFile {
+        Ok(ReadOutcome::File(ServedFile {
             bytes: bytes.clone(),
             sha256: sha256_hex(bytes),
             mtime_ms: *generated_ms,
-        })
+        }))
     }
 }
 
@@ -118,6 +119,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(read.status(), 200);
     assert_eq!(&read.body().bytes()[..], b"# Q3\n\nAll green.\n");
 
+    // A client polling with the etag it holds gets a 304, though the plane ignores conditions.
+    let etag = read.headers()["etag"].clone();
+    let again = router
+        .handle(
+            http::Request::get("/resources/files/q3/summary.md")
+                .header("if-none-match", etag)
+                .body(())?,
+        )
+        .await;
+    println!("the same read with its etag -> {}", again.status());
+    assert_eq!(again.status(), 304);
+
     let listing = router
         .handle(http::Request::get("/resources/files").body(())?)
         .await;
@@ -144,6 +157,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for line in trace.lines() {
         println!("trace: {line}");
     }
-    assert_eq!(trace.lines().len(), 4, "one trace line per request");
+    assert_eq!(trace.lines().len(), 5, "one trace line per request");
     Ok(())
 }

@@ -39,7 +39,7 @@ use resource_plane::backends::{Filesystem, FsError, MemoryFilesystem, RootDir};
 use resource_plane::budget::ByteBudget;
 use resource_plane::path::RelPath;
 use resource_plane::planes::handle::assemble;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, RedeemRequest};
 use resource_plane::scope::{Containment, RootPath};
 use serde_json::Value;
 use std::sync::Arc;
@@ -356,7 +356,7 @@ proptest! {
         for m in &mutations {
             let (presented, audience, expect) = apply(m, &token, &plane, &other_instance);
             let before = counters(&fs, &clock);
-            let redeem = plane.redeem(&presented, &[audience.as_bytes()]);
+            let redeem = plane.redeem(RedeemRequest::new(&presented, &[audience.as_bytes()]));
             let after = counters(&fs, &clock);
             let code = match &redeem.result {
                 Ok(_) => "ok",
@@ -440,12 +440,12 @@ fn the_other_instance_token_is_well_formed_and_valid_at_its_own_instance() {
     let (world, _, _) = launch();
     let (plane, other_instance) = (world.minter(SESSION), world.minter(OTHER_SESSION));
     let token = mint(&other_instance);
-    let redeem = other_instance.redeem(&token, &[AUDIENCE.as_bytes()]);
+    let redeem = other_instance.redeem(RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]));
     assert_eq!(
         redeem.result.map(|f| f.bytes.to_vec()).ok(),
         Some(CONTENT.to_vec())
     );
-    let refused = plane.redeem(&token, &[AUDIENCE.as_bytes()]);
+    let refused = plane.redeem(RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]));
     assert_eq!(
         refused.result.map(|_| ()).unwrap_err().code.as_str(),
         "handle_not_valid"
@@ -696,7 +696,7 @@ proptest! {
                 &proofs,
             );
             if matches!(m, ProofMutation::Identity) {
-                let served = world_plane.redeem_with_proof(&presented.token, &audience, &proofs);
+                let served = world_plane.redeem(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
                 prop_assert_eq!(served.result.map(|f| f.bytes.to_vec()).ok(), Some(CONTENT.to_vec()));
                 prop_assert_eq!(served.audience_proof, Some("ed25519"));
                 let response = send();
@@ -711,10 +711,10 @@ proptest! {
             let replay = matches!(m, ProofMutation::Replay);
             let plane = mocked_plane(&clock, usize::from(replay));
             if replay {
-                let first = plane.redeem_with_proof(&presented.token, &audience, &proofs);
+                let first = plane.redeem(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
                 prop_assert_eq!(first.result.err().map(|e| e.code.as_str()), Some("not_found"));
             }
-            let redeem = plane.redeem_with_proof(&presented.token, &audience, &proofs);
+            let redeem = plane.redeem(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
             let code = redeem.result.as_ref().err().map(|e| e.code.as_str());
             prop_assert!(
                 code == Some("handle_not_valid") || code == Some("malformed_handle"),

@@ -14,7 +14,7 @@ use crate::budget::ByteBudget;
 /// The capsule's export generation counter (see [`Capsule::generation`]).
 pub use crate::generation::Generation;
 use crate::http::client::{PeerClient, PeerTimeouts};
-use crate::http::router::{Mounted, Router};
+use crate::http::router::{Mount, Mounted, Router};
 use crate::manifest::{LaunchError, Manifest};
 use crate::planes::{HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
 use crate::scope::{Containment, ExportScope};
@@ -396,46 +396,61 @@ impl<'m> CapsuleBuilder<'m> {
         let client = PeerClient::new(settings.peer_tls.client_config())
             .with_transport(settings.peer_transport.clone());
 
-        let files: Option<Arc<dyn ResourcePlane>> = match self.files {
-            Some(plane) => Some(plane),
-            None => manifest.files.as_ref().map(|f| {
-                Arc::new(OperatorPlane::new(
-                    fs.clone(),
-                    clock.clone(),
-                    ExportScope {
-                        root: f.root.clone(),
-                        max_bytes: f.max_bytes,
-                        containment: settings.containment,
-                    },
-                    budget.clone(),
-                )) as Arc<dyn ResourcePlane>
-            }),
-        };
-        let mut tools = ToolInventory::default();
-        let peer: Option<Arc<dyn PeerPlane>> = manifest.peer_files.as_ref().map(|p| {
-            let plane: Arc<dyn PeerPlane> = match &self.peer {
-                Some(plane) => plane.clone(),
-                None => Arc::new(
-                    HmacPeerPlane::new(
+        // The planes the crate builds itself answer small calls on the async worker too
+        // (`AnswersInline`); a runtime's own plane is always called on the blocking pool.
+        let files: Option<Mount<dyn ResourcePlane>> = match self.files {
+            Some(plane) => Some(Mount::own(plane)),
+            None => manifest
+                .files
+                .as_ref()
+                .map(|f| -> Mount<dyn ResourcePlane> {
+                    let plane = Arc::new(OperatorPlane::new(
                         fs.clone(),
                         clock.clone(),
-                        self.keys.clone().unwrap_or_else(|| {
-                            Arc::new(OsRandomKeyStore::generate_from(random.as_ref()))
-                        }),
                         ExportScope {
-                            root: p.root.clone(),
-                            max_bytes: p.max_bytes,
+                            root: f.root.clone(),
+                            max_bytes: f.max_bytes,
                             containment: settings.containment,
                         },
-                        session_id.clone(),
                         budget.clone(),
-                    )
-                    .with_random(random.clone()),
-                ),
+                    ));
+                    Mount {
+                        plane: plane.clone(),
+                        inline: Some(plane),
+                    }
+                }),
+        };
+        let mut tools = ToolInventory::default();
+        let peer: Option<Mount<dyn PeerPlane>> = manifest.peer_files.as_ref().map(|p| {
+            let mount: Mount<dyn PeerPlane> = match &self.peer {
+                Some(plane) => Mount::own(plane.clone()),
+                None => {
+                    let plane = Arc::new(
+                        HmacPeerPlane::new(
+                            fs.clone(),
+                            clock.clone(),
+                            self.keys.clone().unwrap_or_else(|| {
+                                Arc::new(OsRandomKeyStore::generate_from(random.as_ref()))
+                            }),
+                            ExportScope {
+                                root: p.root.clone(),
+                                max_bytes: p.max_bytes,
+                                containment: settings.containment,
+                            },
+                            session_id.clone(),
+                            budget.clone(),
+                        )
+                        .with_random(random.clone()),
+                    );
+                    Mount {
+                        plane: plane.clone(),
+                        inline: Some(plane),
+                    }
+                }
             };
             tools.register(Arc::new(
                 ShareFile::new(
-                    plane.clone(),
+                    mount.plane.clone(),
                     manifest.network.clone(),
                     client.clone(),
                     tracer.clone(),
@@ -444,7 +459,7 @@ impl<'m> CapsuleBuilder<'m> {
                 )
                 .requiring_peer_proof(p.require_peer_proof),
             ));
-            plane
+            mount
         });
         let identity: Option<Arc<dyn IdentityKey>> = manifest.peer_fetch.as_ref().map(|allow| {
             let identity = settings
@@ -468,9 +483,10 @@ impl<'m> CapsuleBuilder<'m> {
         });
         let public_key = identity.as_ref().map(|i| i.public_key());
         let card = audience::agent_card_with_key(&manifest.name, &url, public_key.as_ref());
+        let peer_plane = peer.as_ref().map(|mount| mount.plane.clone());
         let router = Router::new(Mounted {
             files,
-            peer: peer.clone(),
+            peer,
             tracer,
             generation: generation.clone(),
             containment: settings.containment,
@@ -482,7 +498,7 @@ impl<'m> CapsuleBuilder<'m> {
             generation,
             router,
             tools,
-            peer,
+            peer: peer_plane,
             identity,
         })
     }

@@ -78,6 +78,7 @@ macro_rules! internal_module {
 
 internal_module!(audience);
 pub mod backends;
+pub(crate) mod blocking;
 internal_module!(budget);
 pub mod capsule;
 #[cfg(feature = "cli")]

@@ -10,10 +10,10 @@ use http::Method;
 use resource_plane::backends::PeerTls;
 use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem, RecordingTraceSink};
 use resource_plane::budget::ByteBudget;
-use resource_plane::path::{RelPath, decode_request_path};
+use resource_plane::path::RelPath;
 use resource_plane::planes::{
-    Cancel, ExportScope, HmacPeerPlane, Listing, ListingEntry, Minted, PeerPlane, Redeem,
-    ResourcePlane, ServedFile,
+    Cancel, ExportScope, HmacPeerPlane, IfNoneMatch, Listing, ListingEntry, Minted, PeerPlane,
+    ReadOutcome, RedeemOutcome, RedeemRequest, ResourcePlane, ServedFile,
 };
 use resource_plane::scope::{Containment, RootPath};
 use resource_plane::test_util::{self, TEST_SESSION_ID, TEST_START_MS, TestCapsule};
@@ -222,8 +222,7 @@ impl ResourcePlane for GeneratedReports {
         ))
     }
 
-    fn read(&self, raw_path: &str) -> Result<ServedFile, Refusal> {
-        let path = decode_request_path(raw_path)?;
+    fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
         let bytes = self
             .reports
             .get(path.as_str())
@@ -231,11 +230,11 @@ impl ResourcePlane for GeneratedReports {
         if bytes.len() as u64 > self.scope.max_bytes {
             return Err(Refusal::new(Code::TooLarge, "over max_bytes"));
         }
-        Ok(ServedFile {
+        Ok(ReadOutcome::File(ServedFile {
             bytes: bytes.clone(),
             sha256: sha256_hex(bytes),
             mtime_ms: 5,
-        })
+        }))
     }
 }
 
@@ -347,9 +346,9 @@ impl PeerPlane for CountingPeerPlane {
         self.mints.fetch_add(1, Ordering::SeqCst);
         self.inner.mint(path, audience, ttl_secs)
     }
-    fn redeem(&self, raw_token: &str, audience_headers: &[&[u8]]) -> Redeem {
+    fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
         self.redeems.fetch_add(1, Ordering::SeqCst);
-        self.inner.redeem(raw_token, audience_headers)
+        self.inner.redeem(request)
     }
     fn end_session(&self) {
         self.ended.fetch_add(1, Ordering::SeqCst);

@@ -331,6 +331,7 @@ fn a_listing_stops_when_its_request_is_dropped() {
 #[test]
 fn a_304_from_the_cache_reads_nothing() {
     use resource_plane::planes::{IfNoneMatch, ReadOutcome};
+    let rel = |path: &str| resource_plane::path::RelPath::parse_canonical(path).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
@@ -347,11 +348,11 @@ fn a_304_from_the_cache_reads_nothing() {
     counts.reads.store(0, Ordering::SeqCst);
     let listed = condition(&etag(&[7u8; 300_000]));
     assert!(matches!(
-        plane.read_if("listed", &listed).unwrap(),
+        plane.read(&rel("listed"), &listed).unwrap(),
         ReadOutcome::NotModified { .. }
     ));
     assert!(matches!(
-        plane.read_if("listed", &condition("*")).unwrap(),
+        plane.read(&rel("listed"), &condition("*")).unwrap(),
         ReadOutcome::NotModified { .. }
     ));
     assert_eq!(
@@ -364,7 +365,7 @@ fn a_304_from_the_cache_reads_nothing() {
     std::fs::write(out.join("fresh"), "fresh").unwrap();
     let fresh = condition(&etag(b"fresh"));
     assert!(matches!(
-        plane.read_if("fresh", &fresh).unwrap(),
+        plane.read(&rel("fresh"), &fresh).unwrap(),
         ReadOutcome::NotModified { .. }
     ));
     assert!(
@@ -373,13 +374,13 @@ fn a_304_from_the_cache_reads_nothing() {
     );
     let polled = condition(&etag(b"polled"));
     assert!(matches!(
-        plane.read_if("polled", &polled).unwrap(),
+        plane.read(&rel("polled"), &polled).unwrap(),
         ReadOutcome::NotModified { .. }
     ));
     counts.reads.store(0, Ordering::SeqCst);
     for _ in 0..3 {
         assert!(matches!(
-            plane.read_if("polled", &polled).unwrap(),
+            plane.read(&rel("polled"), &polled).unwrap(),
             ReadOutcome::NotModified { .. }
         ));
     }
@@ -391,7 +392,7 @@ fn a_304_from_the_cache_reads_nothing() {
 
     // Rewritten: the key changes, the file is read, and the old etag no longer matches.
     std::fs::write(out.join("polled"), "changed").unwrap();
-    match plane.read_if("polled", &polled).unwrap() {
+    match plane.read(&rel("polled"), &polled).unwrap() {
         ReadOutcome::File(file) => assert_eq!(&file.bytes[..], b"changed"),
         ReadOutcome::NotModified { .. } => panic!("a changed file is not a 304"),
     }

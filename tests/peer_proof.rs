@@ -28,7 +28,7 @@ use resource_plane::backends::{
     MemoryFilesystem, SystemClock,
 };
 use resource_plane::budget::ByteBudget;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, Redeem};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, RedeemOutcome, RedeemRequest};
 use resource_plane::scope::{Containment, RootPath};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -464,9 +464,9 @@ fn mocked_plane(opens: usize, reads: usize) -> HmacPeerPlane {
     )
 }
 
-fn redeem(plane: &HmacPeerPlane, case: &Case) -> Redeem {
+fn redeem(plane: &HmacPeerPlane, case: &Case) -> RedeemOutcome {
     let proofs: Vec<&[u8]> = case.proofs.iter().map(|p| p.as_bytes()).collect();
-    plane.redeem_with_proof(&case.token, &[case.audience.as_bytes()], &proofs)
+    plane.redeem(RedeemRequest::new(&case.token, &[case.audience.as_bytes()]).with_proof(&proofs))
 }
 
 #[test]
@@ -524,9 +524,11 @@ fn a_full_replay_memory_refuses_new_proofs_and_still_remembers_old_ones() {
     let token = token_for(&s.keyed(AUDIENCE), "report.md", NOW + 3_600_000);
     let redeem = |n: u8| {
         let proof = s.proof(&token, clock.now_ms(), nonce(n));
-        plane.redeem_with_proof(&token, &[AUDIENCE.as_bytes()], &[proof.as_bytes()])
+        plane.redeem(
+            RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]).with_proof(&[proof.as_bytes()]),
+        )
     };
-    let reason = |r: Redeem| {
+    let reason = |r: RedeemOutcome| {
         r.result
             .map(|_| String::from("ok"))
             .unwrap_or_else(|e| e.reason)
@@ -539,7 +541,8 @@ fn a_full_replay_memory_refuses_new_proofs_and_still_remembers_old_ones() {
         "at the cap a new proof is refused"
     );
     let copy = s.proof(&token, NOW, nonce(1));
-    let replay = plane.redeem_with_proof(&token, &[AUDIENCE.as_bytes()], &[copy.as_bytes()]);
+    let replay = plane
+        .redeem(RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]).with_proof(&[copy.as_bytes()]));
     assert!(
         reason(replay).contains("replayed"),
         "nothing was forgotten to make room"

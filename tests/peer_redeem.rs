@@ -23,7 +23,7 @@ use resource_plane::backends::RootDir;
 use resource_plane::backends::{Clock, FixedKeyStore, FsError, FsErrorKind, OsRandomKeyStore};
 use resource_plane::budget::ByteBudget;
 use resource_plane::http::PlaneBody;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, Redeem};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, RedeemOutcome, RedeemRequest};
 use resource_plane::scope::{Containment, RootPath};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -1092,7 +1092,7 @@ fn mocked_plane(fs: MockFs, clock: MockClk) -> HmacPeerPlane {
     )
 }
 
-fn refusal_code(redeem: &Redeem) -> Option<Code> {
+fn refusal_code(redeem: &RedeemOutcome) -> Option<Code> {
     redeem.result.as_ref().err().map(|r| r.code)
 }
 
@@ -1103,31 +1103,30 @@ fn malformed_and_forged_touch_neither_filesystem_nor_clock() {
     let plane = mocked_plane(untouchable_fs(), clock);
 
     for (label, token) in malformed_cases() {
-        let r = plane.redeem(&token, READER);
+        let r = plane.redeem(RedeemRequest::new(&token, READER));
         assert_eq!(refusal_code(&r), Some(Code::MalformedHandle), "{label}");
         assert_eq!(r.path, None, "{label}");
-        assert_eq!(
-            r.handle_id.as_deref(),
-            Some(handle_id(&token).as_str()),
-            "{label}"
-        );
+        assert_eq!(r.audience_proof, None, "{label}");
     }
     let w = peer_world();
     for (label, token, aud) in forgeries(&w) {
-        let r = plane.redeem(&token, &[aud]);
+        let r = plane.redeem(RedeemRequest::new(&token, &[aud]));
         assert_eq!(refusal_code(&r), Some(Code::HandleNotValid), "{label}");
         assert_eq!(r.path, None, "{label}: a forgery never names a path");
         // Missing audience stops before the MAC too.
-        let r = plane.redeem(&token, &[]);
+        let r = plane.redeem(RedeemRequest::new(&token, &[]));
         assert_eq!(
             refusal_code(&r),
             Some(Code::MissingAudience),
             "{label}, no audience"
         );
-        assert_eq!(r.audience_asserted, None);
+        assert_eq!((r.path, r.audience_proof), (None, None));
     }
     // Forged and long expired: still no clock read.
-    let r = plane.redeem(&forge(OTHER_KEY, SESSION, "report.md", 0, AUDIENCE), READER);
+    let r = plane.redeem(RedeemRequest::new(
+        &forge(OTHER_KEY, SESSION, "report.md", 0, AUDIENCE),
+        READER,
+    ));
     assert_eq!(refusal_code(&r), Some(Code::HandleNotValid));
     drop(plane); // mock expectations are checked here as well
 }
@@ -1140,14 +1139,14 @@ fn expired_reads_the_clock_but_never_the_filesystem() {
     for (label, exp) in [("exp == now", NOW), ("exp < now", NOW - 1), ("exp = 0", 0)] {
         for p in ["report.md", "gone.md", "../secret"] {
             let token = forge(KEY, SESSION, p, exp, AUDIENCE);
-            let r = plane.redeem(&token, &[b" READER@127.0.0.1:9000"]);
+            let r = plane.redeem(RedeemRequest::new(&token, &[b" READER@127.0.0.1:9000"]));
             assert_eq!(refusal_code(&r), Some(Code::HandleExpired), "{label} {p}");
             assert_eq!(
                 r.path.as_deref(),
                 Some(p),
                 "{label}: path set after the MAC"
             );
-            assert_eq!(r.audience_asserted.as_deref(), Some(AUDIENCE));
+            assert_eq!(r.audience_proof, Some("none"), "{label}: the MAC verified");
         }
     }
 }
@@ -1165,7 +1164,7 @@ fn a_verified_live_handle_does_reach_the_mocked_filesystem() {
     let mut clock = MockClk::new();
     clock.expect_now_ms().times(1).returning(|| NOW);
     let plane = mocked_plane(fs, clock);
-    let r = plane.redeem(&valid("report.md"), READER);
+    let r = plane.redeem(RedeemRequest::new(&valid("report.md"), READER));
     assert_eq!(refusal_code(&r), Some(Code::NotFound));
     assert_eq!(r.path.as_deref(), Some("report.md"));
 }

@@ -11,7 +11,7 @@ use resource_plane::backends::{
 };
 use resource_plane::budget::ByteBudget;
 use resource_plane::path::RelPath;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, proof};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, RedeemRequest, proof};
 use resource_plane::refusal::Code;
 use resource_plane::scope::{Containment, RootPath};
 use std::sync::Arc;
@@ -59,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
         .mint(&RelPath::parse_canonical("report.md").unwrap(), &audience, 600)
         .unwrap()
         .token;
-    let redeem = plane.redeem_with_proof(&token, &[b"reader@127.0.0.1:1"], &[data]);
+    let redeem = plane.redeem(RedeemRequest::new(&token, &[b"reader@127.0.0.1:1"]).with_proof(&[data]));
     let code = redeem.result.err().map(|r| r.code);
     assert_eq!(code, Some(Code::HandleNotValid), "an unsigned proof reached {code:?}");
 });

@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem};
 use resource_plane::budget::ByteBudget;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, handle};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, RedeemRequest, handle};
 use resource_plane::refusal::Code;
 use resource_plane::scope::{Containment, RootPath};
 use std::sync::Arc;
@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
         "ses_fuzz".into(),
         ByteBudget::new(1 << 20),
     );
-    let redeem = plane.redeem(token, &[b"reader@127.0.0.1:1"]);
+    let redeem = plane.redeem(RedeemRequest::new(token, &[b"reader@127.0.0.1:1"]));
     let code = redeem.result.err().map(|r| r.code);
     assert!(
         matches!(code, Some(Code::MalformedHandle | Code::HandleNotValid)),

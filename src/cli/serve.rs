@@ -258,10 +258,9 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         let _ = stop_tx.send(true);
     });
     let router = capsule.router();
-    let served = tokio::task::spawn_blocking(move || {
-        serve_sharded(listeners, router, listener_config, stop_rx)
-    })
-    .await;
+    let served =
+        crate::blocking::run(move || serve_sharded(listeners, router, listener_config, stop_rx))
+            .await;
     // A listener that could not go on ends the session with a failure status: a supervisor
     // must not read it as a clean end.
     let listener_failed = match served {

@@ -14,4 +14,6 @@ internal_module!(version_gate);
 pub use body::PlaneBody;
 pub use client::PeerTimeouts;
 pub use listener::{ListenerConfig, serve, serve_with};
-pub use router::{InvalidBasePath, Route, Router, RouterFuture, SessionStats, WithFallback};
+pub use router::{
+    INLINE_READ_LIMIT, InvalidBasePath, Route, Router, RouterFuture, SessionStats, WithFallback,
+};

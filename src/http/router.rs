@@ -5,44 +5,45 @@
 //! The router is a [`tower_service::Service`] for a request of any body type, so a runtime can
 //! nest it in its own app (axum's `nest_service`), mount it under a base path of its own
 //! ([`Router::with_base_path`]), or put it beside its own routes ([`Router::with_fallback`]).
+//!
+//! One request, one path through it: `call_for` routes, checks the method and the plane, and
+//! decodes a read's path, once, into the one plane call the request makes (or its outcome, when
+//! it needs none); `run` decides where that call runs, inline on the async worker or on the
+//! blocking pool; `render` turns its one outcome into the response and the trace line.
 
 use super::body::PlaneBody;
-use super::response::{self, AUDIENCE, CONTAINMENT, EXPORT_ROOT, GENERATION, HANDLE_ID, PROOF};
+use super::response::{
+    self, AUDIENCE, CONTAINMENT, EXPORT_ROOT, GENERATION, HANDLE_ID, PROOF, header_text,
+};
+use crate::blocking;
 use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead, WithAudienceProof};
 use crate::generation::Generation;
-use crate::path::{percent_decode_strict, strip_query};
+use crate::path::{RelPath, percent_decode_strict, strip_query};
 use crate::planes::{
-    Cancel, IfNoneMatch, ListingBody, ListingHead, PeerPlane, ReadMode, ReadOutcome, ResourcePlane,
+    AnswersInline, Cancel, ExportScope, IfNoneMatch, Listing, ListingBody, ListingHead, PeerPlane,
+    ReadOutcome, RedeemOutcome, RedeemRequest, ResourcePlane, ServedFile,
 };
 use crate::refusal::{Code, Refusal};
 use crate::scope::Containment;
-use crate::trace::{TraceEvent, Tracer};
+use crate::trace::Tracer;
 use http::header::{HeaderValue, IF_NONE_MATCH};
 use http::{Method, Request, Response};
 use http_body_util::Either;
 use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
+use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use tower_service::Service;
 
-/// The largest file a read or redeem serves on the async worker that received it; larger files,
-/// and every listing, move to the blocking pool. Small reads are cheaper inline than the two
+/// The largest file a read or redeem of the crate's own planes serves on the async worker that
+/// received it; larger files, every listing, every proof-checked redeem and every call to a
+/// runtime's own plane move to the blocking pool. Small reads are cheaper inline than the two
 /// context switches of a hand-off.
-pub(crate) const INLINE_READ_LIMIT: u64 = 256 * 1024;
-
-/// The request headers the planes read, as sent, each value in order.
-struct Asked<'a> {
-    /// `x-murmur-audience`.
-    audience: &'a [&'a [u8]],
-    /// `x-murmur-proof`.
-    proof: &'a [&'a [u8]],
-    /// `If-None-Match`, parsed (D-13).
-    if_none_match: &'a IfNoneMatch,
-}
+pub const INLINE_READ_LIMIT: u64 = 256 * 1024;
 
 /// Where a raw request path leads (D-4.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,11 +91,41 @@ impl<'a> Route<'a> {
     }
 }
 
+/// A plane as the router holds it: the plane, and how it answers on an async worker when the
+/// crate built it.
+#[derive(Debug)]
+pub(crate) struct Mount<P: ?Sized> {
+    pub(crate) plane: Arc<P>,
+    /// The same plane as [`AnswersInline`], recorded by the capsule builder for the planes it
+    /// builds itself; `None` for a runtime's own plane, which is always called on the blocking
+    /// pool.
+    pub(crate) inline: Option<Arc<dyn AnswersInline>>,
+}
+
+impl<P: ?Sized> Mount<P> {
+    /// A runtime's own plane: every call on the blocking pool.
+    pub(crate) fn own(plane: Arc<P>) -> Self {
+        Mount {
+            plane,
+            inline: None,
+        }
+    }
+}
+
+impl<P: ?Sized> Clone for Mount<P> {
+    fn clone(&self) -> Self {
+        Mount {
+            plane: self.plane.clone(),
+            inline: self.inline.clone(),
+        }
+    }
+}
+
 /// The planes, the trace and the counter a router answers from.
 #[derive(Debug)]
 pub(crate) struct Mounted {
-    pub(crate) files: Option<Arc<dyn ResourcePlane>>,
-    pub(crate) peer: Option<Arc<dyn PeerPlane>>,
+    pub(crate) files: Option<Mount<dyn ResourcePlane>>,
+    pub(crate) peer: Option<Mount<dyn PeerPlane>>,
     pub(crate) tracer: Tracer,
     pub(crate) generation: Generation,
     pub(crate) containment: Containment,
@@ -190,8 +221,16 @@ struct Asking {
     method: Method,
     /// The raw path relative to the plane (the base path cut off; empty when outside it).
     path: String,
+    headers: Headers,
+}
+
+/// The request headers the planes read, as sent, each value in order.
+struct Headers {
+    /// `x-murmur-audience`.
     audience: Vec<Vec<u8>>,
+    /// `x-murmur-proof`.
     proof: Vec<Vec<u8>>,
+    /// `If-None-Match`, parsed (D-13).
     if_none_match: IfNoneMatch,
 }
 
@@ -217,9 +256,11 @@ impl Asking {
         Asking {
             method: request.method().clone(),
             path: router.local_path(request.uri().path()).to_owned(),
-            audience: values(AUDIENCE),
-            proof: values(PROOF),
-            if_none_match,
+            headers: Headers {
+                audience: values(AUDIENCE),
+                proof: values(PROOF),
+                if_none_match,
+            },
         }
     }
 }
@@ -344,8 +385,9 @@ impl Router {
         !matches!(Route::of(raw_path), Route::Foreign)
     }
 
-    /// Answers one request. File I/O and the trace write run on the blocking pool; the request
-    /// body is never read. The base path, if any, is cut off first
+    /// Answers one request. Listings, large reads, proof-checked redeems and every call to a
+    /// runtime's own plane run on the blocking pool, each with its trace write; the request body
+    /// is never read. The base path, if any, is cut off first
     /// ([`with_base_path`](Self::with_base_path)).
     pub async fn handle<B>(&self, request: Request<B>) -> Response<PlaneBody> {
         let asking = Asking::of(self, &request);
@@ -353,52 +395,16 @@ impl Router {
         self.answer(asking).await
     }
 
-    /// Answers what was asked: inline when that needs no file I/O beyond a small read, else
-    /// on the blocking pool.
+    /// Answers what was asked: the plane call it makes, run where [`run`](Self::run) decides.
     async fn answer(&self, asking: Asking) -> Response<PlaneBody> {
         let Asking {
             method,
             path,
-            audience,
-            proof,
-            if_none_match,
+            headers,
         } = asking;
-        {
-            let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
-            let proof: Vec<&[u8]> = proof.iter().map(Vec::as_slice).collect();
-            let asked = Asked {
-                audience: &audience,
-                proof: &proof,
-                if_none_match: &if_none_match,
-            };
-            let inline = ReadMode::Inline {
-                limit: INLINE_READ_LIMIT,
-            };
-            let never = Cancel::never();
-            if let Some(response) = self.respond_in(&method, &path, &asked, inline, &never) {
-                return response;
-            }
-        }
-        let router = self.clone();
-        // Dropping this future (the connection is gone) tells the blocking work to stop.
-        let cancel = Cancel::default();
-        let cancel_on_drop = cancel.on_drop();
-        let response = tokio::task::spawn_blocking(move || {
-            let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
-            let proof: Vec<&[u8]> = proof.iter().map(Vec::as_slice).collect();
-            let asked = Asked {
-                audience: &audience,
-                proof: &proof,
-                if_none_match: &if_none_match,
-            };
-            router
-                .respond_in(&method, &path, &asked, ReadMode::Blocking, &cancel)
-                .expect("a blocking answer is always given")
-        })
-        .await
-        .unwrap_or_else(|_| response::refusal(Code::IoError, None, None));
-        cancel_on_drop.disarm();
-        response
+        let generation = self.mounted.generation.current();
+        let call = self.call_for(&method, &path, headers);
+        self.run(call, generation, method, path).await
     }
 
     /// Answers one request synchronously (blocking), with no `x-murmur-proof`. `audience` holds
@@ -414,7 +420,7 @@ impl Router {
     }
 
     /// [`respond`](Self::respond) with every `x-murmur-proof` value sent, in order (D-14.3);
-    /// only a redeem reads them.
+    /// only a redeem reads them. Every plane call runs on the caller's thread.
     pub fn respond_with_proof(
         &self,
         method: &Method,
@@ -422,48 +428,56 @@ impl Router {
         audience: &[&[u8]],
         proof: &[&[u8]],
     ) -> Response<PlaneBody> {
-        let asked = Asked {
-            audience,
-            proof,
-            if_none_match: &IfNoneMatch::absent(),
+        let raw_path = self.local_path(raw_path);
+        let owned = |values: &[&[u8]]| values.iter().map(|v| v.to_vec()).collect();
+        let headers = Headers {
+            audience: owned(audience),
+            proof: owned(proof),
+            if_none_match: IfNoneMatch::absent(),
         };
-        self.respond_in(
-            method,
-            self.local_path(raw_path),
-            &asked,
-            ReadMode::Blocking,
-            &Cancel::never(),
-        )
-        .expect("a blocking answer is always given")
+        let generation = self.mounted.generation.current();
+        let call = self.call_for(method, raw_path, headers);
+        let response = self.answer_blocking(call, generation, &Cancel::never());
+        self.finish(response, method, raw_path)
     }
 
-    /// Answers one request for `raw_path` (relative to the base path) in `mode`; `None`
-    /// (nothing traced, nothing read) when an inline answer would have to read a large file,
-    /// list the root or check a redeem proof. A listing stops when `cancel` is raised.
-    fn respond_in(
-        &self,
-        method: &Method,
-        raw_path: &str,
-        asked: &Asked<'_>,
-        mode: ReadMode,
-        cancel: &Cancel,
-    ) -> Option<Response<PlaneBody>> {
-        let (audience, proof) = (asked.audience, asked.proof);
-        let generation = self.mounted.generation.current();
-        let response = match Route::of(raw_path) {
-            Route::Foreign => response::refusal(Code::NotFound, None, None),
-            Route::AgentCard => {
-                if method == Method::GET {
-                    response::json(self.mounted.agent_card.clone())
-                } else {
-                    response::refusal(Code::MethodNotAllowed, None, None)
+    /// The plane call `method` on `raw_path` (relative to the base path) makes, or its outcome
+    /// when it needs none. Routing is on the raw path (D-4.2); on a plane route the method is
+    /// checked first, then the plane (both in [`admit`]); a read's path is decoded here, once,
+    /// and its plane gets the decoded [`RelPath`].
+    fn call_for(&self, method: &Method, raw_path: &str, headers: Headers) -> Call {
+        let files = || {
+            admit(
+                method,
+                &self.mounted.files,
+                (Code::NoResourcePlane, "exports.files is not declared"),
+            )
+        };
+        match Route::of(raw_path) {
+            Route::Foreign => Call::Answered(Outcome::Foreign),
+            Route::AgentCard => Call::Answered(Outcome::AgentCard {
+                method_allowed: method == Method::GET,
+            }),
+            Route::Listing => match files() {
+                Ok(files) => Call::List(files.clone()),
+                Err(refusal) => Call::Answered(Outcome::Listing(Err(refusal))),
+            },
+            Route::Read(raw) => {
+                let (recorded, path) = decode_once(raw);
+                match files().and_then(|files| Ok((files, path?))) {
+                    Ok((files, path)) => Call::Read {
+                        files: files.clone(),
+                        path,
+                        recorded,
+                        if_none_match: headers.if_none_match,
+                    },
+                    Err(refusal) => Call::Answered(Outcome::Read {
+                        path: recorded,
+                        result: Err(refusal),
+                    }),
                 }
             }
-            Route::Listing if mode != ReadMode::Blocking && method == Method::GET => return None,
-            Route::Listing => self.listing(method, generation, cancel),
-            Route::Read(raw) => self.read(method, raw, asked.if_none_match, generation, mode)?,
             Route::OtherResource => {
-                let path = Some(recorded_path(strip_query(raw_path), false));
                 let refusal = if method == Method::GET {
                     Refusal::new(Code::NotFound, "no such route under /resources")
                 } else {
@@ -472,300 +486,505 @@ impl Router {
                         format!("{method} is not allowed under /resources"),
                     )
                 };
-                self.traced_read_refusal(path, refusal, generation)
+                Call::Answered(Outcome::Read {
+                    path: crate::redact::revealing_tokens(strip_query(raw_path)),
+                    result: Err(refusal),
+                })
             }
-            Route::PeerIndex => self.redeem(method, None, audience, proof, generation, mode)?,
-            Route::Redeem(token) => {
-                self.redeem(method, Some(token), audience, proof, generation, mode)?
+            route @ (Route::PeerIndex | Route::Redeem(_)) => {
+                let token = match route {
+                    Route::Redeem(token) => Some(token),
+                    _ => None,
+                };
+                let facts = RedeemFacts {
+                    handle_id: token.map(crate::hex::handle_id),
+                    audience_asserted: headers.audience.first().map(|a| {
+                        String::from_utf8_lossy(&crate::planes::normalise_audience(a)).into_owned()
+                    }),
+                };
+                let peer = admit(
+                    method,
+                    &self.mounted.peer,
+                    (Code::NoPeerPlane, "exports.peer_files is not declared"),
+                )
+                .and_then(|peer| {
+                    let token = token.ok_or_else(|| {
+                        Refusal::new(Code::NotFound, "the peer plane cannot be enumerated")
+                    })?;
+                    Ok((peer, token))
+                });
+                match peer {
+                    Ok((peer, token)) => Call::Redeem {
+                        peer: peer.clone(),
+                        asked: RedeemAsked {
+                            token: token.to_owned(),
+                            audience: headers.audience,
+                            proof: headers.proof,
+                        },
+                        facts,
+                    },
+                    Err(refusal) => Call::Answered(Outcome::Redeem {
+                        facts,
+                        outcome: RedeemOutcome::refused(refusal),
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Answers `call` where it runs best: the one place the router decides. On this async
+    /// worker when [`answer_inline`](Self::answer_inline) can (an outcome known without a
+    /// plane; a read or a plain redeem the crate's own plane answers at once, see
+    /// [`AnswersInline`] and [`INLINE_READ_LIMIT`]); everything else on the blocking pool,
+    /// where dropping this future (the client left) raises the work's [`Cancel`]. Either way
+    /// the outcome is rendered, and its trace line written, where it was computed.
+    async fn run(
+        &self,
+        call: Call,
+        generation: u64,
+        method: Method,
+        raw_path: String,
+    ) -> Response<PlaneBody> {
+        let call = match self.answer_inline(call, generation) {
+            Inline::Answered(response) => return self.finish(response, &method, &raw_path),
+            Inline::Deferred(call) => call,
+        };
+        let router = self.clone();
+        blocking::run_cancellable(move |cancel| {
+            let response = router.answer_blocking(call, generation, cancel);
+            router.finish(response, &method, &raw_path)
+        })
+        .await
+        .unwrap_or_else(|_| response::refusal(Code::IoError, None, None))
+    }
+
+    /// `call` answered on this async worker, or handed back untouched (nothing read, nothing
+    /// traced) for the blocking pool: a listing always, a read or redeem unless its plane
+    /// answers it inline.
+    fn answer_inline(&self, call: Call, generation: u64) -> Inline {
+        match call {
+            Call::Answered(outcome) => Inline::Answered(self.render(outcome, generation)),
+            Call::List(_) => Inline::Deferred(call),
+            Call::Read {
+                files,
+                path,
+                recorded,
+                if_none_match,
+            } => {
+                let read = files.inline.as_ref().and_then(|inline| {
+                    inline.read_inline(&path, &if_none_match, INLINE_READ_LIMIT)
+                });
+                match read {
+                    Some(result) => {
+                        let outcome = read_outcome(&files, recorded, result, &if_none_match);
+                        Inline::Answered(self.render(outcome, generation))
+                    }
+                    None => Inline::Deferred(Call::Read {
+                        files,
+                        path,
+                        recorded,
+                        if_none_match,
+                    }),
+                }
+            }
+            Call::Redeem { peer, asked, facts } => {
+                let redeemed = peer.inline.as_ref().and_then(|inline| {
+                    asked.with_request(|request| inline.redeem_inline(request, INLINE_READ_LIMIT))
+                });
+                match redeemed {
+                    Some(outcome) => Inline::Answered(
+                        self.render(Outcome::Redeem { facts, outcome }, generation),
+                    ),
+                    None => Inline::Deferred(Call::Redeem { peer, asked, facts }),
+                }
+            }
+        }
+    }
+
+    /// `call` answered on this thread, blocking: on the blocking pool, or on the caller's
+    /// thread for [`respond`](Self::respond). A listing stops when `cancel` is raised.
+    fn answer_blocking(&self, call: Call, generation: u64, cancel: &Cancel) -> Response<PlaneBody> {
+        match call {
+            Call::Answered(outcome) => self.render(outcome, generation),
+            Call::List(files) => {
+                let listed = files.plane.list(cancel);
+                let scope = files.plane.scope();
+                self.render(
+                    Outcome::Listing(listed.map(|listing| (scope, listing))),
+                    generation,
+                )
+            }
+            Call::Read {
+                files,
+                path,
+                recorded,
+                if_none_match,
+            } => {
+                let result = files.plane.read(&path, &if_none_match);
+                let outcome = read_outcome(&files, recorded, result, &if_none_match);
+                self.render(outcome, generation)
+            }
+            Call::Redeem { peer, asked, facts } => {
+                let outcome = asked.with_request(|request| peer.plane.redeem(request));
+                self.render(Outcome::Redeem { facts, outcome }, generation)
+            }
+        }
+    }
+
+    /// Renders `outcome` into its response and the request's one trace line (D-6.2), written
+    /// before the response is returned; a failed write turns any answer into `500 io_error`
+    /// (D-6.4). Every answer of the router's comes through here.
+    fn render(&self, outcome: Outcome<'_>, generation: u64) -> Response<PlaneBody> {
+        let containment_achieved = self.containment();
+        let (line, body) = match outcome {
+            Outcome::Foreign => return response::refusal(Code::NotFound, None, None),
+            Outcome::AgentCard {
+                method_allowed: true,
+            } => return response::json(self.mounted.agent_card.clone()),
+            Outcome::AgentCard {
+                method_allowed: false,
+            } => return response::refusal(Code::MethodNotAllowed, None, None),
+            Outcome::Listing(result) => {
+                let (body, outcome, reason) =
+                    Body::of(result.map(|(scope, listing)| Body::Listing(scope, listing)));
+                let (entry_count, total_bytes) = match &body {
+                    Body::Listing(_, listing) => {
+                        (Some(listing.len() as u64), Some(listing.total_bytes()))
+                    }
+                    _ => (None, None),
+                };
+                let root = self.mounted.files.as_ref();
+                let line = Line::List(ResourceList {
+                    root: root.map(|files| files.plane.scope().root.declared().to_owned()),
+                    entry_count,
+                    total_bytes,
+                    generation,
+                    containment_achieved,
+                    outcome,
+                    reason,
+                });
+                (line, body)
+            }
+            Outcome::Read { path, result } => {
+                let (body, outcome, reason) = Body::of(result.map(|(scope, read)| match read {
+                    ReadOutcome::File(file) => Body::File(file, Some(scope)),
+                    ReadOutcome::NotModified { sha256, mtime_ms } => Body::NotModified {
+                        sha256,
+                        mtime_ms,
+                        scope,
+                    },
+                }));
+                let line = Line::Read(ResourceRead {
+                    path: Some(path),
+                    outcome,
+                    bytes: body.bytes(),
+                    sha256: body.sha256(),
+                    generation,
+                    containment_achieved,
+                    reason,
+                });
+                (line, body)
+            }
+            Outcome::Redeem { facts, outcome } => {
+                let (body, line_outcome, reason) =
+                    Body::of(outcome.result.map(|file| Body::File(file, None)));
+                let line = Line::Redeem(WithAudienceProof {
+                    event: PeerHandleRedeem {
+                        handle_id: facts.handle_id,
+                        path: outcome.path,
+                        generation,
+                        audience_asserted: facts.audience_asserted,
+                        bytes: body.bytes(),
+                        sha256: body.sha256(),
+                        outcome: line_outcome,
+                        reason,
+                    },
+                    audience_proof: outcome.audience_proof,
+                });
+                (line, body)
             }
         };
+        let handle_id = line.handle_id();
+        if let Err(e) = line.emit(&self.mounted.tracer) {
+            tracing::error!("trace write failed, refusing the request: {e}");
+            return response::refusal(Code::IoError, Some(generation), handle_id);
+        }
+        body.into_response(generation, containment_achieved, handle_id)
+    }
+
+    /// Counts an answer given and logs it, with the path as a trace line records it, tokens
+    /// redacted: a log holds no token (D-15.1).
+    fn finish(
+        &self,
+        response: Response<PlaneBody>,
+        method: &Method,
+        raw_path: &str,
+    ) -> Response<PlaneBody> {
         self.answered.fetch_add(1, Ordering::Relaxed);
-        // The path as a trace line records it, tokens redacted: a log holds no token (D-15.1).
         tracing::debug!(
             method = %method,
             path = %crate::redact::redact_tokens(&crate::redact::revealing_tokens(raw_path)),
             status = response.status().as_u16(),
             "answered"
         );
-        Some(response)
-    }
-
-    /// Writes `event`, then returns `ok`; a failed write turns any answer into 500 (D-6.4).
-    fn traced<E: TraceEvent>(
-        &self,
-        event: &E,
-        ok: Response<PlaneBody>,
-        generation: u64,
-        handle_id: Option<&str>,
-    ) -> Response<PlaneBody> {
-        match self.mounted.tracer.emit(event) {
-            Ok(()) => ok,
-            Err(e) => {
-                tracing::error!("trace write failed, refusing the request: {e}");
-                response::refusal(Code::IoError, Some(generation), handle_id)
-            }
-        }
+        response
     }
 
     fn containment(&self) -> &'static str {
         self.mounted.containment.as_str()
     }
+}
 
-    fn listing(&self, method: &Method, generation: u64, cancel: &Cancel) -> Response<PlaneBody> {
-        let root = self
-            .mounted
-            .files
-            .as_ref()
-            .map(|p| p.scope().root.declared().to_owned());
-        let result = if method != Method::GET {
-            Err(Refusal::new(
-                Code::MethodNotAllowed,
-                format!("method {method}"),
-            ))
-        } else {
-            match &self.mounted.files {
-                None => Err(Refusal::new(
-                    Code::NoResourcePlane,
-                    "exports.files is not declared",
-                )),
-                Some(plane) => plane.list(cancel).map(|entries| (plane.clone(), entries)),
-            }
-        };
+/// The two checks every plane route makes before its plane is asked, in this order (D-4.2):
+/// the method is `GET` (else `method_not_allowed`), and the plane is declared (else the
+/// `undeclared` code and reason).
+fn admit<'m, P: ?Sized>(
+    method: &Method,
+    mount: &'m Option<Mount<P>>,
+    undeclared: (Code, &'static str),
+) -> Result<&'m Mount<P>, Refusal> {
+    if method != Method::GET {
+        return Err(Refusal::new(
+            Code::MethodNotAllowed,
+            format!("method {method}"),
+        ));
+    }
+    mount
+        .as_ref()
+        .ok_or_else(|| Refusal::new(undeclared.0, undeclared.1))
+}
+
+/// Decodes the `<relpath>` of `GET /resources/files/<relpath>` (query already cut) once, in
+/// the order of D-2.2 and D-2.3: the path the trace line records (decoded when it decodes, else
+/// as sent) and the [`RelPath`] the plane gets, or the `outside_root` refusal. When a path that
+/// does not decode reveals a handle token once its valid escapes are decoded, that decoding is
+/// recorded instead, so the sink's redaction sees the token (D-6.5).
+fn decode_once(raw: &str) -> (String, Result<RelPath, Refusal>) {
+    match percent_decode_strict(raw) {
+        Ok(decoded) => {
+            let path = RelPath::parse_canonical(&decoded);
+            (decoded, path)
+        }
+        Err(refusal) => (crate::redact::revealing_tokens(raw), Err(refusal)),
+    }
+}
+
+/// A read's outcome for [`Router::render`]: the plane may ignore the condition, so a file whose
+/// etag matches becomes the `304` here, whichever plane read it (D-13.1).
+fn read_outcome<'p>(
+    files: &'p Mount<dyn ResourcePlane>,
+    recorded: String,
+    result: Result<ReadOutcome, Refusal>,
+    if_none_match: &IfNoneMatch,
+) -> Outcome<'p> {
+    Outcome::Read {
+        path: recorded,
+        result: result.map(|read| (files.plane.scope(), read.under(if_none_match))),
+    }
+}
+
+/// The one plane call a request makes, owning all it needs so that it can move to the blocking
+/// pool; or the outcome itself, when the router answers without a plane (a route of no plane, a
+/// refused method, an undeclared plane, a path that does not decode).
+enum Call {
+    /// Answered without a plane.
+    Answered(Outcome<'static>),
+    /// [`ResourcePlane::list`].
+    List(Mount<dyn ResourcePlane>),
+    /// [`ResourcePlane::read`] of `path`; the trace line records `recorded`.
+    Read {
+        files: Mount<dyn ResourcePlane>,
+        path: RelPath,
+        recorded: String,
+        if_none_match: IfNoneMatch,
+    },
+    /// [`PeerPlane::redeem`].
+    Redeem {
+        peer: Mount<dyn PeerPlane>,
+        asked: RedeemAsked,
+        facts: RedeemFacts,
+    },
+}
+
+/// What [`Router::answer_inline`] did with a call.
+enum Inline {
+    /// Answered on the async worker.
+    Answered(Response<PlaneBody>),
+    /// Left for the blocking pool, untouched: nothing read, nothing traced.
+    Deferred(Call),
+}
+
+/// A redeem's request, owned.
+struct RedeemAsked {
+    token: String,
+    audience: Vec<Vec<u8>>,
+    proof: Vec<Vec<u8>>,
+}
+
+impl RedeemAsked {
+    /// `f` applied to this redeem as a [`RedeemRequest`].
+    fn with_request<R>(&self, f: impl FnOnce(RedeemRequest<'_>) -> R) -> R {
+        let audience: Vec<&[u8]> = self.audience.iter().map(Vec::as_slice).collect();
+        let proof: Vec<&[u8]> = self.proof.iter().map(Vec::as_slice).collect();
+        f(RedeemRequest {
+            token: &self.token,
+            audience: &audience,
+            proof: &proof,
+        })
+    }
+}
+
+/// What a request on a peer route says itself, for its `peer_handle_redeem` line whatever the
+/// plane answers.
+struct RedeemFacts {
+    /// The handle id of the token sent; `None` when no token was sent.
+    handle_id: Option<String>,
+    /// The first `x-murmur-audience`, normalised; `None` when absent.
+    audience_asserted: Option<String>,
+}
+
+/// What the router answers one request with, whichever plane (if any) answered: rendered by
+/// [`Router::render`] into the response and the request's trace line. `'p` is the plane whose
+/// scope the response echoes.
+enum Outcome<'p> {
+    /// No route of the router's: `404`, no trace line.
+    Foreign,
+    /// The agent card for `GET`, else `405`; no trace line.
+    AgentCard { method_allowed: bool },
+    /// The listing route: `resource_list`.
+    Listing(Result<(&'p ExportScope, Listing), Refusal>),
+    /// The read route and any other route under `/resources`: `resource_read`, recording
+    /// `path`.
+    Read {
+        path: String,
+        result: Result<(&'p ExportScope, ReadOutcome), Refusal>,
+    },
+    /// The peer routes: `peer_handle_redeem`.
+    Redeem {
+        facts: RedeemFacts,
+        outcome: RedeemOutcome,
+    },
+}
+
+/// A response's content, whichever route answered.
+enum Body<'p> {
+    /// `200`: a listing of the plane whose scope it is.
+    Listing(&'p ExportScope, Listing),
+    /// `200`: a file, read from the operator plane whose scope it is, or redeemed (`None`).
+    File(ServedFile, Option<&'p ExportScope>),
+    /// `304`.
+    NotModified {
+        sha256: String,
+        mtime_ms: i64,
+        scope: &'p ExportScope,
+    },
+    /// A refusal, whose wire form comes from its code alone (D-7.3).
+    Refused(Code),
+}
+
+impl<'p> Body<'p> {
+    /// The body of `result`, the trace line's `outcome` for it and the refusal's `reason`.
+    fn of(result: Result<Body<'p>, Refusal>) -> (Body<'p>, &'static str, Option<String>) {
         match result {
-            Ok((plane, listing)) => {
-                let scope = plane.scope();
-                let (entry_count, total_bytes) = (listing.len() as u64, listing.total_bytes());
+            Ok(body @ Body::NotModified { .. }) => (body, "not_modified", None),
+            Ok(body) => (body, "ok", None),
+            Err(refusal) => (
+                Body::Refused(refusal.code),
+                refusal.code.as_str(),
+                Some(refusal.reason),
+            ),
+        }
+    }
+
+    /// A read or redeem line's `bytes`: the bytes served, 0 for a `304`, null otherwise.
+    fn bytes(&self) -> Option<u64> {
+        match self {
+            Body::File(file, _) => Some(file.bytes.len() as u64),
+            Body::NotModified { .. } => Some(0),
+            Body::Listing(..) | Body::Refused(_) => None,
+        }
+    }
+
+    /// A read or redeem line's `sha256`: the file's, or null.
+    fn sha256(&self) -> Option<String> {
+        match self {
+            Body::File(file, _) => Some(file.sha256.clone()),
+            Body::NotModified { sha256, .. } => Some(sha256.clone()),
+            Body::Listing(..) | Body::Refused(_) => None,
+        }
+    }
+
+    /// The response: a refusal's from its code, the generation and the handle id sent; any
+    /// other with the plane headers (D-4.4, D-4.5), `x-murmur-export-root` from the operator
+    /// plane's scope and `x-murmur-handle-id` on a redeem.
+    fn into_response(
+        self,
+        generation: u64,
+        containment_achieved: &'static str,
+        handle_id: Option<&str>,
+    ) -> Response<PlaneBody> {
+        let (mut response, scope) = match self {
+            Body::Refused(code) => return response::refusal(code, Some(generation), handle_id),
+            Body::Listing(scope, listing) => {
                 let head = ListingHead {
                     root: scope.root.declared(),
                     max_bytes: scope.max_bytes,
                     generation,
-                    containment_achieved: self.containment(),
+                    containment_achieved,
                 };
-                let mut ok = response::listing(ListingBody::new(listing, &head));
-                self.plane_headers(&mut ok, generation, Some(scope.root.declared()));
-                let event = ResourceList {
-                    root,
-                    entry_count: Some(entry_count),
-                    total_bytes: Some(total_bytes),
-                    generation,
-                    containment_achieved: self.containment(),
-                    outcome: "ok",
-                    reason: None,
-                };
-                self.traced(&event, ok, generation, None)
-            }
-            Err(refusal) => {
-                let event = ResourceList {
-                    root,
-                    entry_count: None,
-                    total_bytes: None,
-                    generation,
-                    containment_achieved: self.containment(),
-                    outcome: refusal.code.as_str(),
-                    reason: Some(refusal.reason),
-                };
-                self.traced(
-                    &event,
-                    response::refusal(refusal.code, Some(generation), None),
-                    generation,
-                    None,
+                (
+                    response::listing(ListingBody::new(listing, &head)),
+                    Some(scope),
                 )
             }
-        }
-    }
-
-    fn read(
-        &self,
-        method: &Method,
-        raw: &str,
-        if_none_match: &IfNoneMatch,
-        generation: u64,
-        mode: ReadMode,
-    ) -> Option<Response<PlaneBody>> {
-        let raw = strip_query(raw);
-        let decoded = recorded_path(raw, true);
-        let result = if method != Method::GET {
-            Err(Refusal::new(
-                Code::MethodNotAllowed,
-                format!("method {method}"),
-            ))
-        } else {
-            match &self.mounted.files {
-                None => Err(Refusal::new(
-                    Code::NoResourcePlane,
-                    "exports.files is not declared",
-                )),
-                Some(plane) => {
-                    let served = match mode {
-                        ReadMode::Blocking => plane.read_if(raw, if_none_match),
-                        ReadMode::Inline { limit } => {
-                            plane.read_inline_if(raw, if_none_match, limit)?
-                        }
-                    };
-                    served.map(|outcome| (plane.clone(), outcome))
-                }
-            }
+            Body::File(file, scope) => (
+                response::file(PlaneBody::new(file.bytes), &file.sha256, file.mtime_ms),
+                scope,
+            ),
+            Body::NotModified {
+                sha256,
+                mtime_ms,
+                scope,
+            } => (response::not_modified(&sha256, mtime_ms), Some(scope)),
         };
-        match result {
-            Ok((plane, ReadOutcome::NotModified { sha256, mtime_ms })) => {
-                let event = ResourceRead {
-                    path: Some(decoded),
-                    outcome: "not_modified",
-                    bytes: Some(0),
-                    sha256: Some(sha256.clone()),
-                    generation,
-                    containment_achieved: self.containment(),
-                    reason: None,
-                };
-                let mut not_modified = response::not_modified(&sha256, mtime_ms);
-                let root = plane.scope().root.declared();
-                self.plane_headers(&mut not_modified, generation, Some(root));
-                Some(self.traced(&event, not_modified, generation, None))
-            }
-            Ok((plane, ReadOutcome::File(file))) => {
-                let event = ResourceRead {
-                    path: Some(decoded),
-                    outcome: "ok",
-                    bytes: Some(file.bytes.len() as u64),
-                    sha256: Some(file.sha256.clone()),
-                    generation,
-                    containment_achieved: self.containment(),
-                    reason: None,
-                };
-                let mut ok =
-                    response::file(PlaneBody::new(file.bytes), &file.sha256, file.mtime_ms);
-                self.plane_headers(&mut ok, generation, Some(plane.scope().root.declared()));
-                Some(self.traced(&event, ok, generation, None))
-            }
-            Err(refusal) => Some(self.traced_read_refusal(Some(decoded), refusal, generation)),
-        }
-    }
-
-    fn traced_read_refusal(
-        &self,
-        path: Option<String>,
-        refusal: Refusal,
-        generation: u64,
-    ) -> Response<PlaneBody> {
-        let event = ResourceRead {
-            path,
-            outcome: refusal.code.as_str(),
-            bytes: None,
-            sha256: None,
-            generation,
-            containment_achieved: self.containment(),
-            reason: Some(refusal.reason),
-        };
-        self.traced(
-            &event,
-            response::refusal(refusal.code, Some(generation), None),
-            generation,
-            None,
-        )
-    }
-
-    fn redeem(
-        &self,
-        method: &Method,
-        token: Option<&str>,
-        audience: &[&[u8]],
-        proof: &[&[u8]],
-        generation: u64,
-        mode: ReadMode,
-    ) -> Option<Response<PlaneBody>> {
-        let token = token.map(strip_query);
-        let early = if method != Method::GET {
-            Some(Refusal::new(
-                Code::MethodNotAllowed,
-                format!("method {method}"),
-            ))
-        } else if self.mounted.peer.is_none() {
-            Some(Refusal::new(
-                Code::NoPeerPlane,
-                "exports.peer_files is not declared",
-            ))
-        } else if token.is_none() {
-            Some(Refusal::new(
-                Code::NotFound,
-                "the peer plane cannot be enumerated",
-            ))
-        } else {
-            None
-        };
-        let redeem = match (early, &self.mounted.peer, token) {
-            (None, Some(plane), Some(token)) => match mode {
-                ReadMode::Blocking => plane.redeem_with_proof(token, audience, proof),
-                ReadMode::Inline { limit } => {
-                    plane.redeem_with_proof_inline(token, audience, proof, limit)?
-                }
-            },
-            (early, _, token) => crate::planes::Redeem {
-                handle_id: token.map(crate::hex::handle_id),
-                path: None,
-                audience_asserted: audience.first().map(|a| {
-                    String::from_utf8_lossy(&crate::planes::normalise_audience(a)).into_owned()
-                }),
-                audience_proof: None,
-                result: Err(early.unwrap_or_else(|| Refusal::new(Code::NotFound, "no token"))),
-            },
-        };
-        let handle_id = redeem.handle_id.clone();
-        let audience_proof = redeem.audience_proof;
-        let (event, response) = match redeem.result {
-            Ok(file) => {
-                let event = PeerHandleRedeem {
-                    handle_id: redeem.handle_id,
-                    path: redeem.path,
-                    generation,
-                    audience_asserted: redeem.audience_asserted,
-                    bytes: Some(file.bytes.len() as u64),
-                    sha256: Some(file.sha256.clone()),
-                    outcome: "ok",
-                    reason: None,
-                };
-                let mut ok =
-                    response::file(PlaneBody::new(file.bytes), &file.sha256, file.mtime_ms);
-                self.plane_headers(&mut ok, generation, None);
-                if let Some(id) = &handle_id {
-                    ok.headers_mut()
-                        .insert(HANDLE_ID, response::header_text(id));
-                }
-                (event, ok)
-            }
-            Err(refusal) => {
-                let response =
-                    response::refusal(refusal.code, Some(generation), handle_id.as_deref());
-                let event = PeerHandleRedeem {
-                    handle_id: redeem.handle_id,
-                    path: redeem.path,
-                    generation,
-                    audience_asserted: redeem.audience_asserted,
-                    bytes: None,
-                    sha256: None,
-                    outcome: refusal.code.as_str(),
-                    reason: Some(refusal.reason),
-                };
-                (event, response)
-            }
-        };
-        let event = WithAudienceProof {
-            event,
-            audience_proof,
-        };
-        Some(self.traced(&event, response, generation, handle_id.as_deref()))
-    }
-
-    fn plane_headers(
-        &self,
-        response: &mut Response<PlaneBody>,
-        generation: u64,
-        export_root: Option<&str>,
-    ) {
         let headers = response.headers_mut();
         headers.insert(GENERATION, HeaderValue::from(generation));
-        headers.insert(CONTAINMENT, HeaderValue::from_static(self.containment()));
-        if let Some(root) = export_root {
-            headers.insert(EXPORT_ROOT, response::header_text(root));
+        headers.insert(CONTAINMENT, HeaderValue::from_static(containment_achieved));
+        if let Some(scope) = scope {
+            headers.insert(EXPORT_ROOT, header_text(scope.root.declared()));
+        }
+        if let Some(id) = handle_id {
+            headers.insert(HANDLE_ID, header_text(id));
+        }
+        response
+    }
+}
+
+/// The one trace line a request under `/resources` leaves (D-6.2).
+enum Line {
+    List(ResourceList),
+    Read(ResourceRead),
+    Redeem(WithAudienceProof<PeerHandleRedeem>),
+}
+
+impl Line {
+    /// Writes the line.
+    ///
+    /// # Errors
+    /// The sink's error; the caller fails closed (D-6.4).
+    fn emit(&self, tracer: &Tracer) -> io::Result<()> {
+        match self {
+            Line::List(event) => tracer.emit(event),
+            Line::Read(event) => tracer.emit(event),
+            Line::Redeem(event) => tracer.emit(event),
+        }
+    }
+
+    /// The handle id a redeem's refusal echoes.
+    fn handle_id(&self) -> Option<&str> {
+        match self {
+            Line::Redeem(event) => event.event.handle_id.as_deref(),
+            Line::List(_) | Line::Read(_) => None,
         }
     }
 }
@@ -896,38 +1115,29 @@ where
     }
 }
 
-/// The `path` a trace line records for a request: decoded when `decode` and it decodes, else as
-/// sent. Either way, when a best-effort decoding reveals a handle token, that decoding is
-/// recorded instead, so the sink's redaction sees the token (D-6.5).
-fn recorded_path(raw: &str, decode: bool) -> String {
-    if decode && let Ok(decoded) = percent_decode_strict(raw) {
-        return decoded;
-    }
-    crate::redact::revealing_tokens(raw)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{Route, recorded_path};
+    use super::{Route, decode_once};
+    use crate::refusal::Code;
 
     #[test]
-    fn recorded_paths() {
-        assert_eq!(recorded_path("a%20b", true), "a b");
-        assert_eq!(recorded_path("%C3", true), "%C3");
-        assert_eq!(
-            recorded_path("/resources/files%2Fx", false),
-            "/resources/files%2Fx"
-        );
-        assert_eq!(recorded_path("x/mh1%2Ea.b%zz", true), "x/mh1.a.b%zz");
-        assert_eq!(
-            recorded_path("/resources/mh1%2Ea.b", false),
-            "/resources/mh1.a.b"
-        );
-        assert_eq!(
-            recorded_path("/resources/MH1%2Ea.b", false),
-            "/resources/MH1.a.b",
-            "the prefix in another case is decoded for redaction too"
-        );
+    fn a_read_path_is_decoded_once_for_the_plane_and_the_trace() {
+        let (recorded, path) = decode_once("a%20b/c");
+        assert_eq!(recorded, "a b/c");
+        assert_eq!(path.unwrap().as_str(), "a b/c");
+        // Decodes, but is refused lexically: recorded decoded.
+        let (recorded, path) = decode_once("a/%2e%2e/b");
+        assert_eq!(recorded, "a/../b");
+        assert_eq!(path.unwrap_err().code, Code::OutsideRoot);
+        // Does not decode: recorded as sent.
+        let (recorded, path) = decode_once("%C3");
+        assert_eq!(recorded, "%C3");
+        assert_eq!(path.unwrap_err().code, Code::OutsideRoot);
+        // Does not decode, but its valid escapes reveal a token: recorded with them decoded,
+        // so the sink's redaction sees it (D-6.5).
+        let (recorded, path) = decode_once("x/mh1%2Ea.b%zz");
+        assert_eq!(recorded, "x/mh1.a.b%zz");
+        assert_eq!(path.unwrap_err().code, Code::OutsideRoot);
     }
 
     #[test]

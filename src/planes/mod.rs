@@ -1,8 +1,10 @@
 //! The two read-only planes a runtime mounts under `/resources/`, behind traits so a runtime
 //! (or a test) can substitute its own.
 //!
-//! The planes answer in domain terms ([`ServedFile`], [`Refusal`]); the HTTP router turns those
-//! into responses and trace lines, so every plane implementation gets the same wire behaviour.
+//! Each plane call answers one typed outcome in domain terms ([`Listing`], [`ReadOutcome`],
+//! [`RedeemOutcome`], [`Refusal`]); the HTTP router renders it into the response and the trace
+//! line, so every plane implementation gets the same wire behaviour. The calls are blocking;
+//! the router decides where they run.
 
 mod cancel;
 mod condition;
@@ -22,7 +24,7 @@ pub(crate) use listing::ListingHead;
 pub use listing::{Listing, ListingBody, ListingEntry};
 pub use peer::HmacPeerPlane;
 pub(crate) use peer::normalise_audience;
-pub use reader::{ReadMode, ServedFile};
+pub use reader::ServedFile;
 pub use replay::DEFAULT_REPLAY_CAPACITY;
 pub use resource::OperatorPlane;
 
@@ -32,9 +34,80 @@ pub use crate::budget::ByteBudget;
 pub use crate::path::RelPath;
 
 use crate::refusal::Refusal;
-use std::fmt::Debug;
+use std::fmt::{self, Debug};
 
 /// The operator plane (`exports.files`): list and read by path.
+///
+/// Both calls are blocking: the router calls them on tokio's blocking pool (a listing may
+/// walk thousands of files), so an implementation may read files, wait on locks or call out.
+/// Where work runs is the router's decision, never the plane's. The router makes every check it
+/// can before a plane is asked: the method (`405`), the route, and the path's strict decoding
+/// and lexical refusals (D-2.1 to D-2.3: `outside_root` for `..`, `%2e%2e`, an empty component,
+/// an invalid escape), so a plane gets a [`RelPath`] whose every component is a plain name.
+///
+/// A runtime's own plane, serving reports it holds in memory:
+///
+/// ```
+/// use bytes::Bytes;
+/// use resource_plane::path::RelPath;
+/// use resource_plane::planes::{
+///     Cancel, ExportScope, IfNoneMatch, Listing, ListingEntry, ReadOutcome, ResourcePlane,
+///     ServedFile,
+/// };
+/// use resource_plane::{Code, Refusal};
+///
+/// #[derive(Debug)]
+/// struct OneReport {
+///     scope: ExportScope,
+///     sha256: String,
+/// }
+///
+/// impl ResourcePlane for OneReport {
+///     fn scope(&self) -> &ExportScope {
+///         &self.scope
+///     }
+///
+///     fn list(&self, _cancel: &Cancel) -> Result<Listing, Refusal> {
+///         Ok(Listing::from_entries(vec![ListingEntry {
+///             path: "report.md".into(),
+///             size_bytes: 5,
+///             mtime_ms: 0,
+///             sha256: self.sha256.clone(),
+///         }]))
+///     }
+///
+///     // The condition may be ignored: the router answers 304 for a file whose etag matches.
+///     fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+///         if path.as_str() != "report.md" {
+///             return Err(Refusal::new(Code::NotFound, "no such report"));
+///         }
+///         Ok(ReadOutcome::File(ServedFile {
+///             bytes: Bytes::from_static(b"hello"),
+///             sha256: self.sha256.clone(),
+///             mtime_ms: 0,
+///         }))
+///     }
+/// }
+///
+/// # use resource_plane::backends::{Containment, RootPath};
+/// let plane = OneReport {
+///     scope: ExportScope {
+///         root: RootPath::parse("reports/").unwrap(),
+///         max_bytes: 1 << 20,
+///         containment: Containment::Sealed,
+///     },
+///     sha256: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824".into(),
+/// };
+/// let path = RelPath::parse_canonical("report.md").unwrap();
+/// assert!(matches!(
+///     plane.read(&path, &IfNoneMatch::absent()),
+///     Ok(ReadOutcome::File(file)) if &file.bytes[..] == b"hello"
+/// ));
+/// ```
+///
+/// Mounted with [`CapsuleBuilder::resource_plane`](crate::CapsuleBuilder::resource_plane), it
+/// answers through the crate's router, rules and trace lines included (see
+/// `examples/custom_plane.rs`).
 pub trait ResourcePlane: Debug + Send + Sync {
     /// The root, limit and containment class this plane serves.
     fn scope(&self) -> &ExportScope;
@@ -47,50 +120,24 @@ pub trait ResourcePlane: Debug + Send + Sync {
     /// the listing was cancelled.
     fn list(&self, cancel: &Cancel) -> Result<Listing, Refusal>;
 
-    /// `GET /resources/files/<raw_path>`, with `raw_path` still percent-encoded and its query
-    /// already cut (D-2). Blocking.
+    /// `GET /resources/files/<path>` under an `If-None-Match` condition (D-13), with `path`
+    /// already decoded and checked by the router (D-2.1 to D-2.3). Blocking.
+    ///
+    /// Every refusal comes first, exactly as for an unconditional read; then
+    /// [`ReadOutcome::NotModified`] when the file's etag matches, else the file. A plane may
+    /// ignore `if_none_match` and always answer [`ReadOutcome::File`]: the router turns a file
+    /// whose etag matches into the `304` itself. A plane that knows a file's hash without
+    /// reading it (the crate's own, from its listing cache) answers the `304` at the cost of an
+    /// `fstat`.
     ///
     /// # Errors
-    /// `outside_root` (lexical or resolved), `not_found`, `symlink_refused`,
+    /// `outside_root` (the file resolves outside the root), `not_found`, `symlink_refused`,
     /// `not_a_regular_file`, `too_large`, `io_error`.
-    fn read(&self, raw_path: &str) -> Result<ServedFile, Refusal>;
-
-    /// [`read`](Self::read) on an async worker: the same answer, or `None` (having read no byte
-    /// and written nothing) when the file is larger than `limit` or the in-flight budget is not
-    /// free at once, so the caller moves the read to a blocking thread. The default always
-    /// defers.
-    fn read_inline(&self, raw_path: &str, limit: u64) -> Option<Result<ServedFile, Refusal>> {
-        let _ = (raw_path, limit);
-        None
-    }
-
-    /// [`read`](Self::read) under an `If-None-Match` condition (D-13): every refusal exactly as
-    /// for a read, then [`ReadOutcome::NotModified`] when the file's etag matches. Blocking. The
-    /// default reads the file and compares; a plane that knows a file's hash without reading
-    /// it (the crate's own, from its listing cache) answers a 304 at the cost of an `fstat`.
-    ///
-    /// # Errors
-    /// As [`read`](Self::read).
-    fn read_if(&self, raw_path: &str, if_none_match: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
-        self.read(raw_path)
-            .map(|file| ReadOutcome::compare(file, if_none_match))
-    }
-
-    /// [`read_if`](Self::read_if) on an async worker, or `None` to move it to a blocking thread
-    /// (see [`read_inline`](Self::read_inline)). The default compares what `read_inline`
-    /// answers.
-    fn read_inline_if(
-        &self,
-        raw_path: &str,
-        if_none_match: &IfNoneMatch,
-        limit: u64,
-    ) -> Option<Result<ReadOutcome, Refusal>> {
-        self.read_inline(raw_path, limit)
-            .map(|read| read.map(|file| ReadOutcome::compare(file, if_none_match)))
-    }
+    fn read(&self, path: &RelPath, if_none_match: &IfNoneMatch) -> Result<ReadOutcome, Refusal>;
 }
 
-/// What a conditional read answers.
+/// What a read answers when it is not refused: the one outcome of [`ResourcePlane::read`],
+/// which the router renders into the response and its `resource_read` trace line.
 #[derive(Debug)]
 pub enum ReadOutcome {
     /// The file (`200`).
@@ -127,6 +174,15 @@ impl ReadOutcome {
             ReadOutcome::File(file)
         }
     }
+
+    /// This outcome under `if_none_match`: a [`File`](Self::File) whose etag matches becomes
+    /// [`NotModified`](Self::NotModified); anything else stays as it is.
+    pub fn under(self, if_none_match: &IfNoneMatch) -> Self {
+        match self {
+            ReadOutcome::File(file) => ReadOutcome::compare(file, if_none_match),
+            not_modified => not_modified,
+        }
+    }
 }
 
 /// A freshly minted handle. The token is the secret; everything else is safe to log.
@@ -140,15 +196,55 @@ pub struct Minted {
     pub expires_at_ms: i64,
 }
 
-/// What a redeem learned and answered, for the response and its `peer_handle_redeem` line.
+/// What a redeem is asked: `GET /resources/peer/<token>` with its headers, as sent. The router
+/// builds one per request; a test builds one with [`new`](Self::new).
+///
+/// Its `Debug` names the token by its handle id, never the token itself.
+#[derive(Clone, Copy)]
+#[non_exhaustive]
+pub struct RedeemRequest<'a> {
+    /// The token as sent: the path after `/resources/peer/`, its query cut, not decoded.
+    pub token: &'a str,
+    /// Every `x-murmur-audience` value, in order.
+    pub audience: &'a [&'a [u8]],
+    /// Every `x-murmur-proof` value, in order (D-14.3); empty when none was sent.
+    pub proof: &'a [&'a [u8]],
+}
+
+impl<'a> RedeemRequest<'a> {
+    /// A redeem of `token` with the `x-murmur-audience` values `audience` and no proof.
+    pub fn new(token: &'a str, audience: &'a [&'a [u8]]) -> Self {
+        RedeemRequest {
+            token,
+            audience,
+            proof: &[],
+        }
+    }
+
+    /// The same redeem with the `x-murmur-proof` values `proof`.
+    pub fn with_proof(self, proof: &'a [&'a [u8]]) -> Self {
+        RedeemRequest { proof, ..self }
+    }
+}
+
+impl fmt::Debug for RedeemRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedeemRequest")
+            .field("handle_id", &crate::hex::handle_id(self.token))
+            .field("audience", &self.audience.len())
+            .field("proof", &self.proof.len())
+            .finish()
+    }
+}
+
+/// What a redeem answers: the one outcome of [`PeerPlane::redeem`], which the router renders
+/// into the response and its `peer_handle_redeem` trace line. It holds what only the plane
+/// learns; the router adds what the request itself says (the handle id of the token sent, the
+/// normalised audience asserted).
 #[derive(Debug)]
-pub struct Redeem {
-    /// The handle id of the token sent; `None` when no token was sent.
-    pub handle_id: Option<String>,
+pub struct RedeemOutcome {
     /// The payload's `p`, only once the MAC has verified (a forgery never names a path).
     pub path: Option<String>,
-    /// The normalised `x-murmur-audience`, or `None` when absent.
-    pub audience_asserted: Option<String>,
     /// Once the MAC has verified: `"ed25519"` when a proof header was sent (whether or not it
     /// then verified), else `"none"`; `None` before (D-14.5).
     pub audience_proof: Option<&'static str>,
@@ -156,7 +252,77 @@ pub struct Redeem {
     pub result: Result<ServedFile, Refusal>,
 }
 
+impl RedeemOutcome {
+    /// A redeem refused before the MAC verified: no path, no `audience_proof`.
+    pub fn refused(refusal: Refusal) -> Self {
+        RedeemOutcome {
+            path: None,
+            audience_proof: None,
+            result: Err(refusal),
+        }
+    }
+}
+
 /// The peer plane (`exports.peer_files`): mint handles for one audience, redeem them.
+///
+/// Every call is blocking: the router and `share-file` call them on tokio's blocking pool.
+///
+/// A runtime's own plane, here a decorator counting the crate's plane's redeems:
+///
+/// ```
+/// use resource_plane::path::RelPath;
+/// use resource_plane::planes::{
+///     ExportScope, HmacPeerPlane, Minted, PeerPlane, RedeemOutcome, RedeemRequest,
+/// };
+/// use resource_plane::Refusal;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// #[derive(Debug)]
+/// struct Counted {
+///     inner: HmacPeerPlane,
+///     redeems: AtomicUsize,
+/// }
+///
+/// impl PeerPlane for Counted {
+///     fn scope(&self) -> &ExportScope {
+///         self.inner.scope()
+///     }
+///     fn resolve_for_mint(&self, path: &str) -> Result<RelPath, Refusal> {
+///         self.inner.resolve_for_mint(path)
+///     }
+///     fn mint(&self, path: &RelPath, audience: &str, ttl_secs: u64) -> Result<Minted, Refusal> {
+///         self.inner.mint(path, audience, ttl_secs)
+///     }
+///     fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
+///         self.redeems.fetch_add(1, Ordering::Relaxed);
+///         self.inner.redeem(request)
+///     }
+///     fn end_session(&self) {
+///         self.inner.end_session()
+///     }
+/// }
+///
+/// # use resource_plane::backends::{Containment, FixedKeyStore, ManualClock, MemoryFilesystem, RootPath};
+/// # use resource_plane::budget::ByteBudget;
+/// # use std::sync::Arc;
+/// # let fs = Arc::new(MemoryFilesystem::new());
+/// # fs.add_file("out/report.md", "hello", 0);
+/// # let inner = HmacPeerPlane::new(
+/// #     fs,
+/// #     Arc::new(ManualClock::new(0)),
+/// #     Arc::new(FixedKeyStore::new([7; 32])),
+/// #     ExportScope { root: RootPath::parse("out/").unwrap(), max_bytes: 1 << 20, containment: Containment::Sealed },
+/// #     "ses_doc".into(),
+/// #     ByteBudget::new(1 << 20),
+/// # );
+/// let plane = Counted { inner, redeems: AtomicUsize::new(0) };
+/// let path = plane.resolve_for_mint("report.md").unwrap();
+/// let minted = plane.mint(&path, "reader@127.0.0.1:9000", 60).unwrap();
+/// let redeemed = plane.redeem(RedeemRequest::new(&minted.token, &[b"reader@127.0.0.1:9000"]));
+/// assert_eq!(&redeemed.result.unwrap().bytes[..], b"hello");
+/// assert_eq!(redeemed.path.as_deref(), Some("report.md"));
+/// assert_eq!(plane.redeems.load(Ordering::Relaxed), 1);
+/// ```
 pub trait PeerPlane: Debug + Send + Sync {
     /// The root, limit and containment class this plane serves.
     fn scope(&self) -> &ExportScope;
@@ -180,52 +346,47 @@ pub trait PeerPlane: Debug + Send + Sync {
     /// `io_error` once the session has ended and the key is gone.
     fn mint(&self, path: &RelPath, audience: &str, ttl_secs: u64) -> Result<Minted, Refusal>;
 
-    /// `GET /resources/peer/<raw_token>` with the `x-murmur-audience` header values as sent,
-    /// and no `x-murmur-proof`, in the order of D-7.2. Blocking.
-    fn redeem(&self, raw_token: &str, audience_headers: &[&[u8]]) -> Redeem;
-
-    /// [`redeem`](Self::redeem) with the `x-murmur-proof` header values as sent (D-14.4): with
-    /// one, the MAC is checked over `<audience>#ed25519:<key from the header>` and the proof's
-    /// signature, freshness and nonce after it; a refused proof is `handle_not_valid`. Blocking.
+    /// `GET /resources/peer/<token>`, checked in the order of D-7.2; with an `x-murmur-proof`
+    /// (D-14.4), the MAC is checked over `<audience>#ed25519:<key from the header>` and the
+    /// proof's signature, freshness and nonce after it, a refused proof being
+    /// `handle_not_valid`. Blocking.
     ///
-    /// The default ignores the proof headers and redeems as [`redeem`](Self::redeem) does: a
-    /// plane that does not know proofs checks the plain audience (D-14.3).
-    fn redeem_with_proof(
-        &self,
-        raw_token: &str,
-        audience_headers: &[&[u8]],
-        proof_headers: &[&[u8]],
-    ) -> Redeem {
-        let _ = proof_headers;
-        self.redeem(raw_token, audience_headers)
-    }
-
-    /// [`redeem`](Self::redeem) on an async worker, or `None` to move it to a blocking thread
-    /// (see [`ResourcePlane::read_inline`]). The default always defers.
-    fn redeem_inline(
-        &self,
-        raw_token: &str,
-        audience_headers: &[&[u8]],
-        limit: u64,
-    ) -> Option<Redeem> {
-        let _ = (raw_token, audience_headers, limit);
-        None
-    }
-
-    /// [`redeem_with_proof`](Self::redeem_with_proof) on an async worker, or `None` to move it
-    /// to a blocking thread (see [`ResourcePlane::read_inline`]). The default ignores the proof
-    /// headers, as [`redeem_with_proof`](Self::redeem_with_proof)'s does.
-    fn redeem_with_proof_inline(
-        &self,
-        raw_token: &str,
-        audience_headers: &[&[u8]],
-        proof_headers: &[&[u8]],
-        limit: u64,
-    ) -> Option<Redeem> {
-        let _ = proof_headers;
-        self.redeem_inline(raw_token, audience_headers, limit)
-    }
+    /// A plane that does not know proofs may ignore `request.proof` and check the plain
+    /// audience (D-14.3). Its refusals: `malformed_handle`, `missing_audience`,
+    /// `handle_not_valid` (every MAC failure collapses into it), `handle_expired`, then any
+    /// refusal of a read (`not_found`, `too_large`, …) in
+    /// [`result`](RedeemOutcome::result).
+    fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome;
 
     /// Ends the session: zeroes the key, so no outstanding handle verifies again (D-12).
     fn end_session(&self);
+}
+
+/// The crate's own planes answering on an async worker, for the router's fast path: the same
+/// outcome the blocking call gives, or `None` (having read no byte, spent no proof nonce and
+/// written nothing) when that would wait: a file larger than `limit`, bytes the in-flight
+/// budget cannot lend at once, a proof's signature to check. A small read costs less there
+/// than the two context switches of a hand-off to the blocking pool.
+///
+/// Crate-private on purpose: the capsule builder records it beside the planes it builds itself
+/// ([`OperatorPlane`], [`HmacPeerPlane`]); a runtime's own plane is always called on the
+/// blocking pool, so its implementor never thinks about where it runs. Each method defaults to
+/// `None` (always defer).
+pub(crate) trait AnswersInline: Debug + Send + Sync {
+    /// [`ResourcePlane::read`] on an async worker, or `None` to defer.
+    fn read_inline(
+        &self,
+        path: &RelPath,
+        if_none_match: &IfNoneMatch,
+        limit: u64,
+    ) -> Option<Result<ReadOutcome, Refusal>> {
+        let _ = (path, if_none_match, limit);
+        None
+    }
+
+    /// [`PeerPlane::redeem`] on an async worker, or `None` to defer.
+    fn redeem_inline(&self, request: RedeemRequest<'_>, limit: u64) -> Option<RedeemOutcome> {
+        let _ = (request, limit);
+        None
+    }
 }

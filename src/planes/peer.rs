@@ -5,7 +5,7 @@ use super::handle::{self, MAC_CONTEXT, MAC_SEPARATOR, Payload};
 use super::proof::{self, Malformed, Proof};
 use super::reader::{self, ReadMode};
 use super::replay::{NotAdmitted, ReplayMemory};
-use super::{Minted, PeerPlane, Redeem};
+use super::{AnswersInline, Minted, PeerPlane, RedeemOutcome, RedeemRequest};
 use crate::audience::{KEY_TAG, looks_keyed};
 use crate::backends::{Clock, Filesystem, KeyStore, OsRandom, Random};
 use crate::budget::ByteBudget;
@@ -121,53 +121,27 @@ impl PeerPlane for HmacPeerPlane {
         })
     }
 
-    fn redeem(&self, raw_token: &str, audience_headers: &[&[u8]]) -> Redeem {
-        self.redeem_with_proof(raw_token, audience_headers, &[])
-    }
-
-    fn redeem_with_proof(
-        &self,
-        raw_token: &str,
-        audience_headers: &[&[u8]],
-        proof_headers: &[&[u8]],
-    ) -> Redeem {
-        self.redeem_in(
-            raw_token,
-            audience_headers,
-            proof_headers,
-            ReadMode::Blocking,
-        )
-        .expect("a blocking redeem always answers")
-    }
-
-    fn redeem_inline(
-        &self,
-        raw_token: &str,
-        audience_headers: &[&[u8]],
-        limit: u64,
-    ) -> Option<Redeem> {
-        self.redeem_in(raw_token, audience_headers, &[], ReadMode::Inline { limit })
-    }
-
-    /// A redeem that carries a proof always defers to a blocking thread, before any check:
-    /// verifying the signature is tens of microseconds of CPU an async worker should not
-    /// spend, and the proof's nonce is spent by the first check that accepts it, so the redeem
-    /// must not be started inline and then run again.
-    fn redeem_with_proof_inline(
-        &self,
-        raw_token: &str,
-        audience_headers: &[&[u8]],
-        proof_headers: &[&[u8]],
-        limit: u64,
-    ) -> Option<Redeem> {
-        if !proof_headers.is_empty() {
-            return None;
-        }
-        self.redeem_inline(raw_token, audience_headers, limit)
+    fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
+        self.redeem_in(request, ReadMode::Blocking)
+            .expect("a blocking redeem always answers")
     }
 
     fn end_session(&self) {
         self.keys.destroy();
+    }
+}
+
+/// A plain redeem of a file of at most `limit` bytes whose bytes the budget lends at once
+/// answers on the async worker. A redeem that carries a proof always defers, before any check:
+/// verifying the signature is tens of microseconds of CPU an async worker should not spend, and
+/// the proof's nonce is spent by the first check that accepts it, so the redeem must not be
+/// started inline and then run again.
+impl AnswersInline for HmacPeerPlane {
+    fn redeem_inline(&self, request: RedeemRequest<'_>, limit: u64) -> Option<RedeemOutcome> {
+        if !request.proof.is_empty() {
+            return None;
+        }
+        self.redeem_in(request, ReadMode::Inline { limit })
     }
 }
 
@@ -246,31 +220,15 @@ impl HmacPeerPlane {
     }
 
     /// The redeem of D-7.2 with D-14.4's proof checks; `None` only when an inline read defers.
-    fn redeem_in(
-        &self,
-        raw_token: &str,
-        audience_headers: &[&[u8]],
-        proof_headers: &[&[u8]],
-        mode: ReadMode,
-    ) -> Option<Redeem> {
-        let handle_id = (!raw_token.is_empty()).then(|| crate::hex::handle_id(raw_token));
-        let audience = match audience_headers {
-            [one] => Some(normalise_audience(one)),
-            _ => None,
-        };
-        let audience_asserted = audience_headers
-            .first()
-            .map(|a| String::from_utf8_lossy(&normalise_audience(a)).into_owned());
-        let refuse = |code, reason: String, path: Option<String>, audience_proof| Redeem {
-            handle_id: handle_id.clone(),
+    fn redeem_in(&self, request: RedeemRequest<'_>, mode: ReadMode) -> Option<RedeemOutcome> {
+        let refuse = |code, reason: String, path: Option<String>, audience_proof| RedeemOutcome {
             path,
-            audience_asserted: audience_asserted.clone(),
             audience_proof,
             result: Err(Refusal::new(code, reason)),
         };
 
         // 1. Shape.
-        let Some(token) = handle::parse(raw_token) else {
+        let Some(token) = handle::parse(request.token) else {
             return Some(refuse(
                 Code::MalformedHandle,
                 "the token is not a well-formed mh1 v1 handle".into(),
@@ -279,10 +237,14 @@ impl HmacPeerPlane {
             ));
         };
         // 2. Audience: exactly one header, non-empty after trimming.
+        let audience = match request.audience {
+            [one] => Some(normalise_audience(one)),
+            _ => None,
+        };
         let audience = match audience {
             Some(a) if !a.is_empty() => a,
             _ => {
-                let why = if audience_headers.len() > 1 {
+                let why = if request.audience.len() > 1 {
                     "x-murmur-audience sent more than once"
                 } else {
                     "x-murmur-audience absent or empty"
@@ -293,7 +255,7 @@ impl HmacPeerPlane {
         // 3. MAC, constant time, over the asserted audience, keyed with the proof's key when a
         //    proof is sent (D-14.4); a foreign `iss` folds into the same refusal. The checks run
         //    whatever the others say, so timing does not tell them apart either.
-        let proof = match proof_headers {
+        let proof = match request.proof {
             [] => None,
             [one] => Some(proof::parse(one)),
             _ => Some(Err(Malformed {
@@ -346,19 +308,17 @@ impl HmacPeerPlane {
         }
         let path = Some(token.payload.p.clone());
         // 3b. The proof, when one was sent: every failure is the same `handle_not_valid` as a
-        //     failed MAC, and the trace names the check.
+        //     failed MAC, and the trace names the check. The proof signs the handle id.
         let now = match proof {
             None => self.clock.now_ms(),
-            Some(proof) => {
-                match self.check_proof(proof, handle_id.as_deref().unwrap_or_default()) {
-                    Ok(now) => now,
-                    Err(reason) => {
-                        return Some(refuse(Code::HandleNotValid, reason, path, Some("ed25519")));
-                    }
+            Some(proof) => match self.check_proof(proof, &crate::hex::handle_id(request.token)) {
+                Ok(now) => now,
+                Err(reason) => {
+                    return Some(refuse(Code::HandleNotValid, reason, path, Some("ed25519")));
                 }
-            }
+            },
         };
-        let audience_proof = Some(if proof_headers.is_empty() {
+        let audience_proof = Some(if request.proof.is_empty() {
             "none"
         } else {
             "ed25519"
@@ -384,10 +344,8 @@ impl HmacPeerPlane {
             .transpose()?,
             Err(refusal) => Err(refusal),
         };
-        Some(Redeem {
-            handle_id,
+        Some(RedeemOutcome {
             path,
-            audience_asserted,
             audience_proof,
             result,
         })

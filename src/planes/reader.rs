@@ -113,9 +113,10 @@ pub(crate) fn canonical_file(
     Ok(root.canonical_path(target)?)
 }
 
-/// Where a read runs, chosen by the router.
+/// Where a read runs, as the router decided: the crate's planes pass it down to here, the one
+/// place it changes what a read does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadMode {
+pub(crate) enum ReadMode {
     /// On a blocking thread: any size; waits for the in-flight budget.
     Blocking,
     /// On an async worker: gives up before reading a byte when the file is larger than `limit`

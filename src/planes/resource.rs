@@ -1,13 +1,12 @@
 //! The operator plane over a [`Filesystem`].
 
-use super::ResourcePlane;
 use super::hash_cache::HashCache;
-use super::reader::{self, ReadAnswer, ReadMode, ServedFile};
-use super::{Cancel, IfNoneMatch, Listing, ReadOutcome};
+use super::reader::{self, ReadAnswer, ReadMode};
+use super::{AnswersInline, Cancel, IfNoneMatch, Listing, ReadOutcome, ResourcePlane};
 use crate::backends::Clock;
 use crate::backends::fs::Filesystem;
 use crate::budget::ByteBudget;
-use crate::path::decode_request_path;
+use crate::path::RelPath;
 use crate::refusal::Refusal;
 use crate::scope::ExportScope;
 use std::sync::Arc;
@@ -39,25 +38,20 @@ impl OperatorPlane {
             hashes: Arc::new(HashCache::new()),
         }
     }
-}
 
-impl OperatorPlane {
     /// One read under `condition`: refusals first, a 304 from the cache without reading when
-    /// it can, else the read, whose hash is cached when D-3.6's rules allow (D-13.3).
+    /// it can, else the read, whose hash is cached when D-3.6's rules allow (D-13.3). `None`
+    /// only in [`ReadMode::Inline`], when the read should move to the blocking pool.
     fn read_in(
         &self,
-        raw_path: &str,
+        path: &RelPath,
         condition: &IfNoneMatch,
         mode: ReadMode,
     ) -> Option<Result<ReadOutcome, Refusal>> {
-        let target = match decode_request_path(raw_path) {
-            Ok(target) => target,
-            Err(refusal) => return Some(Err(refusal)),
-        };
         let answer = reader::read_file_if(
             self.fs.as_ref(),
             &self.scope,
-            &target,
+            path,
             Some(&self.budget),
             mode,
             condition,
@@ -78,14 +72,6 @@ impl OperatorPlane {
     }
 }
 
-/// The file of a read with no condition.
-fn file(outcome: ReadOutcome) -> ServedFile {
-    match outcome {
-        ReadOutcome::File(file) => file,
-        ReadOutcome::NotModified { .. } => unreachable!("no condition, so no 304"),
-    }
-}
-
 impl ResourcePlane for OperatorPlane {
     fn scope(&self) -> &ExportScope {
         &self.scope
@@ -102,26 +88,21 @@ impl ResourcePlane for OperatorPlane {
         )
     }
 
-    fn read(&self, raw_path: &str) -> Result<ServedFile, Refusal> {
-        self.read_if(raw_path, &IfNoneMatch::absent()).map(file)
-    }
-
-    fn read_inline(&self, raw_path: &str, limit: u64) -> Option<Result<ServedFile, Refusal>> {
-        self.read_inline_if(raw_path, &IfNoneMatch::absent(), limit)
-            .map(|read| read.map(file))
-    }
-
-    fn read_if(&self, raw_path: &str, if_none_match: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
-        self.read_in(raw_path, if_none_match, ReadMode::Blocking)
+    fn read(&self, path: &RelPath, if_none_match: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+        self.read_in(path, if_none_match, ReadMode::Blocking)
             .expect("a blocking read always answers")
     }
+}
 
-    fn read_inline_if(
+/// A read of at most `limit` bytes whose bytes the budget lends at once answers on the async
+/// worker; anything else defers, having read no byte.
+impl AnswersInline for OperatorPlane {
+    fn read_inline(
         &self,
-        raw_path: &str,
+        path: &RelPath,
         if_none_match: &IfNoneMatch,
         limit: u64,
     ) -> Option<Result<ReadOutcome, Refusal>> {
-        self.read_in(raw_path, if_none_match, ReadMode::Inline { limit })
+        self.read_in(path, if_none_match, ReadMode::Inline { limit })
     }
 }

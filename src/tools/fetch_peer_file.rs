@@ -267,7 +267,7 @@ impl FetchPeerFile {
             if let Ok(landed) = outcome {
                 let fs = self.fs.clone();
                 let removed =
-                    tokio::task::spawn_blocking(move || fs.unland(LANDING_DIR, &landed.name)).await;
+                    crate::blocking::run(move || fs.unland(LANDING_DIR, &landed.name)).await;
                 if !matches!(removed, Ok(Ok(()))) {
                     tracing::error!("the fetched file stays, untraced: it could not be removed");
                 }
@@ -377,7 +377,7 @@ impl FetchPeerFile {
         let fs = self.fs.clone();
         let body = received.body.clone();
         let landing_name = received.name.clone();
-        tokio::task::spawn_blocking(move || fs.land(LANDING_DIR, &landing_name, &body))
+        crate::blocking::run(move || fs.land(LANDING_DIR, &landing_name, &body))
             .await
             .map_err(|e| Failure::of(Code::IoError, format!("landing task failed: {e}")))?
             .map_err(|e| {

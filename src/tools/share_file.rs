@@ -226,7 +226,7 @@ impl ShareFile {
     ) -> Result<crate::planes::Minted, Refusal> {
         let plane = self.plane.clone();
         let path = attempt.path.clone();
-        let target = tokio::task::spawn_blocking(move || plane.resolve_for_mint(&path))
+        let target = crate::blocking::run(move || plane.resolve_for_mint(&path))
             .await
             .map_err(|e| Refusal::new(Code::IoError, format!("resolver task failed: {e}")))??;
         attempt.resolved = Some(target.as_str().to_owned());

@@ -197,10 +197,9 @@ async fn pull(args: PullArgs) -> Result<Summary, LaunchError> {
     let dir = Arc::new(dir);
     if args.delete {
         let (names, deleting) = (std::mem::take(&mut listing.names), dir.clone());
-        let (deleted, failed) =
-            tokio::task::spawn_blocking(move || delete_stale(&deleting, &names))
-                .await
-                .unwrap_or_else(|e| (0, vec![("".into(), format!("delete_failed: {e}"))]));
+        let (deleted, failed) = crate::blocking::run(move || delete_stale(&deleting, &names))
+            .await
+            .unwrap_or_else(|e| (0, vec![("".into(), format!("delete_failed: {e}"))]));
         summary.deleted = deleted;
         summary.failed.extend(failed);
     }
@@ -390,7 +389,7 @@ async fn retry_once(
 async fn mirror_one(context: &Arc<Context>, entry: &Entry) -> Outcome {
     let dir = context.dir.clone();
     let (path, size) = (entry.path.clone(), entry.size);
-    let state = tokio::task::spawn_blocking(move || dir.state(&path, size)).await;
+    let state = crate::blocking::run(move || dir.state(&path, size)).await;
     match state {
         Ok(Ok(LocalState::Hashed(hash))) if hash == entry.sha256 => Outcome::Unchanged,
         Ok(Ok(_)) => match download(context, entry).await {
@@ -476,7 +475,7 @@ async fn download(context: &Arc<Context>, entry: &Entry) -> Result<u64, Why> {
 
     let dir = context.dir.clone();
     let path = entry.path.clone();
-    let mut temp = tokio::task::spawn_blocking(move || dir.begin(&path))
+    let mut temp = crate::blocking::run(move || dir.begin(&path))
         .await
         .map_err(|e| Why::new("io_error", format!("create: {e}")))??;
     let mut file = tokio::fs::File::from_std(
@@ -514,7 +513,7 @@ async fn download(context: &Arc<Context>, entry: &Entry) -> Result<u64, Why> {
         ));
     }
     temp.put_back(file.into_std().await);
-    tokio::task::spawn_blocking(move || temp.commit(mtime_ms))
+    crate::blocking::run(move || temp.commit(mtime_ms))
         .await
         .map_err(|e| Why::new("io_error", format!("commit: {e}")))??;
     Ok(written)
