@@ -141,24 +141,6 @@ impl OsRandomIdentityKey {
     }
 }
 
-impl fmt::Debug for OsRandomIdentityKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("OsRandomIdentityKey(<redacted>)")
-    }
-}
-
-impl IdentityKey for OsRandomIdentityKey {
-    fn public_key(&self) -> [u8; PUBLIC_KEY_LEN] {
-        self.cell.public
-    }
-    fn sign(&self, message: &[u8]) -> Option<[u8; SIGNATURE_LEN]> {
-        self.cell.sign(message)
-    }
-    fn destroy(&self) {
-        self.cell.destroy();
-    }
-}
-
 /// A key pair from a caller-chosen seed: the test double, so a test can sign as a peer, or
 /// know in advance the key a capsule's card will publish. The seed is an RFC 8032 secret key.
 ///
@@ -200,23 +182,31 @@ impl FixedIdentityKey {
     }
 }
 
-impl fmt::Debug for FixedIdentityKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("FixedIdentityKey(<redacted>)")
-    }
+/// The `Debug` and `IdentityKey` of a key pair held in a [`SeedCell`] named `cell`: `Debug`
+/// names the type and never the seed; the trait is the cell's.
+macro_rules! identity_over_cell {
+    ($($key:ident),*) => {$(
+        impl fmt::Debug for $key {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(concat!(stringify!($key), "(<redacted>)"))
+            }
+        }
+
+        impl IdentityKey for $key {
+            fn public_key(&self) -> [u8; PUBLIC_KEY_LEN] {
+                self.cell.public
+            }
+            fn sign(&self, message: &[u8]) -> Option<[u8; SIGNATURE_LEN]> {
+                self.cell.sign(message)
+            }
+            fn destroy(&self) {
+                self.cell.destroy();
+            }
+        }
+    )*};
 }
 
-impl IdentityKey for FixedIdentityKey {
-    fn public_key(&self) -> [u8; PUBLIC_KEY_LEN] {
-        self.cell.public
-    }
-    fn sign(&self, message: &[u8]) -> Option<[u8; SIGNATURE_LEN]> {
-        self.cell.sign(message)
-    }
-    fn destroy(&self) {
-        self.cell.destroy();
-    }
-}
+identity_over_cell!(OsRandomIdentityKey, FixedIdentityKey);
 
 #[cfg(test)]
 mod tests {

@@ -113,24 +113,6 @@ impl OsRandomKeyStore {
     }
 }
 
-impl fmt::Debug for OsRandomKeyStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("OsRandomKeyStore(<redacted>)")
-    }
-}
-
-impl KeyStore for OsRandomKeyStore {
-    fn sign(&self, parts: &[&[u8]]) -> Option<[u8; 32]> {
-        self.cell.sign(parts)
-    }
-    fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
-        self.cell.verify(parts, tag)
-    }
-    fn destroy(&self) {
-        self.cell.destroy();
-    }
-}
-
 /// A caller-chosen key: the test double, so two stores can share or differ on purpose (a
 /// test that forges a handle with another key, or checks a MAC by an independent store).
 ///
@@ -156,23 +138,31 @@ impl FixedKeyStore {
     }
 }
 
-impl fmt::Debug for FixedKeyStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("FixedKeyStore(<redacted>)")
-    }
+/// The `Debug` and `KeyStore` of a store that holds its key in a [`KeyCell`] named `cell`:
+/// `Debug` names the type and never the key; the trait is the cell's.
+macro_rules! store_over_cell {
+    ($($store:ident),*) => {$(
+        impl fmt::Debug for $store {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(concat!(stringify!($store), "(<redacted>)"))
+            }
+        }
+
+        impl KeyStore for $store {
+            fn sign(&self, parts: &[&[u8]]) -> Option<[u8; 32]> {
+                self.cell.sign(parts)
+            }
+            fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+                self.cell.verify(parts, tag)
+            }
+            fn destroy(&self) {
+                self.cell.destroy();
+            }
+        }
+    )*};
 }
 
-impl KeyStore for FixedKeyStore {
-    fn sign(&self, parts: &[&[u8]]) -> Option<[u8; 32]> {
-        self.cell.sign(parts)
-    }
-    fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
-        self.cell.verify(parts, tag)
-    }
-    fn destroy(&self) {
-        self.cell.destroy();
-    }
-}
+store_over_cell!(OsRandomKeyStore, FixedKeyStore);
 
 #[cfg(test)]
 mod tests {

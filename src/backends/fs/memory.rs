@@ -310,17 +310,7 @@ impl Filesystem for MemoryFilesystem {
     }
 
     fn check_root(&self, root: &RootPath) -> Result<(), FsError> {
-        let relative = root.relative();
-        match resolve::resolve(
-            &MemLookup,
-            &self.workdir,
-            relative.as_bytes(),
-            Symlinks::FollowLexicallyContained,
-        ) {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind == FsErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
-        }
+        resolve::check_root(&MemLookup, &self.workdir, root)
     }
 
     fn unland(&self, dir: &str, name: &str) -> Result<(), FsError> {

@@ -419,17 +419,7 @@ impl Filesystem for OsFilesystem {
         let lookup = OsLookup {
             class: Containment::Advisory,
         };
-        let relative = root.relative();
-        match resolve::resolve(
-            &lookup,
-            &self.workdir,
-            relative.as_bytes(),
-            Symlinks::FollowLexicallyContained,
-        ) {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind == FsErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
-        }
+        resolve::check_root(&lookup, &self.workdir, root)
     }
 
     fn unland(&self, dir: &str, name: &str) -> Result<(), FsError> {

@@ -72,6 +72,29 @@ pub(super) fn resolve<L: Lookup>(
     resolve_with_names(tree, start, path, symlinks).map(|(node, _)| node)
 }
 
+/// `Filesystem::check_root` for a tree: `root`, beneath `workdir`, escapes nowhere (symlinks
+/// in its own path followed while they stay lexically inside). A root that does not exist yet
+/// passes: it is an empty export until created.
+///
+/// # Errors
+/// The resolution's error for a root that escapes or cannot be checked.
+pub(super) fn check_root<L: Lookup>(
+    tree: &L,
+    workdir: &L::Dir,
+    root: &crate::scope::RootPath,
+) -> Result<(), FsError> {
+    match resolve(
+        tree,
+        workdir,
+        root.relative().as_bytes(),
+        Symlinks::FollowLexicallyContained,
+    ) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind == super::FsErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// A resolved node and the names of its canonical path (see [`resolve_with_names`]).
 pub(super) type Resolved<D, F> = (Node<D, F>, Vec<Vec<u8>>);
 
