@@ -31,16 +31,6 @@ where
 /// before `work` answered (the client went away), so `work` can stop early; once it has
 /// answered, dropping raises nothing.
 ///
-/// ```
-/// use resource_plane::blocking;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let answer = blocking::run_cancellable(|cancel| if cancel.is_cancelled() { 0 } else { 42 });
-/// assert_eq!(answer.await.unwrap(), 42);
-/// # }
-/// ```
-///
 /// # Errors
 /// As [`run`].
 ///

@@ -49,7 +49,7 @@ use std::fmt::{self, Debug};
 ///
 /// ```
 /// use bytes::Bytes;
-/// use resource_plane::path::RelPath;
+/// use resource_plane::planes::RelPath;
 /// use resource_plane::planes::{
 ///     Cancel, ExportScope, IfNoneMatch, Listing, ListingEntry, ReadOutcome, ResourcePlane,
 ///     ServedFile,
@@ -89,7 +89,7 @@ use std::fmt::{self, Debug};
 ///     }
 /// }
 ///
-/// # use resource_plane::backends::{Containment, RootPath};
+/// # use resource_plane::scope::{Containment, RootPath};
 /// let plane = OneReport {
 ///     scope: ExportScope {
 ///         root: RootPath::parse("reports/").unwrap(),
@@ -270,7 +270,7 @@ impl RedeemOutcome {
 /// A runtime's own plane, here a decorator counting the crate's plane's redeems:
 ///
 /// ```
-/// use resource_plane::path::RelPath;
+/// use resource_plane::planes::RelPath;
 /// use resource_plane::planes::{
 ///     ExportScope, HmacPeerPlane, Minted, PeerPlane, RedeemOutcome, RedeemRequest,
 /// };
@@ -302,8 +302,9 @@ impl RedeemOutcome {
 ///     }
 /// }
 ///
-/// # use resource_plane::backends::{Containment, FixedKeyStore, ManualClock, MemoryFilesystem, RootPath};
-/// # use resource_plane::budget::ByteBudget;
+/// # use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem};
+/// # use resource_plane::planes::ByteBudget;
+/// # use resource_plane::scope::{Containment, RootPath};
 /// # use std::sync::Arc;
 /// # let fs = Arc::new(MemoryFilesystem::new());
 /// # fs.add_file("out/report.md", "hello", 0);
