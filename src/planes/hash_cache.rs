@@ -608,7 +608,11 @@ mod tests {
         put_in(&mut shard, &hasher, stored(1, 7, 2), 3);
         assert_eq!(shard.stored.len(), 1);
         assert_eq!(shard.stored[0].sha256, [2; 32]);
-        assert_eq!(*shard.marks[0].get_mut(), 5, "same key: the later mark stays");
+        assert_eq!(
+            *shard.marks[0].get_mut(),
+            5,
+            "same key: the later mark stays"
+        );
         let rewritten = Stored {
             key: Key {
                 ctime_ns: 9,
@@ -701,15 +705,33 @@ mod tests {
         cache.update(files.iter().zip(&hashes), 10_000_000_000, first);
         assert_eq!(cache.len(), 500);
         assert_eq!(
-            cache.shards.iter().filter(|s| !s.read().unwrap().stored.is_empty()).count(),
+            cache
+                .shards
+                .iter()
+                .filter(|s| !s.read().unwrap().stored.is_empty())
+                .count(),
             1,
             "all in one shard"
         );
         let view = cache.view();
         for (n, f) in files.iter().enumerate() {
             assert_eq!(cache.get(&FileMeta { dev: 2, ..*f }), None, "device");
-            assert_eq!(cache.get(&FileMeta { ino: f.ino + 1, ..*f }), None, "inode");
-            assert_eq!(cache.get(&FileMeta { size: f.size + 1, ..*f }), None, "size");
+            assert_eq!(
+                cache.get(&FileMeta {
+                    ino: f.ino + 1,
+                    ..*f
+                }),
+                None,
+                "inode"
+            );
+            assert_eq!(
+                cache.get(&FileMeta {
+                    size: f.size + 1,
+                    ..*f
+                }),
+                None,
+                "size"
+            );
             let mtime_ns = f.mtime_ns + 1;
             assert_eq!(cache.get(&FileMeta { mtime_ns, ..*f }), None, "mtime");
             let ctime_ns = f.ctime_ns + 1;
