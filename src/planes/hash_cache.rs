@@ -5,11 +5,19 @@
 //!
 //! The ctime in the key is what makes this safe against a same-size, same-mtime rewrite in
 //! place: the kernel moves ctime on every write and no caller can set it back.
+//!
+//! A million-file tree puts a million entries here, held beside the listing that is being
+//! sent, so an entry is kept small: each shard holds its entries densely in a `Vec` (72 bytes
+//! each, and a 4-byte listing mark in a `Vec` beside it), found through an index of 4-byte
+//! positions keyed by (device, inode). Capacity a shard has not yet used is never written, so
+//! it is never resident; the index is the only table with slack, at 4 bytes a bucket.
 
 use crate::backends::fs::FileMeta;
-use std::collections::HashMap;
+use hashbrown::HashTable;
+use std::fmt;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::RwLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// How close to its last change a file may be hashed and still be cached, in nanoseconds.
 const RACY_WINDOW_NS: i128 = 2_000_000_000;
@@ -18,7 +26,7 @@ const RACY_WINDOW_NS: i128 = 2_000_000_000;
 /// in 64 bits (nanoseconds from 1678 to 2262; a time outside is pinned to the end of the range,
 /// which can only make two different times look alike if both lie outside it, and such a file
 /// is never cached: see [`admits`]), so that an entry of a million-file cache stays small.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Key {
     size: u64,
     mtime_ns: i64,
@@ -50,16 +58,149 @@ fn admits(meta: &FileMeta, hashed_at_ns: i128) -> bool {
         && hashed_at_ns - meta.mtime_ns.max(meta.ctime_ns) >= RACY_WINDOW_NS
 }
 
-/// One cached hash: the key it was taken under, the hash, and the newest listing that found
-/// it still valid (see [`HashCache::update`]).
-#[derive(Debug)]
-struct Cached {
+/// One cached hash: the file's identity, the key it was hashed under, and the hash (72 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stored {
+    dev: u64,
+    ino: u64,
     key: Key,
     sha256: [u8; 32],
-    seen: AtomicU64,
 }
 
-type Entries = HashMap<(u64, u64), Cached>;
+impl Stored {
+    fn of(meta: &FileMeta, sha256: &[u8; 32]) -> Self {
+        Stored {
+            dev: meta.dev,
+            ino: meta.ino,
+            key: Key::of(meta),
+            sha256: *sha256,
+        }
+    }
+}
+
+/// A listing's number as an entry holds it: its low 32 bits. Numbers are compared modulo 2^32
+/// ([`later`], [`HashCache::update`]), which is exact while the listings compared are fewer
+/// than 2^31 apart; every finished listing forgets the entries no listing since its start has
+/// marked, so the marks held stay close to the newest number. A mark compared wrongly (an
+/// entry untouched across 2^31 listings none of which finished) can only keep an entry one
+/// update longer or forget it early: a mark never decides whether a hash is reused.
+type Mark = u32;
+
+fn mark_of(listing: u64) -> Mark {
+    listing as Mark // the low bits, as the type says
+}
+
+/// Whether listing `a` started after listing `b`, modulo 2^32 (see [`Mark`]).
+fn later(a: Mark, b: Mark) -> bool {
+    a != b && a.wrapping_sub(b) < 1 << 31
+}
+
+/// Raises `mark` to `to` unless a later listing has already marked it: an earlier listing's
+/// hit never lowers a later one's mark.
+fn raise(mark: &AtomicU32, to: Mark) {
+    let _ = mark.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+        later(to, held).then_some(to)
+    });
+}
+
+/// One shard: its entries in no order, each entry's mark (the newest listing that found it
+/// valid) at the same position, and an index of the positions by (device, inode).
+#[derive(Default)]
+struct Shard {
+    stored: Vec<Stored>,
+    marks: Vec<AtomicU32>,
+    index: HashTable<u32>,
+}
+
+/// The hash a shard's index files (device, inode) under.
+fn identity_hash(hasher: &RandomState, dev: u64, ino: u64) -> u64 {
+    hasher.hash_one((dev, ino))
+}
+
+impl Shard {
+    /// The position of the entry for (`dev`, `ino`), whose [`identity_hash`] is `hash`.
+    fn position(&self, hash: u64, dev: u64, ino: u64) -> Option<usize> {
+        let stored = &self.stored;
+        self.index
+            .find(hash, |&at| {
+                let held = &stored[at as usize];
+                held.dev == dev && held.ino == ino
+            })
+            .map(|&at| at as usize)
+    }
+
+    /// Holds `fresh` (whose identity hashes to `hash`) marked by listing `mark`, in place of
+    /// whatever was held for the same file. The same file under the same key keeps the later
+    /// of its two marks. A shard already holding 2^32 entries takes no more.
+    fn put(&mut self, hash: u64, fresh: Stored, mark: Mark, hasher: &RandomState) {
+        if let Some(at) = self.position(hash, fresh.dev, fresh.ino) {
+            let same_key = self.stored[at].key == fresh.key;
+            self.stored[at] = fresh;
+            let held = self.marks[at].get_mut();
+            if !same_key || later(mark, *held) {
+                *held = mark;
+            }
+            return;
+        }
+        let Ok(at) = u32::try_from(self.stored.len()) else {
+            return;
+        };
+        self.stored.push(fresh);
+        self.marks.push(AtomicU32::new(mark));
+        let Shard { stored, index, .. } = self;
+        index.insert_unique(hash, at, |&at| {
+            let held = &stored[at as usize];
+            identity_hash(hasher, held.dev, held.ino)
+        });
+    }
+
+    /// Forgets every entry whose mark `keep` refuses, then gives back the room of a shard left
+    /// at a quarter of its capacity or less.
+    fn retain(&mut self, hasher: &RandomState, mut keep: impl FnMut(Mark) -> bool) {
+        let mut at = 0;
+        while at < self.stored.len() {
+            if keep(*self.marks[at].get_mut()) {
+                at += 1;
+            } else {
+                self.remove(at, hasher);
+            }
+        }
+        if self.stored.len() <= self.stored.capacity() / 4 {
+            self.stored.shrink_to_fit();
+            self.marks.shrink_to_fit();
+            let stored = &self.stored;
+            self.index.shrink_to_fit(|&at| {
+                let held = &stored[at as usize];
+                identity_hash(hasher, held.dev, held.ino)
+            });
+        }
+    }
+
+    /// Removes the entry at `at`: the last entry moves into its place, and the index, which
+    /// knew it by its old position, learns the new one.
+    fn remove(&mut self, at: usize, hasher: &RandomState) {
+        let gone = self.stored[at];
+        let last = self.stored.len() - 1;
+        if let Ok(bucket) = self
+            .index
+            .find_entry(identity_hash(hasher, gone.dev, gone.ino), |&held| {
+                held as usize == at
+            })
+        {
+            bucket.remove();
+        }
+        self.stored.swap_remove(at);
+        self.marks.swap_remove(at);
+        if at < last {
+            let moved = self.stored[at];
+            let hash = identity_hash(hasher, moved.dev, moved.ino);
+            if let Some(held) = self.index.find_mut(hash, |&held| held as usize == last) {
+                // `at` is below `last`, itself a u32.
+                *held = at as u32;
+            }
+        }
+    }
+}
 
 /// Shards of the cache, each under its own lock: a lookup holds one shard's read lock for one
 /// lookup, and an update one shard's write lock at a time, so no listing ever holds the cache
@@ -77,18 +218,7 @@ impl CacheView<'_> {
     /// The cached hash for a file whose descriptor reports `meta`, if still valid; a hit
     /// marks the entry as seen by this view's listing, so [`HashCache::update`] keeps it.
     pub(crate) fn get(&self, meta: &FileMeta) -> Option<[u8; 32]> {
-        let shard = self
-            .cache
-            .shard(meta)
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
-        match shard.get(&(meta.dev, meta.ino)) {
-            Some(cached) if cached.key == Key::of(meta) => {
-                cached.seen.fetch_max(self.listing, Ordering::Relaxed);
-                Some(cached.sha256)
-            }
-            _ => None,
-        }
+        self.cache.lookup(meta, mark_of(self.listing))
     }
 
     /// This view's listing number, for [`HashCache::update`] once the listing is done.
@@ -98,17 +228,29 @@ impl CacheView<'_> {
 }
 
 /// Hashes of files by identity, for repeat listings.
-#[derive(Debug)]
 pub(crate) struct HashCache {
-    shards: Box<[RwLock<Entries>]>,
+    shards: Box<[RwLock<Shard>]>,
+    /// How the shards' indexes hash (device, inode): keyed afresh for each cache, so no one
+    /// can pick inode numbers that collide.
+    hasher: RandomState,
     /// The last listing number handed out; numbers only grow.
     listings: AtomicU64,
+}
+
+impl fmt::Debug for HashCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HashCache")
+            .field("entries", &self.len())
+            .field("listings", &self.listings.load(Ordering::Relaxed))
+            .finish()
+    }
 }
 
 impl Default for HashCache {
     fn default() -> Self {
         HashCache {
             shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
+            hasher: RandomState::new(),
             listings: AtomicU64::new(0),
         }
     }
@@ -120,16 +262,29 @@ impl HashCache {
         Self::default()
     }
 
-    fn shard(&self, meta: &FileMeta) -> &RwLock<Entries> {
-        // Inode numbers of one filesystem are dense: their low bits spread well.
-        let mixed = meta.ino ^ meta.dev.rotate_left(17);
-        &self.shards[(mixed % SHARDS as u64) as usize]
+    fn shard(&self, meta: &FileMeta) -> &RwLock<Shard> {
+        &self.shards[shard_of(meta)]
+    }
+
+    /// The cached hash for `meta`, if still valid, a hit raising the entry's mark to `mark`.
+    /// The identity is hashed before the shard's read lock is taken.
+    fn lookup(&self, meta: &FileMeta, mark: Mark) -> Option<[u8; 32]> {
+        let hash = identity_hash(&self.hasher, meta.dev, meta.ino);
+        let shard = self.shard(meta).read().unwrap_or_else(|e| e.into_inner());
+        let at = shard.position(hash, meta.dev, meta.ino)?;
+        let held = &shard.stored[at];
+        if held.key != Key::of(meta) {
+            return None;
+        }
+        raise(&shard.marks[at], mark);
+        Some(held.sha256)
     }
 
     /// The cached hash for a file whose descriptor reports `meta`, if still valid. A lookup
-    /// of its own: a hit counts as seen by a new listing number, as through a [`view`](Self::view).
+    /// of its own: a hit counts as seen by the newest listing so far, so every listing in
+    /// progress keeps the entry.
     pub(crate) fn get(&self, meta: &FileMeta) -> Option<[u8; 32]> {
-        self.view().get(meta)
+        self.lookup(meta, mark_of(self.listings.load(Ordering::Relaxed)))
     }
 
     /// A handle for one listing, numbered after every earlier one. New hashes go in afterwards,
@@ -156,21 +311,21 @@ impl HashCache {
         let mut by_shard: Vec<Vec<(&FileMeta, &[u8; 32])>> = vec![Vec::new(); SHARDS];
         for (meta, sha256) in hashed {
             if admits(meta, hashed_at_ns) {
-                let mixed = meta.ino ^ meta.dev.rotate_left(17);
-                by_shard[(mixed % SHARDS as u64) as usize].push((meta, sha256));
+                by_shard[shard_of(meta)].push((meta, sha256));
             }
         }
+        let mark = mark_of(listing);
         for (shard, fresh) in self.shards.iter().zip(by_shard) {
-            let mut entries = shard.write().unwrap_or_else(|e| e.into_inner());
+            let mut shard = shard.write().unwrap_or_else(|e| e.into_inner());
             for (meta, sha256) in fresh {
-                let cached = Cached {
-                    key: Key::of(meta),
-                    sha256: *sha256,
-                    seen: AtomicU64::new(listing),
-                };
-                entries.insert((meta.dev, meta.ino), cached);
+                let hash = identity_hash(&self.hasher, meta.dev, meta.ino);
+                shard.put(hash, Stored::of(meta, sha256), mark, &self.hasher);
             }
-            entries.retain(|_, cached| *cached.seen.get_mut() >= listing);
+            // Read under the write lock: every mark already left in this shard came from a
+            // listing numbered no later than this.
+            let newest = mark_of(self.listings.load(Ordering::Relaxed).max(listing));
+            let span = newest.wrapping_sub(mark);
+            shard.retain(&self.hasher, |held| held.wrapping_sub(mark) <= span);
         }
     }
 
@@ -180,12 +335,13 @@ impl HashCache {
     /// A file already cached under the same key and hash (a file polled by reads) costs one
     /// read lock, not a write lock.
     pub(crate) fn insert(&self, meta: &FileMeta, sha256: &[u8; 32], hashed_at_ns: i128) {
-        let held = self
-            .shard(meta)
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&(meta.dev, meta.ino))
-            .is_some_and(|cached| cached.key == Key::of(meta) && cached.sha256 == *sha256);
+        let hash = identity_hash(&self.hasher, meta.dev, meta.ino);
+        let held = {
+            let shard = self.shard(meta).read().unwrap_or_else(|e| e.into_inner());
+            shard
+                .position(hash, meta.dev, meta.ino)
+                .is_some_and(|at| shard.stored[at] == Stored::of(meta, sha256))
+        };
         if !held {
             let newest = self.listings.load(Ordering::Relaxed);
             self.insert_seen(meta, sha256, hashed_at_ns, newest);
@@ -204,37 +360,21 @@ impl HashCache {
         if !admits(meta, hashed_at_ns) {
             return;
         }
-        let key = Key::of(meta);
-        let mut entries = self.shard(meta).write().unwrap_or_else(|e| e.into_inner());
-        match entries.entry((meta.dev, meta.ino)) {
-            // The same file hashed again: keep the newest listing's mark on it.
-            std::collections::hash_map::Entry::Occupied(mut held) if held.get().key == key => {
-                let held = held.get_mut();
-                held.sha256 = *sha256;
-                *held.seen.get_mut() = (*held.seen.get_mut()).max(listing);
-            }
-            std::collections::hash_map::Entry::Occupied(mut held) => {
-                held.insert(Cached {
-                    key,
-                    sha256: *sha256,
-                    seen: AtomicU64::new(listing),
-                });
-            }
-            std::collections::hash_map::Entry::Vacant(place) => {
-                place.insert(Cached {
-                    key,
-                    sha256: *sha256,
-                    seen: AtomicU64::new(listing),
-                });
-            }
-        }
+        let hash = identity_hash(&self.hasher, meta.dev, meta.ino);
+        let mut shard = self.shard(meta).write().unwrap_or_else(|e| e.into_inner());
+        shard.put(
+            hash,
+            Stored::of(meta, sha256),
+            mark_of(listing),
+            &self.hasher,
+        );
     }
 
     /// Entries held.
     pub(crate) fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|shard| shard.read().unwrap_or_else(|e| e.into_inner()).len())
+            .map(|shard| shard.read().unwrap_or_else(|e| e.into_inner()).stored.len())
             .sum()
     }
 
@@ -242,6 +382,14 @@ impl HashCache {
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The shard a file's entry lives in. Inode numbers of one filesystem are dense: their low bits
+/// spread well. (The index within a shard hashes the identity afresh, so the bits chosen here
+/// do not thin its buckets.)
+fn shard_of(meta: &FileMeta) -> usize {
+    let mixed = meta.ino ^ meta.dev.rotate_left(17);
+    (mixed % SHARDS as u64) as usize
 }
 
 #[cfg(test)]
@@ -395,5 +543,241 @@ mod tests {
         let listing = reading.listing();
         cache.update([], 10_000_000_000, listing);
         assert_eq!(cache.get(&m), Some(H), "and kept by its update");
+    }
+
+    /// Checks a shard's invariants: one mark per entry, one index bucket per entry, and each
+    /// entry found at its own position.
+    fn assert_consistent(shard: &Shard, hasher: &RandomState) {
+        assert_eq!(shard.marks.len(), shard.stored.len());
+        assert_eq!(shard.index.len(), shard.stored.len());
+        for (at, held) in shard.stored.iter().enumerate() {
+            let hash = identity_hash(hasher, held.dev, held.ino);
+            assert_eq!(
+                shard.position(hash, held.dev, held.ino),
+                Some(at),
+                "entry {at} ({}, {})",
+                held.dev,
+                held.ino
+            );
+        }
+    }
+
+    fn stored(dev: u64, ino: u64, sha: u8) -> Stored {
+        Stored {
+            dev,
+            ino,
+            key: Key {
+                size: ino,
+                mtime_ns: 5,
+                ctime_ns: 6,
+            },
+            sha256: [sha; 32],
+        }
+    }
+
+    fn put_in(shard: &mut Shard, hasher: &RandomState, fresh: Stored, mark: Mark) {
+        let hash = identity_hash(hasher, fresh.dev, fresh.ino);
+        shard.put(hash, fresh, mark, hasher);
+    }
+
+    #[test]
+    fn a_shard_finds_each_entry_by_device_and_inode_and_nothing_else() {
+        let hasher = RandomState::new();
+        let mut shard = Shard::default();
+        for ino in 0..1_000 {
+            put_in(&mut shard, &hasher, stored(1, ino, ino as u8), 1);
+        }
+        put_in(&mut shard, &hasher, stored(2, 7, 0xee), 1);
+        assert_eq!(shard.stored.len(), 1_001);
+        assert_consistent(&shard, &hasher);
+        let find = |dev, ino| {
+            let at = shard.position(identity_hash(&hasher, dev, ino), dev, ino)?;
+            Some(shard.stored[at].sha256[0])
+        };
+        assert_eq!(find(1, 7), Some(7));
+        assert_eq!(find(2, 7), Some(0xee), "same inode, another device");
+        assert_eq!(find(3, 7), None, "a device never cached");
+        assert_eq!(find(1, 1_000), None, "an inode never cached");
+    }
+
+    #[test]
+    fn the_same_file_put_again_is_replaced_not_added() {
+        let hasher = RandomState::new();
+        let mut shard = Shard::default();
+        put_in(&mut shard, &hasher, stored(1, 7, 1), 5);
+        put_in(&mut shard, &hasher, stored(1, 7, 2), 3);
+        assert_eq!(shard.stored.len(), 1);
+        assert_eq!(shard.stored[0].sha256, [2; 32]);
+        assert_eq!(
+            *shard.marks[0].get_mut(),
+            5,
+            "same key: the later mark stays"
+        );
+        let rewritten = Stored {
+            key: Key {
+                ctime_ns: 9,
+                ..stored(1, 7, 3).key
+            },
+            ..stored(1, 7, 3)
+        };
+        put_in(&mut shard, &hasher, rewritten, 4);
+        assert_eq!(shard.stored.len(), 1);
+        assert_eq!(shard.stored[0], rewritten);
+        assert_eq!(*shard.marks[0].get_mut(), 4, "a new key takes its own mark");
+        assert_consistent(&shard, &hasher);
+    }
+
+    /// Removal moves the last entry into the gap; the index must follow it, whichever entry is
+    /// removed (the first, one in the middle, the last, or all of them).
+    #[test]
+    fn pruning_keeps_marked_entries_and_fixes_the_index_of_each_moved_one() {
+        let hasher = RandomState::new();
+        let mut shard = Shard::default();
+        for ino in 0..200u64 {
+            // Odd inodes were seen by listing 2, even ones only by listing 1.
+            let mark = if ino % 2 == 1 { 2 } else { 1 };
+            put_in(&mut shard, &hasher, stored(1, ino, ino as u8), mark);
+        }
+        shard.retain(&hasher, |mark| mark >= 2);
+        assert_eq!(shard.stored.len(), 100);
+        assert_consistent(&shard, &hasher);
+        for ino in 0..200u64 {
+            let at = shard.position(identity_hash(&hasher, 1, ino), 1, ino);
+            assert_eq!(at.is_some(), ino % 2 == 1, "inode {ino}");
+            if let Some(at) = at {
+                assert_eq!(shard.stored[at].sha256, [ino as u8; 32], "inode {ino}");
+            }
+        }
+        // The last entry alone, then the first alone.
+        let last = *shard.stored.last().expect("entries");
+        shard.retain(&hasher, |_| true);
+        let mut seen = 0;
+        shard.retain(&hasher, |_| {
+            seen += 1;
+            seen != 100
+        });
+        assert_eq!(shard.stored.len(), 99);
+        assert!(!shard.stored.contains(&last));
+        assert_consistent(&shard, &hasher);
+        let first = shard.stored[0];
+        let mut seen = 0;
+        shard.retain(&hasher, |_| {
+            seen += 1;
+            seen != 1
+        });
+        assert_eq!(shard.stored.len(), 98);
+        assert!(!shard.stored.contains(&first));
+        assert_consistent(&shard, &hasher);
+        shard.retain(&hasher, |_| false);
+        assert!(shard.stored.is_empty());
+        assert_consistent(&shard, &hasher);
+        put_in(&mut shard, &hasher, stored(1, 3, 3), 1);
+        assert_consistent(&shard, &hasher);
+    }
+
+    #[test]
+    fn a_shard_pruned_to_a_quarter_gives_its_room_back() {
+        let hasher = RandomState::new();
+        let mut shard = Shard::default();
+        for ino in 0..4_096 {
+            put_in(&mut shard, &hasher, stored(1, ino, 0), u32::from(ino < 100));
+        }
+        let (stored, buckets) = (shard.stored.capacity(), shard.index.capacity());
+        shard.retain(&hasher, |mark| mark == 1);
+        assert_eq!(shard.stored.len(), 100);
+        assert!(shard.stored.capacity() < stored / 4, "{stored}");
+        assert!(shard.index.capacity() < buckets / 4, "{buckets}");
+        assert_consistent(&shard, &hasher);
+    }
+
+    /// Many files in one shard: lookups through the cache hit each, miss on each key field, and
+    /// an update that found only some keeps exactly those.
+    #[test]
+    fn a_crowded_shard_keeps_exactly_what_a_listing_found() {
+        let cache = HashCache::new();
+        let file = |ino: u64| FileMeta {
+            ino: ino * SHARDS as u64,
+            ..meta(ino, 1_000, 1_000)
+        };
+        let files: Vec<FileMeta> = (0..500).map(file).collect();
+        let hashes: Vec<[u8; 32]> = (0..500u32).map(|n| [(n % 251) as u8; 32]).collect();
+        let first = cache.view().listing();
+        cache.update(files.iter().zip(&hashes), 10_000_000_000, first);
+        assert_eq!(cache.len(), 500);
+        assert_eq!(
+            cache
+                .shards
+                .iter()
+                .filter(|s| !s.read().unwrap().stored.is_empty())
+                .count(),
+            1,
+            "all in one shard"
+        );
+        let view = cache.view();
+        for (n, f) in files.iter().enumerate() {
+            assert_eq!(cache.get(&FileMeta { dev: 2, ..*f }), None, "device");
+            assert_eq!(
+                cache.get(&FileMeta {
+                    ino: f.ino + 1,
+                    ..*f
+                }),
+                None,
+                "inode"
+            );
+            assert_eq!(
+                cache.get(&FileMeta {
+                    size: f.size + 1,
+                    ..*f
+                }),
+                None,
+                "size"
+            );
+            let mtime_ns = f.mtime_ns + 1;
+            assert_eq!(cache.get(&FileMeta { mtime_ns, ..*f }), None, "mtime");
+            let ctime_ns = f.ctime_ns + 1;
+            assert_eq!(cache.get(&FileMeta { ctime_ns, ..*f }), None, "ctime");
+            if n % 3 == 0 {
+                assert_eq!(view.get(f), Some(hashes[n]));
+            }
+        }
+        cache.update([], 10_000_000_000, view.listing());
+        assert_eq!(cache.len(), 167);
+        for (n, f) in files.iter().enumerate() {
+            let expected = (n % 3 == 0).then_some(hashes[n]);
+            assert_eq!(cache.get(f), expected, "file {n}");
+        }
+        assert_consistent(&cache.shards[0].read().unwrap(), &cache.hasher);
+    }
+
+    /// Marks hold listing numbers modulo 2^32: across the wrap, a later listing's mark is still
+    /// later, and an update keeps what it or a later listing found and drops the rest.
+    #[test]
+    fn listing_numbers_wrap_past_32_bits() {
+        assert!(later(0, u32::MAX));
+        assert!(later(5, u32::MAX - 5));
+        assert!(!later(u32::MAX, 0));
+        assert!(!later(7, 7));
+
+        let cache = HashCache::new();
+        cache
+            .listings
+            .store(u64::from(u32::MAX) - 1, Ordering::Relaxed);
+        let (a, b) = (
+            meta(1, 0, 0),
+            FileMeta {
+                ino: 8,
+                ..meta(2, 0, 0)
+            },
+        );
+        let first = cache.view(); // 2^32 - 1
+        cache.update([(&a, &H_A), (&b, &H_B)], 10_000_000_000, first.listing());
+        let earlier = cache.view(); // 2^32: mark 0
+        let later_view = cache.view(); // 2^32 + 1: mark 1
+        assert_eq!(later_view.get(&a), Some(H_A));
+        assert_eq!(earlier.get(&a), Some(H_A), "does not lower the mark");
+        cache.update([], 10_000_000_000, later_view.listing());
+        assert_eq!(cache.len(), 1, "b, seen by no listing since, is gone");
+        cache.update([], 10_000_000_000, earlier.listing());
+        assert_eq!(cache.get(&a), Some(H_A), "a was seen by a later listing");
     }
 }

@@ -20,16 +20,52 @@ pub struct ListingEntry {
     pub sha256: String,
 }
 
-/// One entry, compact: its path is `paths[path_at..path_at + path_len]` of its listing.
+/// One entry, compact (56 bytes): its path is `paths[span.range()]` of its listing.
 #[derive(Debug, Clone, Copy)]
 struct Compact {
-    path_at: u64,
-    path_len: u32,
-    /// Waiting for its file to be hashed (see [`Filler`]); never in a finished listing.
-    pending: bool,
+    span: Span,
     size: u64,
     mtime_ms: i64,
     sha256: [u8; 32],
+}
+
+/// Where an entry's path lies in its listing's paths, and whether the entry is still waiting
+/// for its file to be hashed (see [`Filler`]; never so in a finished listing), in one word: the
+/// path's start in the high 47 bits, the pending flag in bit 16, the path's length in the low
+/// 16 bits.
+#[derive(Debug, Clone, Copy)]
+struct Span(u64);
+
+impl Span {
+    const PENDING: u64 = 1 << 16;
+
+    /// The span of a path of `len` bytes from `at`; `None` for a path longer than
+    /// [`PATH_MAX`](crate::path::PATH_MAX), or starting past 2^47 bytes of paths.
+    fn new(at: usize, len: usize) -> Option<Span> {
+        if len > crate::path::PATH_MAX {
+            return None;
+        }
+        let at = u64::try_from(at).ok().filter(|at| at >> 47 == 0)?;
+        Some(Span(at << 17 | len as u64))
+    }
+
+    fn range(self) -> std::ops::Range<usize> {
+        // The start was a usize before it was packed.
+        let at = (self.0 >> 17) as usize;
+        at..at + (self.0 & 0xffff) as usize
+    }
+
+    fn is_pending(self) -> bool {
+        self.0 & Self::PENDING != 0
+    }
+
+    fn pending(self, pending: bool) -> Span {
+        Span(if pending {
+            self.0 | Self::PENDING
+        } else {
+            self.0 & !Self::PENDING
+        })
+    }
 }
 
 /// The memory one entry takes beside its path bytes, for charging a listing to the budget.
@@ -78,7 +114,8 @@ impl PartialEq for Listing {
 impl Listing {
     /// A listing of `entries` (sorted here), for a plane that builds its own. An entry whose
     /// `sha256` is not 64 lowercase hex digits is left out: a listing only names files it
-    /// hashed.
+    /// hashed. So is one whose path is longer than [`PATH_MAX`](crate::path::PATH_MAX) bytes:
+    /// no read could reach it, and a walk never lists one.
     pub fn from_entries(entries: Vec<ListingEntry>) -> Self {
         let mut builder = ListingBuilder::with_capacity(entries.len());
         for entry in entries {
@@ -115,8 +152,7 @@ impl Listing {
     }
 
     fn path(&self, entry: &Compact) -> &str {
-        let at = entry.path_at as usize;
-        &self.paths[at..at + entry.path_len as usize]
+        &self.paths[entry.span.range()]
     }
 }
 
@@ -145,26 +181,33 @@ impl ListingBuilder {
         self.paths.len() as u64
     }
 
-    pub(crate) fn push(&mut self, path: &str, size: u64, mtime_ms: i64, sha256: [u8; 32]) {
-        let path_at = self.paths.len() as u64;
+    /// Adds an entry; its index, or `None` when its path is left out (see [`Span::new`]).
+    pub(crate) fn push(
+        &mut self,
+        path: &str,
+        size: u64,
+        mtime_ms: i64,
+        sha256: [u8; 32],
+    ) -> Option<usize> {
+        let span = Span::new(self.paths.len(), path.len())?;
         self.paths.push_str(path);
         self.entries.push(Compact {
-            path_at,
-            path_len: u32::try_from(path.len()).unwrap_or(u32::MAX),
-            pending: false,
+            span,
             size,
             mtime_ms,
             sha256,
         });
+        Some(self.entries.len() - 1)
     }
 
-    /// An entry for `path` whose file is still to be hashed: its index, for [`Filler::fill`].
-    /// An entry never filled is left out of the finished listing.
-    pub(crate) fn push_pending(&mut self, path: &str) -> usize {
-        self.push(path, 0, 0, [0; 32]);
-        let at = self.entries.len() - 1;
-        self.entries[at].pending = true;
-        at
+    /// An entry for `path` whose file is still to be hashed: its index, for [`Filler::fill`],
+    /// or `None` as for [`push`](Self::push). An entry never filled is left out of the
+    /// finished listing.
+    pub(crate) fn push_pending(&mut self, path: &str) -> Option<usize> {
+        let at = self.push(path, 0, 0, [0; 32])?;
+        let entry = &mut self.entries[at];
+        entry.span = entry.span.pending(true);
+        Some(at)
     }
 
     /// A handle through which several threads fill pending entries at once.
@@ -179,8 +222,8 @@ impl ListingBuilder {
     /// left pending are dropped. Sorted in place: the entries are never held twice.
     pub(crate) fn finish(self, permit: Option<BudgetPermit>) -> Listing {
         let ListingBuilder { paths, mut entries } = self;
-        entries.retain(|e| !e.pending);
-        let path = |e: &Compact| &paths.as_bytes()[e.path_at as usize..][..e.path_len as usize];
+        entries.retain(|e| !e.span.is_pending());
+        let path = |e: &Compact| &paths.as_bytes()[e.span.range()];
         entries.sort_unstable_by(|a, b| path(a).cmp(path(b)));
         Listing {
             paths,
@@ -202,16 +245,17 @@ impl Filler<'_> {
     /// The path of entry `at`.
     pub(crate) fn path(&self, at: usize) -> &str {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let (path_at, len) = (entries[at].path_at as usize, entries[at].path_len as usize);
+        let range = entries[at].span.range();
         drop(entries);
-        &self.paths[path_at..path_at + len]
+        &self.paths[range]
     }
 
     /// Entry `at` describes a file of `size` bytes hashed to `sha256`.
     pub(crate) fn fill(&self, at: usize, size: u64, mtime_ms: i64, sha256: [u8; 32]) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let entry = &mut entries[at];
-        (entry.size, entry.mtime_ms, entry.sha256, entry.pending) = (size, mtime_ms, sha256, false);
+        (entry.size, entry.mtime_ms, entry.sha256) = (size, mtime_ms, sha256);
+        entry.span = entry.span.pending(false);
     }
 }
 
@@ -576,5 +620,63 @@ mod tests {
             sha256: "not a hash".into(),
         }]);
         assert!(listing.is_empty());
+    }
+
+    #[test]
+    fn an_entry_is_56_bytes_and_its_span_packs_start_length_and_pending() {
+        assert_eq!(ENTRY_BYTES, 56);
+        let span = Span::new(123_456_789, crate::path::PATH_MAX).expect("fits");
+        assert_eq!(
+            span.range(),
+            123_456_789..123_456_789 + crate::path::PATH_MAX
+        );
+        assert!(!span.is_pending());
+        let pending = span.pending(true);
+        assert!(pending.is_pending());
+        assert_eq!(
+            pending.range(),
+            span.range(),
+            "the flag leaves the path alone"
+        );
+        assert!(!pending.pending(false).is_pending());
+        let last = (1usize << 47) - 1;
+        assert_eq!(Span::new(last, 7).map(Span::range), Some(last..last + 7));
+        assert!(Span::new(1 << 47, 1).is_none(), "past 2^47 bytes of paths");
+        assert!(Span::new(0, crate::path::PATH_MAX + 1).is_none());
+    }
+
+    #[test]
+    fn pending_entries_never_filled_are_left_out_and_filled_ones_are_listed() {
+        let mut builder = ListingBuilder::default();
+        builder.push("c", 1, 1, [1; 32]);
+        let a = builder.push_pending("a").expect("a short path");
+        let b = builder.push_pending("b").expect("a short path");
+        builder.filler().fill(b, 2, 2, [2; 32]);
+        assert_eq!(builder.filler().path(a), "a");
+        let listing = builder.finish(None);
+        let paths: Vec<String> = listing.iter().map(|e| e.path).collect();
+        assert_eq!(paths, ["b", "c"]);
+        assert_eq!(listing.iter().next().expect("b").sha256, "02".repeat(32));
+    }
+
+    #[test]
+    fn entries_with_a_path_longer_than_path_max_are_not_listed() {
+        let entry = |path: String| ListingEntry {
+            path,
+            size_bytes: 1,
+            mtime_ms: 0,
+            sha256: "ab".repeat(32),
+        };
+        let listing = Listing::from_entries(vec![
+            entry("x".repeat(crate::path::PATH_MAX + 1)),
+            entry("y".repeat(crate::path::PATH_MAX)),
+        ]);
+        assert_eq!(listing.len(), 1);
+        assert_eq!(listing.iter().next().expect("one").path.len(), 4095);
+        assert!(
+            ListingBuilder::default()
+                .push_pending(&"z".repeat(5_000))
+                .is_none()
+        );
     }
 }

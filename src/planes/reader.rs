@@ -341,8 +341,8 @@ pub(crate) fn list_files(
             && let Some(sha256) = view.get(&meta)
         {
             listed.push(path.as_str(), meta.size, meta.mtime_ms, sha256);
-        } else {
-            misses.push(listed.push_pending(path.as_str()));
+        } else if let Some(at) = listed.push_pending(path.as_str()) {
+            misses.push(at);
         }
     })?;
     if cancel.is_cancelled() {
