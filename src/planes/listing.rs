@@ -201,11 +201,12 @@ impl ListingBuilder {
     }
 
     /// An entry for `path` whose file is still to be hashed: its index, for [`Filler::fill`],
-    /// or `None` as for [`push`](Self::push). An entry never filled is left out of the
-    /// finished listing.
-    pub(crate) fn push_pending(&mut self, path: &str) -> Option<usize> {
-        let at = self.push(path, 0, 0, [0; 32])?;
-        let entry = &mut self.entries[at];
+    /// or `None` as for [`push`](Self::push), and once the builder holds 2^32 entries (more
+    /// than 200 GiB of them). An entry never filled is left out of the finished listing.
+    pub(crate) fn push_pending(&mut self, path: &str) -> Option<Pending> {
+        let at = Pending::try_from(self.entries.len()).ok()?;
+        self.push(path, 0, 0, [0; 32])?;
+        let entry = &mut self.entries[at as usize];
         entry.span = entry.span.pending(true);
         Some(at)
     }
@@ -233,6 +234,10 @@ impl ListingBuilder {
     }
 }
 
+/// The index of a pending entry in its builder: 4 bytes, for a listing keeps one for each file
+/// it has still to hash.
+pub(crate) type Pending = u32;
+
 /// Fills a builder's pending entries from several threads: the paths are read freely, each
 /// fill takes a lock for one entry's few bytes.
 #[derive(Debug)]
@@ -243,17 +248,17 @@ pub(crate) struct Filler<'a> {
 
 impl Filler<'_> {
     /// The path of entry `at`.
-    pub(crate) fn path(&self, at: usize) -> &str {
+    pub(crate) fn path(&self, at: Pending) -> &str {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let range = entries[at].span.range();
+        let range = entries[at as usize].span.range();
         drop(entries);
         &self.paths[range]
     }
 
     /// Entry `at` describes a file of `size` bytes hashed to `sha256`.
-    pub(crate) fn fill(&self, at: usize, size: u64, mtime_ms: i64, sha256: [u8; 32]) {
+    pub(crate) fn fill(&self, at: Pending, size: u64, mtime_ms: i64, sha256: [u8; 32]) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = &mut entries[at];
+        let entry = &mut entries[at as usize];
         (entry.size, entry.mtime_ms, entry.sha256) = (size, mtime_ms, sha256);
         entry.span = entry.span.pending(false);
     }

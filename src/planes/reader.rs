@@ -4,7 +4,7 @@
 use super::cancel::Cancel;
 use super::condition::IfNoneMatch;
 use super::hash_cache::{CacheView, HashCache};
-use super::listing::{ENTRY_BYTES, Listing, ListingBuilder};
+use super::listing::{ENTRY_BYTES, Listing, ListingBuilder, Pending};
 use crate::backends::fs::{FileMeta, Filesystem, OpenFile};
 use crate::budget::{BudgetPermit, ByteBudget, FillSlot};
 use crate::page_aligned;
@@ -334,7 +334,7 @@ pub(crate) fn list_files(
     let gate = budget.map(ByteBudget::walk_gate);
     let mut listed = ListingBuilder::default();
     // Entries still to hash, by index: their paths are in `listed` already.
-    let mut misses: Vec<usize> = Vec::new();
+    let mut misses: Vec<Pending> = Vec::new();
     let with_meta = !cache.is_empty();
     root.walk_with_meta(with_meta, &mut |path, meta| {
         if let Some(meta) = meta
@@ -352,7 +352,7 @@ pub(crate) fn list_files(
         // The entries with their paths, the index of each miss, and a body chunk in flight.
         let wanted = listed.len() as u64 * ENTRY_BYTES
             + listed.path_bytes()
-            + (misses.len() * std::mem::size_of::<usize>()) as u64
+            + (misses.len() * std::mem::size_of::<Pending>()) as u64
             + BODY_CHUNK_BYTES;
         // A small listing takes free bytes at once, as a small read does, so it never queues
         // behind large reads waiting for bytes that clients who stopped reading hold; a large
@@ -408,7 +408,7 @@ const BODY_CHUNK_BYTES: u64 = 80 * 1024;
 /// `io_error` when a hashing thread failed: no listing rather than a short one.
 fn hash_misses(
     root: &dyn crate::backends::fs::RootDir,
-    misses: &[usize],
+    misses: &[Pending],
     cache: &CacheView<'_>,
     fresh: &FreshHashes<'_>,
     budget: Option<&ByteBudget>,
