@@ -400,25 +400,22 @@ impl<'m> CapsuleBuilder<'m> {
         // (`ReadsInline`, `RedeemsInline`); a runtime's own plane is always called on the blocking pool.
         let files: Option<FilesMount> = match self.files {
             Some(plane) => Some(Mount::own(plane)),
-            None => manifest
-                .files
-                .as_ref()
-                .map(|f| -> FilesMount {
-                    let plane = Arc::new(OperatorPlane::new(
-                        fs.clone(),
-                        clock.clone(),
-                        ExportScope {
-                            root: f.root.clone(),
-                            max_bytes: f.max_bytes,
-                            containment: settings.containment,
-                        },
-                        budget.clone(),
-                    ));
-                    Mount {
-                        plane: plane.clone(),
-                        inline: Some(plane),
-                    }
-                }),
+            None => manifest.files.as_ref().map(|f| -> FilesMount {
+                let plane = Arc::new(OperatorPlane::new(
+                    fs.clone(),
+                    clock.clone(),
+                    ExportScope {
+                        root: f.root.clone(),
+                        max_bytes: f.max_bytes,
+                        containment: settings.containment,
+                    },
+                    budget.clone(),
+                ));
+                Mount {
+                    plane: plane.clone(),
+                    inline: Some(plane),
+                }
+            }),
         };
         let mut tools = ToolInventory::default();
         let peer: Option<PeerMount> = manifest.peer_files.as_ref().map(|p| {

@@ -365,7 +365,12 @@ impl HmacPeerPlane {
             Some(proof) => match self.check_proof(proof, &crate::hex::handle_id(request.token)) {
                 Ok(now) => now,
                 Err(reason) => {
-                    return Attempt::Answered(refuse(Code::HandleNotValid, reason, path, Some("ed25519")));
+                    return Attempt::Answered(refuse(
+                        Code::HandleNotValid,
+                        reason,
+                        path,
+                        Some("ed25519"),
+                    ));
                 }
             },
         };

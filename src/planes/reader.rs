@@ -217,7 +217,10 @@ pub(crate) fn read_opened(
         condition: &IfNoneMatch::absent(),
         cache: None,
     };
-    Ok(read.run(ReadMode::Blocking, Some(opened))?.answered().served())
+    Ok(read
+        .run(ReadMode::Blocking, Some(opened))?
+        .answered()
+        .served())
 }
 
 /// What a conditional read found.
