@@ -11,6 +11,9 @@
 #
 #   bench/load.sh [seconds-per-round] [rounds]
 #
+# RP_BIN and FLOOR_BIN, when set, name the resource-plane binary and the read floor to measure
+# instead of this tree's (to measure another build beside this one).
+#
 # Installs nginx and wrk from Debian's packages when missing. Needs root for apt only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +25,13 @@ THREADS=${THREADS:-1}
 if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
   apt-get update -qq && apt-get install -y -qq nginx-light wrk >/dev/null
 fi
-cargo build --release --quiet --bin resource-plane --example sha256_rate --example read_floor
+# The binary is built on its own: built in one invocation with the examples, it would get the
+# dev-dependencies' features (tokio's `test-util` among them, which wakes the runtime's driver
+# once more after every blocking task) and not be the binary that ships.
+cargo build --release --quiet --example sha256_rate --example read_floor
+cargo build --release --quiet --bin resource-plane
+RP_BIN=${RP_BIN:-./target/release/resource-plane}
+FLOOR_BIN=${FLOOR_BIN:-./target/release/examples/read_floor}
 
 WORK=$(mktemp -d /tmp/rp-load.XXXXXX)
 export WORK
@@ -55,7 +64,7 @@ name: bench
 exports:
   files: { root: out/, mode: read-only, max_bytes: 10Mi }
 YAML
-./target/release/resource-plane serve --workdir "$WORK/wd" --manifest "$WORK/manifest.yaml" \
+"$RP_BIN" serve --workdir "$WORK/wd" --manifest "$WORK/manifest.yaml" \
   --listen 127.0.0.1:18081 --trace "$WORK/trace.jsonl" > "$WORK/ready.json" 2>"$WORK/rp.log" &
 echo $! > "$WORK/rp.pid"
 sleep 0.5
@@ -65,7 +74,7 @@ if ! kill -0 "$(cat "$WORK/rp.pid")" 2>/dev/null || ! grep -q '"listening"' "$WO
   echo "error: resource-plane serve did not start:" >&2; cat "$WORK/rp.log" >&2; exit 1
 fi
 
-./target/release/examples/read_floor "$WORK/wd/out" 127.0.0.1:18082 > "$WORK/floor.out" 2>"$WORK/floor.log" &
+"$FLOOR_BIN" "$WORK/wd/out" 127.0.0.1:18082 > "$WORK/floor.out" 2>"$WORK/floor.log" &
 echo $! > "$WORK/floor.pid"
 sleep 0.3
 if ! kill -0 "$(cat "$WORK/floor.pid")" 2>/dev/null || ! grep -q '^listening' "$WORK/floor.out"; then

@@ -70,10 +70,13 @@ fn main() {
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
+                // Each worker reads every body into its one buffer, as the planes read into
+                // buffers their budget recycles: a buffer is zeroed once, not per request.
+                let mut buffer = Vec::new();
                 loop {
                     if let Ok((stream, _)) = listener.accept() {
                         // A client that vanished mid-answer is no concern of the floor.
-                        let _ = answer(&fs, &export, stream);
+                        let _ = answer(&fs, &export, stream, &mut buffer);
                     }
                 }
             });
@@ -86,16 +89,22 @@ fn usage() -> ! {
     std::process::exit(2);
 }
 
-/// Reads one request head from `stream`, answers it and closes the connection.
-fn answer(fs: &OsFilesystem, export: &RootPath, mut stream: TcpStream) -> std::io::Result<()> {
+/// Reads one request head from `stream`, answers it (reading the body into `buffer`) and closes
+/// the connection.
+fn answer(
+    fs: &OsFilesystem,
+    export: &RootPath,
+    mut stream: TcpStream,
+    buffer: &mut Vec<u8>,
+) -> std::io::Result<()> {
     let Some(target) = request_target(&mut stream)? else {
         return stream.write_all(&status_only(400));
     };
     let Some(raw) = target.strip_prefix(PREFIX) else {
         return stream.write_all(&status_only(Code::NotFound.status()));
     };
-    match read(fs, export, strip_query(raw)) {
-        Ok((buffer, start, etag)) => {
+    match read(fs, export, strip_query(raw), buffer) {
+        Ok((start, etag)) => {
             let body = &buffer[start..];
             let head = format!(
                 "HTTP/1.1 200 OK\r\ncontent-length: {}\r\netag: \"{etag}\"\r\nconnection: close\r\n\r\n",
@@ -131,8 +140,8 @@ fn request_target(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
 }
 
 /// Opens `raw` beneath the export root as every conforming read must (D-2.4 to D-2.6), reads
-/// it whole into a page-aligned buffer and hashes it (D-2.7): the buffer, where the body starts
-/// in it, and the body's sha256 in hex.
+/// it whole into `buffer` from a page boundary and hashes it (D-2.7): where the body starts in
+/// `buffer`, and the body's sha256 in hex.
 ///
 /// # Errors
 /// `outside_root`, `not_found`, `symlink_refused`, `not_a_regular_file` from the path and the
@@ -141,7 +150,8 @@ fn read(
     fs: &OsFilesystem,
     export: &RootPath,
     raw: &str,
-) -> Result<(Vec<u8>, usize, String), Refusal> {
+    buffer: &mut Vec<u8>,
+) -> Result<(usize, String), Refusal> {
     let target = decode_request_path(raw)?;
     let mut file = fs
         .open_root(export, Containment::Advisory)?
@@ -150,18 +160,15 @@ fn read(
     if size > MAX_BYTES {
         return Err(Refusal::new(Code::TooLarge, "over max_bytes"));
     }
-    // One byte past the size, to see a file that grew, as the planes read.
-    let wanted = size + 1;
-    let capacity = usize::try_from(wanted).unwrap_or(usize::MAX) + page_aligned::SLACK;
-    let mut buffer = Vec::with_capacity(capacity);
-    let start = page_aligned::pad_to_page(&mut buffer);
-    file.read_up_to(wanted.min(MAX_BYTES + 1), &mut buffer)
+    // One byte past the size, to see a file that grew, read as the planes read: straight into
+    // the buffer, one `read(2)` for a file in the page cache.
+    let start = page_aligned::read_into(&mut file, buffer, size, size + 1)
         .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;
     if (buffer.len() - start) as u64 > MAX_BYTES {
         return Err(Refusal::new(Code::TooLarge, "grew past max_bytes"));
     }
     let digest = Sha256::digest(&buffer[start..]);
-    Ok((buffer, start, resource_plane::hex::encode(&digest)))
+    Ok((start, resource_plane::hex::encode(&digest)))
 }
 
 /// A response of `status` with no body.

@@ -308,21 +308,26 @@ pub struct BudgetPermit {
 }
 
 impl BudgetPermit {
-    /// The empty buffer this permit pays for: a recycled one when the pool had one that fits,
-    /// else a new one of at least `capacity` bytes.
+    /// The buffer this permit pays for, of at least `capacity` bytes: a recycled one when the
+    /// pool had one that fits, holding the bytes of its last use, else a new one, zeroed. Its
+    /// bytes up to its length are initialised either way, so a read can fill it in place
+    /// without zeroing it first (see [`page_aligned::read_into`](crate::page_aligned::read_into));
+    /// what they hold is no concern of the caller's.
     pub fn buffer(&mut self, capacity: usize) -> Vec<u8> {
         match self.buffer.take() {
             Some(buffer) if buffer.capacity() >= capacity => buffer,
-            _ => Vec::with_capacity(capacity),
+            // Zeroed by the allocator: pages fresh from the OS are not written at all.
+            _ => vec![0; capacity],
         }
     }
 
-    /// Returns the bytes, and `buffer` to the pool when it is worth keeping. The pool keeps
-    /// what the permit paid for, so pooled plus borrowed bytes never exceed the capacity.
-    pub fn recycle(mut self, mut buffer: Vec<u8>) {
+    /// Returns the bytes, and `buffer` to the pool when it is worth keeping, as it is: its bytes
+    /// are kept, so the next read into it writes over them instead of zeroing them first. The
+    /// pool keeps what the permit paid for, so pooled plus borrowed bytes never exceed the
+    /// capacity.
+    pub fn recycle(mut self, buffer: Vec<u8>) {
         let size = buffer.capacity() as u64;
         if size >= POOLED_MIN && size <= self.bytes.max(self.want) && size >= self.want {
-            buffer.clear();
             let mut state = self.budget.state();
             state.pooled_bytes += size;
             state.pooled.push(buffer);

@@ -14,7 +14,7 @@ use crate::budget::ByteBudget;
 /// The capsule's export generation counter (see [`Capsule::generation`]).
 pub use crate::generation::Generation;
 use crate::http::client::{PeerClient, PeerTimeouts};
-use crate::http::router::{Mount, Mounted, Router};
+use crate::http::router::{FilesMount, Mount, Mounted, PeerMount, Router};
 use crate::manifest::{LaunchError, Manifest};
 use crate::planes::{HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
 use crate::scope::{Containment, ExportScope};
@@ -397,32 +397,29 @@ impl<'m> CapsuleBuilder<'m> {
             .with_transport(settings.peer_transport.clone());
 
         // The planes the crate builds itself answer small calls on the async worker too
-        // (`AnswersInline`); a runtime's own plane is always called on the blocking pool.
-        let files: Option<Mount<dyn ResourcePlane>> = match self.files {
+        // (`ReadsInline`, `RedeemsInline`); a runtime's own plane is always called on the blocking pool.
+        let files: Option<FilesMount> = match self.files {
             Some(plane) => Some(Mount::own(plane)),
-            None => manifest
-                .files
-                .as_ref()
-                .map(|f| -> Mount<dyn ResourcePlane> {
-                    let plane = Arc::new(OperatorPlane::new(
-                        fs.clone(),
-                        clock.clone(),
-                        ExportScope {
-                            root: f.root.clone(),
-                            max_bytes: f.max_bytes,
-                            containment: settings.containment,
-                        },
-                        budget.clone(),
-                    ));
-                    Mount {
-                        plane: plane.clone(),
-                        inline: Some(plane),
-                    }
-                }),
+            None => manifest.files.as_ref().map(|f| -> FilesMount {
+                let plane = Arc::new(OperatorPlane::new(
+                    fs.clone(),
+                    clock.clone(),
+                    ExportScope {
+                        root: f.root.clone(),
+                        max_bytes: f.max_bytes,
+                        containment: settings.containment,
+                    },
+                    budget.clone(),
+                ));
+                Mount {
+                    plane: plane.clone(),
+                    inline: Some(plane),
+                }
+            }),
         };
         let mut tools = ToolInventory::default();
-        let peer: Option<Mount<dyn PeerPlane>> = manifest.peer_files.as_ref().map(|p| {
-            let mount: Mount<dyn PeerPlane> = match &self.peer {
+        let peer: Option<PeerMount> = manifest.peer_files.as_ref().map(|p| {
+            let mount: PeerMount = match &self.peer {
                 Some(plane) => Mount::own(plane.clone()),
                 None => {
                     let plane = Arc::new(

@@ -11,7 +11,8 @@ mod support;
 use bytes::Bytes;
 use http::Method;
 use resource_plane::backends::{
-    FixedKeyStore, ManualClock, MemoryFilesystem, RecordingTraceSink, TraceSink,
+    FileMeta, Filesystem, FixedKeyStore, FsError, FsErrorKind, ManualClock, MemoryFilesystem,
+    OpenFile, RecordingTraceSink, RootDir, TraceSink,
 };
 use resource_plane::budget::ByteBudget;
 use resource_plane::http::INLINE_READ_LIMIT;
@@ -28,6 +29,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use support::sha256_hex;
+use support::world::CountingFs;
 
 const START_MS: i64 = 1_700_000_000_000;
 const READER: &str = "reader@127.0.0.1:9000";
@@ -64,10 +66,19 @@ impl ThreadSink {
 
 /// A capsule over `fs` declaring both planes, its trace going to a [`ThreadSink`].
 fn capsule(
-    fs: Arc<MemoryFilesystem>,
+    fs: Arc<dyn Filesystem>,
     customise: impl FnOnce(CapsuleBuilder<'_>) -> CapsuleBuilder<'_>,
 ) -> (Capsule, Arc<ThreadSink>) {
-    let manifest = Manifest::from_yaml(BOTH_YAML).unwrap().manifest;
+    capsule_of(BOTH_YAML, fs, customise)
+}
+
+/// A capsule of the manifest `yaml` over `fs`, its trace going to a [`ThreadSink`].
+fn capsule_of(
+    yaml: &str,
+    fs: Arc<dyn Filesystem>,
+    customise: impl FnOnce(CapsuleBuilder<'_>) -> CapsuleBuilder<'_>,
+) -> (Capsule, Arc<ThreadSink>) {
+    let manifest = Manifest::from_yaml(yaml).unwrap().manifest;
     let sink = Arc::new(ThreadSink::default());
     let builder = Capsule::builder(&manifest)
         .filesystem(fs)
@@ -427,4 +438,276 @@ fn refusals_before_the_plane_never_reach_it() {
         500
     );
     assert_eq!(plane.calls.load(Ordering::SeqCst), 1);
+}
+
+/// Bytes numbered so that any shift or cut shows.
+fn numbered(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// The response and the trace line a request gets, with what differs between any two answers
+/// by design (the `date` header; the line's event id and timestamp) taken out.
+fn comparable(response: &http::Response<Bytes>, line: &serde_json::Value) -> String {
+    let mut headers: Vec<String> = response
+        .headers()
+        .iter()
+        .filter(|(name, _)| *name != "date")
+        .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap()))
+        .collect();
+    headers.sort();
+    let mut line = line.clone();
+    let fields = line.as_object_mut().unwrap();
+    fields.remove("event_id");
+    fields.remove("timestamp");
+    format!(
+        "{} {headers:?} {} {line}",
+        response.status(),
+        sha256_hex(response.body())
+    )
+}
+
+/// A file larger than [`INLINE_READ_LIMIT`], read or redeemed: the inline attempt opens it, the
+/// blocking pool reads it from that open, so the request resolves its root and its file once;
+/// the response and the trace line are those of the same call made whole on one thread
+/// (`respond`). A small read opens once too, inline.
+#[tokio::test(flavor = "current_thread")]
+async fn a_large_read_or_redeem_resolves_its_file_once() {
+    let fs = Arc::new(CountingFs::<MemoryFilesystem>::default());
+    let large = numbered(4 * usize::try_from(INLINE_READ_LIMIT).unwrap());
+    fs.inner.add_file("out/large.bin", large.clone(), START_MS);
+    fs.inner.add_file("out/small.md", "small\n", START_MS);
+    let (capsule, sink) = capsule(fs.clone(), |builder| builder);
+    let router = capsule.router();
+    let opens = || (fs.open_roots(), fs.inner.files_opened());
+    let since = |before: (usize, u64)| {
+        let now = opens();
+        (now.0 - before.0, now.1 - before.1)
+    };
+
+    let before = opens();
+    let small = get(&router, "/resources/files/small.md", &[]).await;
+    assert_eq!(small.status(), 200);
+    assert!(sink.last_written_here());
+    assert_eq!(since(before), (1, 1), "a small read: one root, one file");
+
+    let before = opens();
+    let read = get(&router, "/resources/files/large.bin", &[]).await;
+    assert_eq!(read.status(), 200);
+    assert!(&read.body()[..] == large.as_slice(), "the whole file");
+    assert!(!sink.last_written_here(), "read on the pool");
+    assert_eq!(
+        since(before),
+        (1, 1),
+        "a large read: one root, one file, however many threads it ran on"
+    );
+    let async_read = comparable(&read, &sink.last_event());
+    let whole = router.respond(&Method::GET, "/resources/files/large.bin", &[]);
+    let whole = whole.map(|body| body.bytes());
+    assert_eq!(async_read, comparable(&whole, &sink.last_event()));
+
+    // Under a condition that does not match: still one open, the file served.
+    let before = opens();
+    let stale = get(
+        &router,
+        "/resources/files/large.bin",
+        &[("if-none-match", "\"0000\"")],
+    )
+    .await;
+    assert_eq!(stale.status(), 200);
+    assert_eq!(since(before), (1, 1), "a conditional large read");
+
+    let token = mint(&capsule, "large.bin").token;
+    let path = format!("/resources/peer/{token}");
+    let before = opens();
+    let redeemed = get(&router, &path, &[("x-murmur-audience", READER)]).await;
+    assert_eq!(redeemed.status(), 200);
+    assert!(&redeemed.body()[..] == large.as_slice());
+    assert!(!sink.last_written_here(), "redeemed on the pool");
+    assert_eq!(since(before), (1, 1), "a large redeem: one root, one file");
+    let async_redeem = comparable(&redeemed, &sink.last_event());
+    let whole = router.respond(&Method::GET, &path, &[READER.as_bytes()]);
+    let whole = whole.map(|body| body.bytes());
+    assert_eq!(async_redeem, comparable(&whole, &sink.last_event()));
+}
+
+/// One file, `log` under `out/`, whose content lives outside any descriptor: a descriptor
+/// reports the size at its open, and reads whatever the file holds when it reads, as on a real
+/// filesystem. Right after open number `append_after`, `appended` is written to its end (a
+/// writer appending between the inline attempt's `fstat` and the blocking pool's read).
+#[derive(Debug, Clone)]
+struct AppendedTo {
+    content: Arc<Mutex<Vec<u8>>>,
+    appended: Arc<Mutex<Option<Vec<u8>>>>,
+    append_after: usize,
+    opens: Arc<AtomicUsize>,
+}
+
+#[derive(Debug)]
+struct LiveFile {
+    content: Arc<Mutex<Vec<u8>>>,
+    at: usize,
+    meta: FileMeta,
+}
+
+impl io::Read for LiveFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let content = self.content.lock().unwrap();
+        let left = &content[self.at.min(content.len())..];
+        let n = left.len().min(buf.len());
+        buf[..n].copy_from_slice(&left[..n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+impl OpenFile for LiveFile {
+    fn meta(&self) -> FileMeta {
+        self.meta
+    }
+}
+
+impl RootDir for AppendedTo {
+    fn open_file(&self, target: &RelPath) -> Result<Box<dyn OpenFile>, FsError> {
+        if target.as_str() != "log" {
+            return Err(FsError::new(
+                FsErrorKind::NotFound,
+                "no such entry (ENOENT)",
+            ));
+        }
+        let size = self.content.lock().unwrap().len() as u64;
+        if self.opens.fetch_add(1, Ordering::SeqCst) + 1 == self.append_after
+            && let Some(more) = self.appended.lock().unwrap().take()
+        {
+            self.content.lock().unwrap().extend_from_slice(&more);
+        }
+        Ok(Box::new(LiveFile {
+            content: self.content.clone(),
+            at: 0,
+            meta: FileMeta {
+                size,
+                mtime_ms: START_MS,
+                dev: 1,
+                ino: 7,
+                mtime_ns: i128::from(START_MS) * 1_000_000,
+                ctime_ns: i128::from(START_MS) * 1_000_000,
+            },
+        }))
+    }
+
+    fn walk(&self) -> Result<Vec<RelPath>, FsError> {
+        Ok(vec![RelPath::parse_canonical("log").unwrap()])
+    }
+}
+
+impl Filesystem for AppendedTo {
+    fn open_root(
+        &self,
+        _root: &RootPath,
+        _class: Containment,
+    ) -> Result<Box<dyn RootDir>, FsError> {
+        Ok(Box::new(self.clone()))
+    }
+
+    fn check_root(&self, _root: &RootPath) -> Result<(), FsError> {
+        Ok(())
+    }
+
+    fn land(&self, _dir: &str, _name: &str, _bytes: &[u8]) -> Result<(), FsError> {
+        Err(FsError::new(FsErrorKind::Io, "read-only test filesystem"))
+    }
+}
+
+impl AppendedTo {
+    /// `log` holding `initial`, `more` appended right after open number `append_after`.
+    fn new(initial: &[u8], more: &[u8], append_after: usize) -> Arc<Self> {
+        Arc::new(AppendedTo {
+            content: Arc::new(Mutex::new(initial.to_vec())),
+            appended: Arc::new(Mutex::new(Some(more.to_vec()))),
+            append_after,
+            opens: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    fn opens(&self) -> usize {
+        self.opens.load(Ordering::SeqCst)
+    }
+}
+
+/// A file that grows between the inline attempt (which opened it, took its size and handed it
+/// to the blocking pool) and the blocking read is caught by that read, which sees one byte more
+/// than the size: the read starts over from a fresh open, and serves the file as it is then, or
+/// refuses it `too_large` once it has grown past `max_bytes` (D-2.7), as a read that opened it
+/// on the blocking pool in the first place would. The same holds for a redeem.
+#[tokio::test(flavor = "current_thread")]
+async fn a_file_growing_between_the_inline_attempt_and_the_blocking_read_is_read_again() {
+    const YAML: &str = "name: reporter\nexports:\n  files: { root: out/, mode: read-only, max_bytes: 400Ki }\n  peer_files: { root: out/, max_ttl: 15m, max_bytes: 400Ki }\n";
+    let initial = numbered(300 * 1024);
+    assert!(initial.len() as u64 > INLINE_READ_LIMIT);
+
+    // Grown under max_bytes: served as it is after the growth, from a second open.
+    let appended = vec![b'+'; 1000];
+    let fs = AppendedTo::new(&initial, &appended, 1);
+    let (capsule, sink) = capsule_of(YAML, fs.clone(), |builder| builder);
+    let read = get(&capsule.router(), "/resources/files/log", &[]).await;
+    let whole = [initial.as_slice(), &appended].concat();
+    assert_eq!(read.status(), 200);
+    assert!(
+        &read.body()[..] == whole.as_slice(),
+        "the file as it is now"
+    );
+    assert_eq!(
+        read.headers()["etag"],
+        format!("\"sha256:{}\"", sha256_hex(&whole))
+    );
+    let line = sink.last_event();
+    assert_eq!(
+        (line["outcome"].as_str(), line["bytes"].as_u64()),
+        (Some("ok"), Some(whole.len() as u64))
+    );
+    assert_eq!(line["sha256"], sha256_hex(&whole));
+    assert!(!sink.last_written_here());
+    assert_eq!(fs.opens(), 2, "opened inline, and again once it grew");
+
+    // Grown past max_bytes: too_large, as the fresh open's size says.
+    let fs = AppendedTo::new(&initial, &vec![b'+'; 200 * 1024], 1);
+    let (capsule, sink) = capsule_of(YAML, fs.clone(), |builder| builder);
+    let refused = get(&capsule.router(), "/resources/files/log", &[]).await;
+    assert_eq!(refused.status(), 413);
+    let line = sink.last_event();
+    assert_eq!(line["outcome"], "too_large");
+    assert_eq!(line["reason"], "512000 bytes exceeds max_bytes 409600");
+    assert_eq!(fs.opens(), 2);
+
+    // A redeem: the mint opens the file once (to canonicalise its path), the redeem's inline
+    // attempt a second time; the growth comes after that one.
+    let fs = AppendedTo::new(&initial, &appended, 2);
+    let (capsule, sink) = capsule_of(YAML, fs.clone(), |builder| builder);
+    let token = mint(&capsule, "log").token;
+    let redeemed = get(
+        &capsule.router(),
+        &format!("/resources/peer/{token}"),
+        &[("x-murmur-audience", READER)],
+    )
+    .await;
+    assert_eq!(redeemed.status(), 200);
+    assert!(&redeemed.body()[..] == whole.as_slice());
+    let line = sink.last_event();
+    assert_eq!(
+        (line["outcome"].as_str(), line["bytes"].as_u64()),
+        (Some("ok"), Some(whole.len() as u64))
+    );
+    assert_eq!(line["path"], "log");
+    assert_eq!(fs.opens(), 3);
+
+    let fs = AppendedTo::new(&initial, &vec![b'+'; 200 * 1024], 2);
+    let (capsule, sink) = capsule_of(YAML, fs.clone(), |builder| builder);
+    let token = mint(&capsule, "log").token;
+    let refused = get(
+        &capsule.router(),
+        &format!("/resources/peer/{token}"),
+        &[("x-murmur-audience", READER)],
+    )
+    .await;
+    assert_eq!(refused.status(), 413);
+    assert_eq!(sink.last_event()["outcome"], "too_large");
 }

@@ -19,9 +19,11 @@ use crate::blocking;
 use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead, WithAudienceProof};
 use crate::generation::Generation;
 use crate::path::{RelPath, percent_decode_strict, strip_query};
+use crate::planes::reader::Opened;
 use crate::planes::{
-    AnswersInline, Cancel, ExportScope, IfNoneMatch, Listing, ListingBody, ListingHead, PeerPlane,
-    ReadOutcome, RedeemOutcome, RedeemRequest, ResourcePlane, ServedFile,
+    Attempt, Cancel, ExportScope, IfNoneMatch, Listing, ListingBody, ListingHead, PeerPlane,
+    ReadOutcome, ReadsInline, RedeemOutcome, RedeemRequest, RedeemResume, RedeemsInline,
+    ResourcePlane, ServedFile,
 };
 use crate::refusal::{Code, Refusal};
 use crate::scope::Containment;
@@ -91,18 +93,23 @@ impl<'a> Route<'a> {
     }
 }
 
-/// A plane as the router holds it: the plane, and how it answers on an async worker when the
-/// crate built it.
+/// A plane as the router holds it: the plane `P`, and the same plane as `I`, how it answers on
+/// an async worker, when the crate built it.
 #[derive(Debug)]
-pub(crate) struct Mount<P: ?Sized> {
+pub(crate) struct Mount<P: ?Sized, I: ?Sized> {
     pub(crate) plane: Arc<P>,
-    /// The same plane as [`AnswersInline`], recorded by the capsule builder for the planes it
-    /// builds itself; `None` for a runtime's own plane, which is always called on the blocking
-    /// pool.
-    pub(crate) inline: Option<Arc<dyn AnswersInline>>,
+    /// The same plane as [`ReadsInline`] or [`RedeemsInline`], recorded by the capsule builder
+    /// for the planes it builds itself; `None` for a runtime's own plane, which is always called
+    /// on the blocking pool.
+    pub(crate) inline: Option<Arc<I>>,
 }
 
-impl<P: ?Sized> Mount<P> {
+/// The operator plane as mounted.
+pub(crate) type FilesMount = Mount<dyn ResourcePlane, dyn ReadsInline>;
+/// The peer plane as mounted.
+pub(crate) type PeerMount = Mount<dyn PeerPlane, dyn RedeemsInline>;
+
+impl<P: ?Sized, I: ?Sized> Mount<P, I> {
     /// A runtime's own plane: every call on the blocking pool.
     pub(crate) fn own(plane: Arc<P>) -> Self {
         Mount {
@@ -112,7 +119,7 @@ impl<P: ?Sized> Mount<P> {
     }
 }
 
-impl<P: ?Sized> Clone for Mount<P> {
+impl<P: ?Sized, I: ?Sized> Clone for Mount<P, I> {
     fn clone(&self) -> Self {
         Mount {
             plane: self.plane.clone(),
@@ -124,8 +131,8 @@ impl<P: ?Sized> Clone for Mount<P> {
 /// The planes, the trace and the counter a router answers from.
 #[derive(Debug)]
 pub(crate) struct Mounted {
-    pub(crate) files: Option<Mount<dyn ResourcePlane>>,
-    pub(crate) peer: Option<Mount<dyn PeerPlane>>,
+    pub(crate) files: Option<FilesMount>,
+    pub(crate) peer: Option<PeerMount>,
     pub(crate) tracer: Tracer,
     pub(crate) generation: Generation,
     pub(crate) containment: Containment,
@@ -470,6 +477,7 @@ impl Router {
                         path,
                         recorded,
                         if_none_match: headers.if_none_match,
+                        opened: None,
                     },
                     Err(refusal) => Call::Answered(Outcome::Read {
                         path: recorded,
@@ -522,6 +530,7 @@ impl Router {
                             proof: headers.proof,
                         },
                         facts,
+                        resume: None,
                     },
                     Err(refusal) => Call::Answered(Outcome::Redeem {
                         facts,
@@ -535,9 +544,11 @@ impl Router {
     /// Answers `call` where it runs best: the one place the router decides. On this async
     /// worker when [`answer_inline`](Self::answer_inline) can (an outcome known without a
     /// plane; a read or a plain redeem the crate's own plane answers at once, see
-    /// [`AnswersInline`] and [`INLINE_READ_LIMIT`]); everything else on the blocking pool,
-    /// where dropping this future (the client left) raises the work's [`Cancel`]. Either way
-    /// the outcome is rendered, and its trace line written, where it was computed.
+    /// [`ReadsInline`], [`RedeemsInline`] and [`INLINE_READ_LIMIT`]); everything else on the
+    /// blocking pool, where dropping this future (the client left) raises the work's
+    /// [`Cancel`]. A larger file the crate's plane opened inline is read there from that open,
+    /// so a request resolves its file once. Either way the outcome is rendered, and its trace
+    /// line written, where it was computed.
     async fn run(
         &self,
         call: Call,
@@ -558,9 +569,10 @@ impl Router {
         .unwrap_or_else(|_| response::refusal(Code::IoError, None, None))
     }
 
-    /// `call` answered on this async worker, or handed back untouched (nothing read, nothing
-    /// traced) for the blocking pool: a listing always, a read or redeem unless its plane
-    /// answers it inline.
+    /// `call` answered on this async worker, or handed back for the blocking pool, with nothing
+    /// read and nothing traced: a listing always, a read or redeem unless its plane answers it
+    /// inline. A read or redeem the plane started goes back with the file it opened, for the
+    /// blocking pool to read from there.
     fn answer_inline(&self, call: Call, generation: u64) -> Inline {
         match call {
             Call::Answered(outcome) => Inline::Answered(self.render(outcome, generation)),
@@ -570,39 +582,61 @@ impl Router {
                 path,
                 recorded,
                 if_none_match,
+                opened,
             } => {
-                let read = files.inline.as_ref().and_then(|inline| {
-                    inline.read_inline(&path, &if_none_match, INLINE_READ_LIMIT)
-                });
-                match read {
-                    Some(result) => {
+                let attempt = match &files.inline {
+                    Some(inline) => inline.read_inline(&path, &if_none_match, INLINE_READ_LIMIT),
+                    None => Attempt::Deferred,
+                };
+                let opened = match attempt {
+                    Attempt::Answered(result) => {
                         let outcome = read_outcome(&files, recorded, result, &if_none_match);
-                        Inline::Answered(self.render(outcome, generation))
+                        return Inline::Answered(self.render(outcome, generation));
                     }
-                    None => Inline::Deferred(Call::Read {
-                        files,
-                        path,
-                        recorded,
-                        if_none_match,
-                    }),
-                }
+                    Attempt::Deferred => opened,
+                    Attempt::Resume(opened) => Some(opened),
+                };
+                Inline::Deferred(Call::Read {
+                    files,
+                    path,
+                    recorded,
+                    if_none_match,
+                    opened,
+                })
             }
-            Call::Redeem { peer, asked, facts } => {
-                let redeemed = peer.inline.as_ref().and_then(|inline| {
-                    asked.with_request(|request| inline.redeem_inline(request, INLINE_READ_LIMIT))
-                });
-                match redeemed {
-                    Some(outcome) => Inline::Answered(
-                        self.render(Outcome::Redeem { facts, outcome }, generation),
-                    ),
-                    None => Inline::Deferred(Call::Redeem { peer, asked, facts }),
-                }
+            Call::Redeem {
+                peer,
+                asked,
+                facts,
+                resume,
+            } => {
+                let attempt = match &peer.inline {
+                    Some(inline) => asked
+                        .with_request(|request| inline.redeem_inline(request, INLINE_READ_LIMIT)),
+                    None => Attempt::Deferred,
+                };
+                let resume = match attempt {
+                    Attempt::Answered(outcome) => {
+                        return Inline::Answered(
+                            self.render(Outcome::Redeem { facts, outcome }, generation),
+                        );
+                    }
+                    Attempt::Deferred => resume,
+                    Attempt::Resume(resume) => Some(resume),
+                };
+                Inline::Deferred(Call::Redeem {
+                    peer,
+                    asked,
+                    facts,
+                    resume,
+                })
             }
         }
     }
 
     /// `call` answered on this thread, blocking: on the blocking pool, or on the caller's
-    /// thread for [`respond`](Self::respond). A listing stops when `cancel` is raised.
+    /// thread for [`respond`](Self::respond). A listing stops when `cancel` is raised. A read
+    /// or redeem an inline attempt started goes on from the file it opened.
     fn answer_blocking(&self, call: Call, generation: u64, cancel: &Cancel) -> Response<PlaneBody> {
         match call {
             Call::Answered(outcome) => self.render(outcome, generation),
@@ -619,13 +653,28 @@ impl Router {
                 path,
                 recorded,
                 if_none_match,
+                opened,
             } => {
-                let result = files.plane.read(&path, &if_none_match);
+                // Only the crate's own plane, which reads inline, hands over a file it opened.
+                let result = match (opened, &files.inline) {
+                    (Some(opened), Some(inline)) => {
+                        inline.read_resumed(&path, &if_none_match, opened)
+                    }
+                    _ => files.plane.read(&path, &if_none_match),
+                };
                 let outcome = read_outcome(&files, recorded, result, &if_none_match);
                 self.render(outcome, generation)
             }
-            Call::Redeem { peer, asked, facts } => {
-                let outcome = asked.with_request(|request| peer.plane.redeem(request));
+            Call::Redeem {
+                peer,
+                asked,
+                facts,
+                resume,
+            } => {
+                let outcome = match (resume, &peer.inline) {
+                    (Some(resume), Some(inline)) => inline.redeem_resumed(resume),
+                    _ => asked.with_request(|request| peer.plane.redeem(request)),
+                };
                 self.render(Outcome::Redeem { facts, outcome }, generation)
             }
         }
@@ -738,11 +787,11 @@ impl Router {
 /// The two checks every plane route makes before its plane is asked, in this order (D-4.2):
 /// the method is `GET` (else `method_not_allowed`), and the plane is declared (else the
 /// `undeclared` code and reason).
-fn admit<'m, P: ?Sized>(
+fn admit<'m, P: ?Sized, I: ?Sized>(
     method: &Method,
-    mount: &'m Option<Mount<P>>,
+    mount: &'m Option<Mount<P, I>>,
     undeclared: (Code, &'static str),
-) -> Result<&'m Mount<P>, Refusal> {
+) -> Result<&'m Mount<P, I>, Refusal> {
     if method != Method::GET {
         return Err(Refusal::new(
             Code::MethodNotAllowed,
@@ -772,7 +821,7 @@ fn decode_once(raw: &str) -> (String, Result<RelPath, Refusal>) {
 /// A read's outcome for [`Router::render`]: the plane may ignore the condition, so a file whose
 /// etag matches becomes the `304` here, whichever plane read it (D-13.1).
 fn read_outcome<'p>(
-    files: &'p Mount<dyn ResourcePlane>,
+    files: &'p FilesMount,
     recorded: String,
     result: Result<ReadOutcome, Refusal>,
     if_none_match: &IfNoneMatch,
@@ -790,19 +839,24 @@ enum Call {
     /// Answered without a plane.
     Answered(Outcome<'static>),
     /// [`ResourcePlane::list`].
-    List(Mount<dyn ResourcePlane>),
+    List(FilesMount),
     /// [`ResourcePlane::read`] of `path`; the trace line records `recorded`.
     Read {
-        files: Mount<dyn ResourcePlane>,
+        files: FilesMount,
         path: RelPath,
         recorded: String,
         if_none_match: IfNoneMatch,
+        /// The file as an inline attempt opened it ([`ReadsInline::read_resumed`]).
+        opened: Option<Opened>,
     },
     /// [`PeerPlane::redeem`].
     Redeem {
-        peer: Mount<dyn PeerPlane>,
+        peer: PeerMount,
         asked: RedeemAsked,
         facts: RedeemFacts,
+        /// The redeem as an inline attempt checked it, with its file opened
+        /// ([`RedeemsInline::redeem_resumed`]).
+        resume: Option<RedeemResume>,
     },
 }
 
@@ -810,7 +864,8 @@ enum Call {
 enum Inline {
     /// Answered on the async worker.
     Answered(Response<PlaneBody>),
-    /// Left for the blocking pool, untouched: nothing read, nothing traced.
+    /// Left for the blocking pool, nothing read, nothing traced: untouched, or with the file an
+    /// inline attempt opened.
     Deferred(Call),
 }
 

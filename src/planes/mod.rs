@@ -23,7 +23,7 @@ pub use condition::IfNoneMatch;
 pub(crate) use listing::ListingHead;
 pub use listing::{Listing, ListingBody, ListingEntry};
 pub use peer::HmacPeerPlane;
-pub(crate) use peer::normalise_audience;
+pub(crate) use peer::{RedeemResume, normalise_audience};
 pub use reader::ServedFile;
 pub use replay::DEFAULT_REPLAY_CAPACITY;
 pub use resource::OperatorPlane;
@@ -363,31 +363,61 @@ pub trait PeerPlane: Debug + Send + Sync {
     fn end_session(&self);
 }
 
-/// The crate's own planes answering on an async worker, for the router's fast path: the same
-/// outcome the blocking call gives, or `None` (having read no byte, spent no proof nonce and
-/// written nothing) when that would wait: a file larger than `limit`, bytes the in-flight
-/// budget cannot lend at once, a proof's signature to check. A small read costs less there
-/// than the two context switches of a hand-off to the blocking pool.
+/// What a call of the crate's own planes did on an async worker ([`ReadsInline`],
+/// [`RedeemsInline`]).
+#[derive(Debug)]
+pub(crate) enum Attempt<T, R> {
+    /// Answered there: the same outcome the blocking call gives.
+    Answered(T),
+    /// Nothing done that counts (no check made that the blocking call would not make again, no
+    /// proof nonce spent, nothing read, nothing written): the blocking call is to be made whole.
+    Deferred,
+    /// Started there and stopped before it would wait (a file larger than the inline limit,
+    /// bytes the in-flight budget cannot lend at once): the blocking pool goes on from `R`, the
+    /// file as opened and checked, so no step is made twice.
+    Resume(R),
+}
+
+/// The operator plane the crate builds answering reads on an async worker, for the router's
+/// fast path: a small read costs less there than the two context switches of a hand-off to the
+/// blocking pool, and a large one is handed over with its file already opened.
 ///
-/// Crate-private on purpose: the capsule builder records it beside the planes it builds itself
-/// ([`OperatorPlane`], [`HmacPeerPlane`]); a runtime's own plane is always called on the
-/// blocking pool, so its implementor never thinks about where it runs. Each method defaults to
-/// `None` (always defer).
-pub(crate) trait AnswersInline: Debug + Send + Sync {
-    /// [`ResourcePlane::read`] on an async worker, or `None` to defer.
+/// Crate-private on purpose, like [`RedeemsInline`]: the capsule builder records it beside the
+/// plane it builds itself ([`OperatorPlane`]); a runtime's own plane is always called on the
+/// blocking pool, so its implementor never thinks about where it runs.
+pub(crate) trait ReadsInline: Debug + Send + Sync {
+    /// [`ResourcePlane::read`] on an async worker, reading at most `limit` bytes there: the
+    /// outcome, or the file as opened for [`read_resumed`](Self::read_resumed).
     fn read_inline(
         &self,
         path: &RelPath,
         if_none_match: &IfNoneMatch,
         limit: u64,
-    ) -> Option<Result<ReadOutcome, Refusal>> {
-        let _ = (path, if_none_match, limit);
-        None
-    }
+    ) -> Attempt<Result<ReadOutcome, Refusal>, reader::Opened>;
 
-    /// [`PeerPlane::redeem`] on an async worker, or `None` to defer.
-    fn redeem_inline(&self, request: RedeemRequest<'_>, limit: u64) -> Option<RedeemOutcome> {
-        let _ = (request, limit);
-        None
-    }
+    /// The rest of a read [`read_inline`](Self::read_inline) stopped, on the blocking pool,
+    /// with the same `path` and `if_none_match`: the outcome [`ResourcePlane::read`] gives.
+    fn read_resumed(
+        &self,
+        path: &RelPath,
+        if_none_match: &IfNoneMatch,
+        opened: reader::Opened,
+    ) -> Result<ReadOutcome, Refusal>;
+}
+
+/// The peer plane the crate builds answering plain redeems on an async worker; see
+/// [`ReadsInline`].
+pub(crate) trait RedeemsInline: Debug + Send + Sync {
+    /// [`PeerPlane::redeem`] on an async worker, reading at most `limit` bytes there: the
+    /// outcome, [`Attempt::Deferred`] for a redeem the worker should not check at all, or the
+    /// checked redeem with its file as opened for [`redeem_resumed`](Self::redeem_resumed).
+    fn redeem_inline(
+        &self,
+        request: RedeemRequest<'_>,
+        limit: u64,
+    ) -> Attempt<RedeemOutcome, RedeemResume>;
+
+    /// The rest of a redeem [`redeem_inline`](Self::redeem_inline) stopped, on the blocking
+    /// pool: the outcome [`PeerPlane::redeem`] gives.
+    fn redeem_resumed(&self, resume: RedeemResume) -> RedeemOutcome;
 }

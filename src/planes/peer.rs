@@ -3,9 +3,9 @@
 
 use super::handle::{self, MAC_CONTEXT, MAC_SEPARATOR, Payload};
 use super::proof::{self, Malformed, Proof};
-use super::reader::{self, ReadMode};
+use super::reader::{self, Opened, ReadMode, Step};
 use super::replay::{NotAdmitted, ReplayMemory};
-use super::{AnswersInline, Minted, PeerPlane, RedeemOutcome, RedeemRequest};
+use super::{Attempt, Minted, PeerPlane, RedeemOutcome, RedeemRequest, RedeemsInline};
 use crate::audience::{KEY_TAG, looks_keyed};
 use crate::backends::{Clock, Filesystem, KeyStore, OsRandom, Random};
 use crate::budget::ByteBudget;
@@ -122,8 +122,12 @@ impl PeerPlane for HmacPeerPlane {
     }
 
     fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
-        self.redeem_in(request, ReadMode::Blocking)
-            .expect("a blocking redeem always answers")
+        match self.redeem_in(request, ReadMode::Blocking) {
+            Attempt::Answered(outcome) => outcome,
+            Attempt::Deferred | Attempt::Resume(_) => {
+                unreachable!("a blocking redeem always answers")
+            }
+        }
     }
 
     fn end_session(&self) {
@@ -132,17 +136,58 @@ impl PeerPlane for HmacPeerPlane {
 }
 
 /// A plain redeem of a file of at most `limit` bytes whose bytes the budget lends at once
-/// answers on the async worker. A redeem that carries a proof always defers, before any check:
-/// verifying the signature is tens of microseconds of CPU an async worker should not spend, and
-/// the proof's nonce is spent by the first check that accepts it, so the redeem must not be
-/// started inline and then run again.
-impl AnswersInline for HmacPeerPlane {
-    fn redeem_inline(&self, request: RedeemRequest<'_>, limit: u64) -> Option<RedeemOutcome> {
+/// answers on the async worker; a larger one is checked there and stops before reading a byte,
+/// going on on the blocking pool from the file as opened. A redeem that carries a proof always
+/// defers, before any check: verifying the signature is tens of microseconds of CPU an async
+/// worker should not spend, and the proof's nonce is spent by the first check that accepts it,
+/// so the redeem must not be started inline and then run again.
+impl RedeemsInline for HmacPeerPlane {
+    fn redeem_inline(
+        &self,
+        request: RedeemRequest<'_>,
+        limit: u64,
+    ) -> Attempt<RedeemOutcome, RedeemResume> {
         if !request.proof.is_empty() {
-            return None;
+            return Attempt::Deferred;
         }
         self.redeem_in(request, ReadMode::Inline { limit })
     }
+
+    /// The read of the checked redeem's file, from the descriptor the inline attempt opened:
+    /// the handle's checks (D-7.2, steps 1 to 4) are not made again, as they were not in a
+    /// redeem made whole on one thread, which checks once and then reads.
+    fn redeem_resumed(&self, resume: RedeemResume) -> RedeemOutcome {
+        let RedeemResume {
+            path,
+            audience_proof,
+            target,
+            opened,
+        } = resume;
+        RedeemOutcome {
+            path,
+            audience_proof,
+            result: reader::read_opened(
+                self.fs.as_ref(),
+                &self.scope,
+                &target,
+                Some(&self.budget),
+                opened,
+            ),
+        }
+    }
+}
+
+/// A plain redeem checked on an async worker whose file is to be read on the blocking pool:
+/// what its outcome will say besides the file, and the file as opened.
+#[derive(Debug)]
+pub(crate) struct RedeemResume {
+    /// The outcome's `path`: the payload's `p`.
+    path: Option<String>,
+    /// The outcome's `audience_proof`.
+    audience_proof: Option<&'static str>,
+    /// `p` as a path beneath the root, for a read that starts over (the file grew).
+    target: RelPath,
+    opened: Opened,
 }
 
 /// The random bytes of a handle's nonce `n`, written as lowercase hex (D-7.1).
@@ -219,8 +264,14 @@ impl HmacPeerPlane {
         }
     }
 
-    /// The redeem of D-7.2 with D-14.4's proof checks; `None` only when an inline read defers.
-    fn redeem_in(&self, request: RedeemRequest<'_>, mode: ReadMode) -> Option<RedeemOutcome> {
+    /// The redeem of D-7.2 with D-14.4's proof checks, answered; [`Attempt::Resume`] only in
+    /// [`ReadMode::Inline`], when every check has passed and the file's read should move to the
+    /// blocking pool.
+    fn redeem_in(
+        &self,
+        request: RedeemRequest<'_>,
+        mode: ReadMode,
+    ) -> Attempt<RedeemOutcome, RedeemResume> {
         let refuse = |code, reason: String, path: Option<String>, audience_proof| RedeemOutcome {
             path,
             audience_proof,
@@ -229,7 +280,7 @@ impl HmacPeerPlane {
 
         // 1. Shape.
         let Some(token) = handle::parse(request.token) else {
-            return Some(refuse(
+            return Attempt::Answered(refuse(
                 Code::MalformedHandle,
                 "the token is not a well-formed mh1 v1 handle".into(),
                 None,
@@ -249,7 +300,7 @@ impl HmacPeerPlane {
                 } else {
                     "x-murmur-audience absent or empty"
                 };
-                return Some(refuse(Code::MissingAudience, why.into(), None, None));
+                return Attempt::Answered(refuse(Code::MissingAudience, why.into(), None, None));
             }
         };
         // 3. MAC, constant time, over the asserted audience, keyed with the proof's key when a
@@ -270,7 +321,7 @@ impl HmacPeerPlane {
                 Some(key) => Some(key),
                 // No key to check the MAC over: the proof fails before the MAC is checked.
                 None => {
-                    return Some(refuse(
+                    return Attempt::Answered(refuse(
                         Code::HandleNotValid,
                         format!("proof malformed: {}", malformed.why),
                         None,
@@ -299,7 +350,7 @@ impl HmacPeerPlane {
         // Without a proof, a keyed MAC audience asserted as a plain one never verifies.
         let plain_ok = key_text.is_some() || !looks_keyed(&audience);
         if !(mac_ok & iss_ok & plain_ok) {
-            return Some(refuse(
+            return Attempt::Answered(refuse(
                 Code::HandleNotValid,
                 "MAC verification failed".into(),
                 None,
@@ -314,7 +365,12 @@ impl HmacPeerPlane {
             Some(proof) => match self.check_proof(proof, &crate::hex::handle_id(request.token)) {
                 Ok(now) => now,
                 Err(reason) => {
-                    return Some(refuse(Code::HandleNotValid, reason, path, Some("ed25519")));
+                    return Attempt::Answered(refuse(
+                        Code::HandleNotValid,
+                        reason,
+                        path,
+                        Some("ed25519"),
+                    ));
                 }
             },
         };
@@ -325,7 +381,7 @@ impl HmacPeerPlane {
         });
         // 4. Expiry.
         if token.payload.exp <= now {
-            return Some(refuse(
+            return Attempt::Answered(refuse(
                 Code::HandleExpired,
                 "the handle's exp is in the past".into(),
                 path,
@@ -333,18 +389,29 @@ impl HmacPeerPlane {
             ));
         }
         // 5. Path, through the operator plane's reader.
-        let result = match RelPath::parse_canonical(&token.payload.p) {
-            Ok(target) => reader::read_file(
+        let read = RelPath::parse_canonical(&token.payload.p).and_then(|target| {
+            let step = reader::read_file(
                 self.fs.as_ref(),
                 &self.scope,
                 &target,
                 Some(&self.budget),
                 mode,
-            )
-            .transpose()?,
+            )?;
+            Ok((target, step))
+        });
+        let result = match read {
+            Ok((_, Step::Done(served))) => Ok(served),
+            Ok((target, Step::Resume(opened))) => {
+                return Attempt::Resume(RedeemResume {
+                    path,
+                    audience_proof,
+                    target,
+                    opened,
+                });
+            }
             Err(refusal) => Err(refusal),
         };
-        Some(RedeemOutcome {
+        Attempt::Answered(RedeemOutcome {
             path,
             audience_proof,
             result,

@@ -119,12 +119,46 @@ pub(crate) fn canonical_file(
 pub(crate) enum ReadMode {
     /// On a blocking thread: any size; waits for the in-flight budget.
     Blocking,
-    /// On an async worker: gives up before reading a byte when the file is larger than `limit`
-    /// or its bytes are not free in the budget right now, so the worker never stalls.
+    /// On an async worker: stops before reading a byte when the file is larger than `limit`
+    /// or its bytes are not free in the budget right now, handing the file as opened to the
+    /// blocking pool ([`Step::Resume`]), so the worker never stalls.
     Inline {
         /// The largest file read inline.
         limit: u64,
     },
+}
+
+/// A file a read opened and checked on an async worker but did not read there: resolved
+/// beneath the root, typed and sized from its descriptor (D-2.4 to D-2.7), and passed on to the
+/// blocking pool to be read from that same descriptor. The bytes then come from the descriptor
+/// that was checked, and a request resolves its file once.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    file: Box<dyn OpenFile>,
+    /// How many times the read had started over when it opened `file` (see
+    /// [`GROWTH_RETRIES`]): the blocking pool goes on counting from there.
+    attempt: usize,
+}
+
+/// How far a read got where it ran.
+#[derive(Debug)]
+pub(crate) enum Step<T> {
+    /// Answered.
+    Done(T),
+    /// Only in [`ReadMode::Inline`]: the read would wait, and is to go on on the blocking pool
+    /// from the file as opened ([`read_opened`], [`read_opened_if`]). Nothing was read, and
+    /// nothing stays borrowed from the budget.
+    Resume(Opened),
+}
+
+impl<T> Step<T> {
+    /// The answer of a read that ran on a blocking thread, which never stops to resume.
+    fn answered(self) -> T {
+        match self {
+            Step::Done(answer) => answer,
+            Step::Resume(_) => unreachable!("only an inline read stops to resume"),
+        }
+    }
 }
 
 /// Reads `target` under the scope (D-2.4 to D-2.7): size from the descriptor first (`too_large`
@@ -134,8 +168,8 @@ pub(crate) enum ReadMode {
 /// from a fresh open and `fstat` with one borrow for its new size, never by borrowing more
 /// while holding bytes: waiting for more while holding some can wait for ever, and everyone
 /// queued behind waits too. After two such restarts the read borrows its limit
-/// and reads to the end. `Ok(None)` only in [`ReadMode::Inline`], when the read should move to
-/// a blocking thread.
+/// and reads to the end. [`Step::Resume`] only in [`ReadMode::Inline`], when the read should
+/// go on on a blocking thread ([`read_opened`]).
 ///
 /// # Errors
 /// `not_found`, `outside_root`, `symlink_refused`, `not_a_regular_file`, `too_large`,
@@ -146,8 +180,8 @@ pub(crate) fn read_file(
     target: &RelPath,
     budget: Option<&ByteBudget>,
     mode: ReadMode,
-) -> Result<Option<ServedFile>, Refusal> {
-    let answer = read_file_if(
+) -> Result<Step<ServedFile>, Refusal> {
+    let step = read_file_if(
         fs,
         scope,
         target,
@@ -156,10 +190,37 @@ pub(crate) fn read_file(
         &IfNoneMatch::absent(),
         None,
     )?;
-    Ok(answer.map(|answer| match answer {
-        ReadAnswer::File { served, .. } => served,
-        ReadAnswer::NotModified { .. } => unreachable!("no condition, so no 304"),
-    }))
+    Ok(match step {
+        Step::Done(answer) => Step::Done(answer.served()),
+        Step::Resume(opened) => Step::Resume(opened),
+    })
+}
+
+/// [`read_file`] on a blocking thread, going on from `opened`, the file as an inline read of
+/// the same `target` opened it: read from that descriptor, without resolving it again unless
+/// the file grew and the read starts over.
+///
+/// # Errors
+/// As [`read_file`].
+pub(crate) fn read_opened(
+    fs: &dyn Filesystem,
+    scope: &ExportScope,
+    target: &RelPath,
+    budget: Option<&ByteBudget>,
+    opened: Opened,
+) -> Result<ServedFile, Refusal> {
+    let read = OneRead {
+        fs,
+        scope,
+        target,
+        budget,
+        condition: &IfNoneMatch::absent(),
+        cache: None,
+    };
+    Ok(read
+        .run(ReadMode::Blocking, Some(opened))?
+        .answered()
+        .served())
 }
 
 /// What a conditional read found.
@@ -174,6 +235,16 @@ pub(crate) enum ReadAnswer {
     /// The condition matched: the file's hash and modification time, nothing read when the
     /// hash came from the cache.
     NotModified { sha256: String, mtime_ms: i64 },
+}
+
+impl ReadAnswer {
+    /// The file of an answer to a read without a condition.
+    fn served(self) -> ServedFile {
+        match self {
+            ReadAnswer::File { served, .. } => served,
+            ReadAnswer::NotModified { .. } => unreachable!("no condition, so no 304"),
+        }
+    }
 }
 
 /// [`read_file`] under an `If-None-Match` condition (D-13): every refusal first, exactly as a
@@ -191,106 +262,166 @@ pub(crate) fn read_file_if(
     mode: ReadMode,
     condition: &IfNoneMatch,
     cache: Option<&HashCache>,
-) -> Result<Option<ReadAnswer>, Refusal> {
-    // Blocking reads open, fill and hash at most one per core at a time (see `FillSlots`).
-    let mut filling = match (mode, budget) {
-        (ReadMode::Blocking, Some(budget)) => Some(budget.fill_slot()),
-        _ => None,
+) -> Result<Step<ReadAnswer>, Refusal> {
+    let read = OneRead {
+        fs,
+        scope,
+        target,
+        budget,
+        condition,
+        cache,
     };
-    let mut attempt = 0;
-    loop {
-        let mut file = open(fs, scope, target)?;
-        let meta = file.meta();
-        if meta.size > scope.max_bytes {
-            return Err(Refusal::new(
-                Code::TooLarge,
-                format!("{} bytes exceeds max_bytes {}", meta.size, scope.max_bytes),
-            ));
-        }
-        if attempt == 0
-            && !condition.is_absent()
-            && let Some(sha256) = cache.and_then(|cache| cache.get(&meta))
-        {
-            let sha256 = crate::hex::encode(&sha256);
-            if condition.matches(&sha256) {
-                return Ok(Some(ReadAnswer::NotModified {
+    read.run(mode, None)
+}
+
+/// [`read_file_if`] on a blocking thread, going on from `opened` as [`read_opened`] does.
+///
+/// # Errors
+/// As [`read_file`].
+pub(crate) fn read_opened_if(
+    fs: &dyn Filesystem,
+    scope: &ExportScope,
+    target: &RelPath,
+    budget: Option<&ByteBudget>,
+    opened: Opened,
+    condition: &IfNoneMatch,
+    cache: Option<&HashCache>,
+) -> Result<ReadAnswer, Refusal> {
+    let read = OneRead {
+        fs,
+        scope,
+        target,
+        budget,
+        condition,
+        cache,
+    };
+    Ok(read.run(ReadMode::Blocking, Some(opened))?.answered())
+}
+
+/// One read's fixed inputs.
+struct OneRead<'a> {
+    fs: &'a dyn Filesystem,
+    scope: &'a ExportScope,
+    target: &'a RelPath,
+    budget: Option<&'a ByteBudget>,
+    condition: &'a IfNoneMatch,
+    cache: Option<&'a HashCache>,
+}
+
+impl OneRead<'_> {
+    /// The read in `mode`, from `opened` when an inline read opened the file already, else
+    /// from a fresh open.
+    fn run(&self, mode: ReadMode, mut opened: Option<Opened>) -> Result<Step<ReadAnswer>, Refusal> {
+        let OneRead {
+            fs,
+            scope,
+            target,
+            budget,
+            condition,
+            cache,
+        } = *self;
+        // Blocking reads open, fill and hash at most one per core at a time (see `FillSlots`).
+        let mut filling = match (mode, budget) {
+            (ReadMode::Blocking, Some(budget)) => Some(budget.fill_slot()),
+            _ => None,
+        };
+        let mut attempt = opened.as_ref().map_or(0, |opened| opened.attempt);
+        loop {
+            let mut file = match opened.take() {
+                Some(opened) => opened.file,
+                None => open(fs, scope, target)?,
+            };
+            let meta = file.meta();
+            if meta.size > scope.max_bytes {
+                return Err(Refusal::new(
+                    Code::TooLarge,
+                    format!("{} bytes exceeds max_bytes {}", meta.size, scope.max_bytes),
+                ));
+            }
+            if attempt == 0
+                && !condition.is_absent()
+                && let Some(sha256) = cache.and_then(|cache| cache.get(&meta))
+            {
+                let sha256 = crate::hex::encode(&sha256);
+                if condition.matches(&sha256) {
+                    return Ok(Step::Done(ReadAnswer::NotModified {
+                        sha256,
+                        mtime_ms: meta.mtime_ms,
+                    }));
+                }
+            }
+            // Inline, a read never takes the last attempt, which may read up to max_bytes: the
+            // async worker would stall every connection it serves.
+            if let ReadMode::Inline { limit: inline } = mode
+                && (meta.size > inline || attempt == GROWTH_RETRIES)
+            {
+                return Ok(Step::Resume(Opened { file, attempt }));
+            }
+            // One byte more than the size, to see growth, or on the last attempt all a read may
+            // take (`max_bytes + 1`, to see growth past it); and a page of slack so the bytes can
+            // start on a page boundary (see `page_aligned`: a misaligned read copy is ten times
+            // slower).
+            let limit = scope.max_bytes.saturating_add(1);
+            let last = attempt == GROWTH_RETRIES;
+            let wanted = if last {
+                limit
+            } else {
+                meta.size.saturating_add(1).min(limit)
+            };
+            let want = wanted.saturating_add(page_aligned::SLACK as u64);
+            let mut permit = match budget {
+                Some(budget) => match borrow(budget, mode, want, &mut filling) {
+                    Some(permit) => Some(permit),
+                    None => return Ok(Step::Resume(Opened { file, attempt })),
+                },
+                None => None,
+            };
+            // Room for what the descriptor said, not for `wanted`: on the last attempt that is
+            // max_bytes + 1, which may be far more than memory (a configured `1000Gi`). The read
+            // grows the buffer if the file really is larger, within the bytes borrowed above.
+            let capacity = usize::try_from(
+                meta.size
+                    .saturating_add(1)
+                    .min(wanted)
+                    .saturating_add(page_aligned::SLACK as u64),
+            )
+            .unwrap_or(usize::MAX);
+            let mut buffer = match &mut permit {
+                Some(permit) => permit.buffer(capacity),
+                None => Vec::new(),
+            };
+            let start = page_aligned::read_into(&mut file, &mut buffer, meta.size, wanted)
+                .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;
+            let read = (buffer.len() - start) as u64;
+            if read > scope.max_bytes {
+                return Err(Refusal::new(
+                    Code::TooLarge,
+                    format!(
+                        "the file grew past max_bytes {} during the read",
+                        scope.max_bytes
+                    ),
+                ));
+            }
+            if read > meta.size && !last {
+                // Grew after the fstat, still under max_bytes: start over, holding nothing.
+                if let Some(permit) = permit {
+                    permit.recycle(buffer);
+                }
+                attempt += 1;
+                continue;
+            }
+            let digest: [u8; 32] = Sha256::digest(&buffer[start..]).into();
+            let sha256 = crate::hex::encode(&digest);
+            drop(filling);
+            return Ok(Step::Done(ReadAnswer::File {
+                served: ServedFile {
+                    bytes: budgeted(buffer, start, permit),
                     sha256,
                     mtime_ms: meta.mtime_ms,
-                }));
-            }
+                },
+                cacheable: (read == meta.size).then_some((meta, digest)),
+            }));
         }
-        // Inline, a read never takes the last attempt, which may read up to max_bytes: the
-        // async worker would stall every connection it serves.
-        if let ReadMode::Inline { limit: inline } = mode
-            && (meta.size > inline || attempt == GROWTH_RETRIES)
-        {
-            return Ok(None);
-        }
-        // One byte more than the size, to see growth, or on the last attempt all a read may
-        // take (`max_bytes + 1`, to see growth past it); and a page of slack so the bytes can
-        // start on a page boundary (see `page_aligned`: a misaligned read copy is ten times
-        // slower).
-        let limit = scope.max_bytes.saturating_add(1);
-        let last = attempt == GROWTH_RETRIES;
-        let wanted = if last {
-            limit
-        } else {
-            meta.size.saturating_add(1).min(limit)
-        };
-        let want = wanted.saturating_add(page_aligned::SLACK as u64);
-        let mut permit = match budget {
-            Some(budget) => match borrow(budget, mode, want, &mut filling) {
-                Some(permit) => Some(permit),
-                None => return Ok(None),
-            },
-            None => None,
-        };
-        // Room for what the descriptor said, not for `wanted`: on the last attempt that is
-        // max_bytes + 1, which may be far more than memory (a configured `1000Gi`). The read
-        // grows the buffer if the file really is larger, within the bytes borrowed above.
-        let capacity = usize::try_from(
-            meta.size
-                .saturating_add(1)
-                .min(wanted)
-                .saturating_add(page_aligned::SLACK as u64),
-        )
-        .unwrap_or(usize::MAX);
-        let mut buffer = match &mut permit {
-            Some(permit) => permit.buffer(capacity),
-            None => Vec::with_capacity(capacity),
-        };
-        let start = page_aligned::pad_to_page(&mut buffer);
-        file.read_up_to(wanted, &mut buffer)
-            .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;
-        let read = (buffer.len() - start) as u64;
-        if read > scope.max_bytes {
-            return Err(Refusal::new(
-                Code::TooLarge,
-                format!(
-                    "the file grew past max_bytes {} during the read",
-                    scope.max_bytes
-                ),
-            ));
-        }
-        if read > meta.size && !last {
-            // Grew after the fstat, still under max_bytes: start over, holding nothing.
-            if let Some(permit) = permit {
-                permit.recycle(buffer);
-            }
-            attempt += 1;
-            continue;
-        }
-        let digest: [u8; 32] = Sha256::digest(&buffer[start..]).into();
-        let sha256 = crate::hex::encode(&digest);
-        drop(filling);
-        return Ok(Some(ReadAnswer::File {
-            served: ServedFile {
-                bytes: budgeted(buffer, start, permit),
-                sha256,
-                mtime_ms: meta.mtime_ms,
-            },
-            cacheable: (read == meta.size).then_some((meta, digest)),
-        }));
     }
 }
 
@@ -585,7 +716,7 @@ mod tests {
             for budget in [None, Some(&budget)] {
                 let served = read_file(&fs, &scope(2 << 20), &target, budget, ReadMode::Blocking)
                     .expect("readable")
-                    .expect("read, not deferred");
+                    .answered();
                 assert_eq!(served.bytes.as_ref(), content.as_slice(), "size {size}");
                 assert_eq!(
                     served.sha256,
@@ -795,7 +926,7 @@ mod tests {
             Some(budget),
             ReadMode::Blocking,
         )
-        .map(|served| served.expect("a blocking read is never deferred"))
+        .map(Step::answered)
     }
 
     /// Compares bodies by length and hash: a failure prints two lines, not megabytes.
@@ -1248,7 +1379,10 @@ mod tests {
         let inline = ReadMode::Inline { limit: 64 * 1024 };
         let answer =
             read_file(&fs, &scope(10 << 20), &target, Some(&budget), inline).expect("no refusal");
-        assert!(answer.is_none(), "deferred to a blocking thread");
+        assert!(
+            matches!(answer, Step::Resume(_)),
+            "handed to a blocking thread"
+        );
         assert_eq!(budget.available(), 64 << 20, "nothing stays borrowed");
     }
 }

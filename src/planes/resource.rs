@@ -1,8 +1,8 @@
 //! The operator plane over a [`Filesystem`].
 
 use super::hash_cache::HashCache;
-use super::reader::{self, ReadAnswer, ReadMode};
-use super::{AnswersInline, Cancel, IfNoneMatch, Listing, ReadOutcome, ResourcePlane};
+use super::reader::{self, Opened, ReadAnswer, ReadMode, Step};
+use super::{Attempt, Cancel, IfNoneMatch, Listing, ReadOutcome, ReadsInline, ResourcePlane};
 use crate::backends::Clock;
 use crate::backends::fs::Filesystem;
 use crate::budget::ByteBudget;
@@ -40,35 +40,37 @@ impl OperatorPlane {
     }
 
     /// One read under `condition`: refusals first, a 304 from the cache without reading when
-    /// it can, else the read, whose hash is cached when D-3.6's rules allow (D-13.3). `None`
-    /// only in [`ReadMode::Inline`], when the read should move to the blocking pool.
+    /// it can, else the read, whose hash is cached when D-3.6's rules allow (D-13.3). Goes on
+    /// from `opened` when an inline read opened the file already; [`Step::Resume`] only in
+    /// [`ReadMode::Inline`], when the read should move to the blocking pool.
     fn read_in(
         &self,
         path: &RelPath,
         condition: &IfNoneMatch,
         mode: ReadMode,
-    ) -> Option<Result<ReadOutcome, Refusal>> {
-        let answer = reader::read_file_if(
-            self.fs.as_ref(),
-            &self.scope,
-            path,
-            Some(&self.budget),
-            mode,
-            condition,
-            Some(&self.hashes),
-        );
-        Some(answer.transpose()?.map(|answer| match answer {
-            ReadAnswer::NotModified { sha256, mtime_ms } => {
-                ReadOutcome::NotModified { sha256, mtime_ms }
+        opened: Option<Opened>,
+    ) -> Result<Step<ReadOutcome>, Refusal> {
+        let (fs, scope, budget) = (self.fs.as_ref(), &self.scope, Some(&self.budget));
+        let cache = Some(self.hashes.as_ref());
+        let answer = match opened {
+            None => reader::read_file_if(fs, scope, path, budget, mode, condition, cache)?,
+            Some(opened) => Step::Done(reader::read_opened_if(
+                fs, scope, path, budget, opened, condition, cache,
+            )?),
+        };
+        Ok(match answer {
+            Step::Resume(opened) => Step::Resume(opened),
+            Step::Done(ReadAnswer::NotModified { sha256, mtime_ms }) => {
+                Step::Done(ReadOutcome::NotModified { sha256, mtime_ms })
             }
-            ReadAnswer::File { served, cacheable } => {
+            Step::Done(ReadAnswer::File { served, cacheable }) => {
                 if let Some((meta, sha256)) = cacheable {
                     let now_ns = i128::from(self.clock.now_ms()) * 1_000_000;
                     self.hashes.insert(&meta, &sha256, now_ns);
                 }
-                ReadOutcome::compare(served, condition)
+                Step::Done(ReadOutcome::compare(served, condition))
             }
-        }))
+        })
     }
 }
 
@@ -89,20 +91,39 @@ impl ResourcePlane for OperatorPlane {
     }
 
     fn read(&self, path: &RelPath, if_none_match: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
-        self.read_in(path, if_none_match, ReadMode::Blocking)
-            .expect("a blocking read always answers")
+        match self.read_in(path, if_none_match, ReadMode::Blocking, None)? {
+            Step::Done(outcome) => Ok(outcome),
+            Step::Resume(_) => unreachable!("a blocking read always answers"),
+        }
     }
 }
 
 /// A read of at most `limit` bytes whose bytes the budget lends at once answers on the async
-/// worker; anything else defers, having read no byte.
-impl AnswersInline for OperatorPlane {
+/// worker; anything else stops before reading a byte and goes on on the blocking pool from the
+/// file as opened.
+impl ReadsInline for OperatorPlane {
     fn read_inline(
         &self,
         path: &RelPath,
         if_none_match: &IfNoneMatch,
         limit: u64,
-    ) -> Option<Result<ReadOutcome, Refusal>> {
-        self.read_in(path, if_none_match, ReadMode::Inline { limit })
+    ) -> Attempt<Result<ReadOutcome, Refusal>, Opened> {
+        match self.read_in(path, if_none_match, ReadMode::Inline { limit }, None) {
+            Ok(Step::Done(outcome)) => Attempt::Answered(Ok(outcome)),
+            Ok(Step::Resume(opened)) => Attempt::Resume(opened),
+            Err(refusal) => Attempt::Answered(Err(refusal)),
+        }
+    }
+
+    fn read_resumed(
+        &self,
+        path: &RelPath,
+        if_none_match: &IfNoneMatch,
+        opened: Opened,
+    ) -> Result<ReadOutcome, Refusal> {
+        match self.read_in(path, if_none_match, ReadMode::Blocking, Some(opened))? {
+            Step::Done(outcome) => Ok(outcome),
+            Step::Resume(_) => unreachable!("a blocking read always answers"),
+        }
     }
 }
