@@ -114,7 +114,7 @@ impl PartialEq for Listing {
 impl Listing {
     /// A listing of `entries` (sorted here), for a plane that builds its own. An entry whose
     /// `sha256` is not 64 lowercase hex digits is left out: a listing only names files it
-    /// hashed. So is one whose path is longer than [`PATH_MAX`](crate::path::PATH_MAX) bytes:
+    /// hashed. So is one whose path is longer than `PATH_MAX` (4,096) bytes:
     /// no read could reach it, and a walk never lists one.
     pub fn from_entries(entries: Vec<ListingEntry>) -> Self {
         let mut builder = ListingBuilder::with_capacity(entries.len());
