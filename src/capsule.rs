@@ -397,7 +397,8 @@ impl<'m> CapsuleBuilder<'m> {
             .with_transport(settings.peer_transport.clone());
 
         // The planes the crate builds itself answer small calls on the async worker too
-        // (`ReadsInline`, `RedeemsInline`); a runtime's own plane is always called on the blocking pool.
+        // (`ReadsInline`, `RedeemsInline`); a runtime's own plane is always called on the
+        // blocking pool.
         let files: Option<FilesMount> = match self.files {
             Some(plane) => Some(Mount::own(plane)),
             None => manifest.files.as_ref().map(|f| -> FilesMount {

@@ -153,9 +153,11 @@ impl RedeemsInline for HmacPeerPlane {
         self.redeem_in(request, ReadMode::Inline { limit })
     }
 
-    /// The read of the checked redeem's file, from the descriptor the inline attempt opened:
-    /// the handle's checks (D-7.2, steps 1 to 4) are not made again, as they were not in a
-    /// redeem made whole on one thread, which checks once and then reads.
+    /// The read of the checked redeem's file, from the descriptor the inline attempt opened.
+    /// The handle's checks (D-7.2, steps 1 to 4) are not made again: like a redeem made whole on
+    /// one thread, it checks once and then reads, so a handle that expires, or a session that
+    /// ends, between the checks and the read does not stop this redeem (the next one is
+    /// refused).
     fn redeem_resumed(&self, resume: RedeemResume) -> RedeemOutcome {
         let RedeemResume {
             path,
