@@ -10,7 +10,9 @@
 //! sent, so an entry is kept small: each shard holds its entries densely in a `Vec` (72 bytes
 //! each, and a 4-byte listing mark in a `Vec` beside it), found through an index of 4-byte
 //! positions keyed by (device, inode). Capacity a shard has not yet used is never written, so
-//! it is never resident; the index is the only table with slack, at 4 bytes a bucket.
+//! it is never resident; the index is the only table with slack, at 5 bytes a bucket (a
+//! position and a control byte). A listing with many files to hash sizes the shards for them
+//! before it starts ([`HashCache::reserve`]).
 
 use crate::backends::fs::FileMeta;
 use hashbrown::HashTable;
@@ -82,8 +84,8 @@ impl Stored {
 /// ([`later`], [`HashCache::update`]), which is exact while the listings compared are fewer
 /// than 2^31 apart; every finished listing forgets the entries no listing since its start has
 /// marked, so the marks held stay close to the newest number. A mark compared wrongly (an
-/// entry untouched across 2^31 listings none of which finished) can only keep an entry one
-/// update longer or forget it early: a mark never decides whether a hash is reused.
+/// entry untouched across 2^31 listings none of which finished) can only keep an entry a few
+/// updates longer or forget it early: a mark never decides whether a hash is reused.
 type Mark = u32;
 
 fn mark_of(listing: u64) -> Mark {
