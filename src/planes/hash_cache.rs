@@ -10,7 +10,9 @@
 //! sent, so an entry is kept small: each shard holds its entries densely in a `Vec` (72 bytes
 //! each, and a 4-byte listing mark in a `Vec` beside it), found through an index of 4-byte
 //! positions keyed by (device, inode). Capacity a shard has not yet used is never written, so
-//! it is never resident; the index is the only table with slack, at 4 bytes a bucket.
+//! it is never resident; the index is the only table with slack, at 5 bytes a bucket (a
+//! position and a control byte). A listing with many files to hash sizes the shards for them
+//! before it starts ([`HashCache::reserve`]).
 
 use crate::backends::fs::FileMeta;
 use hashbrown::HashTable;
@@ -82,8 +84,8 @@ impl Stored {
 /// ([`later`], [`HashCache::update`]), which is exact while the listings compared are fewer
 /// than 2^31 apart; every finished listing forgets the entries no listing since its start has
 /// marked, so the marks held stay close to the newest number. A mark compared wrongly (an
-/// entry untouched across 2^31 listings none of which finished) can only keep an entry one
-/// update longer or forget it early: a mark never decides whether a hash is reused.
+/// entry untouched across 2^31 listings none of which finished) can only keep an entry a few
+/// updates longer or forget it early: a mark never decides whether a hash is reused.
 type Mark = u32;
 
 fn mark_of(listing: u64) -> Mark {
@@ -149,6 +151,18 @@ impl Shard {
         self.marks.push(AtomicU32::new(mark));
         let Shard { stored, index, .. } = self;
         index.insert_unique(hash, at, |&at| {
+            let held = &stored[at as usize];
+            identity_hash(hasher, held.dev, held.ino)
+        });
+    }
+
+    /// Room for `additional` more entries than the shard holds, in one allocation each (see
+    /// [`HashCache::reserve`]).
+    fn reserve(&mut self, additional: usize, hasher: &RandomState) {
+        self.stored.reserve_exact(additional);
+        self.marks.reserve_exact(additional);
+        let Shard { stored, index, .. } = self;
+        index.reserve(additional, |&at| {
             let held = &stored[at as usize];
             identity_hash(hasher, held.dev, held.ino)
         });
@@ -326,6 +340,21 @@ impl HashCache {
             let newest = mark_of(self.listings.load(Ordering::Relaxed).max(listing));
             let span = newest.wrapping_sub(mark);
             shard.retain(&self.hasher, |held| held.wrapping_sub(mark) <= span);
+        }
+    }
+
+    /// Makes room, before a listing hashes `files` files, for their entries: each shard takes
+    /// its share (and an eighth more, for shards the inode numbers fill unevenly) at once,
+    /// rather than growing step by step while the listing's workers insert, which would copy
+    /// each shard's entries and rebuild its index a dozen times and leave the smaller copies
+    /// behind in the allocator. Capacity no entry fills is never written, so it is never
+    /// resident; only the index's control bytes (about one a file) are.
+    pub fn reserve(&self, files: usize) {
+        let share = files / SHARDS;
+        let additional = share + share / 8 + 1;
+        for shard in self.shards.iter() {
+            let mut shard = shard.write().unwrap_or_else(|e| e.into_inner());
+            shard.reserve(additional, &self.hasher);
         }
     }
 
@@ -779,5 +808,47 @@ mod tests {
         assert_eq!(cache.len(), 1, "b, seen by no listing since, is gone");
         cache.update([], 10_000_000_000, earlier.listing());
         assert_eq!(cache.get(&a), Some(H_A), "a was seen by a later listing");
+    }
+
+    /// Sized for a listing's files at once, the shards take them without growing (no copy of
+    /// their entries, no rebuilt index), and find each afterwards.
+    #[test]
+    fn a_cache_sized_for_a_listing_takes_its_files_without_growing() {
+        let cache = HashCache::new();
+        let files: Vec<FileMeta> = (0..6_400)
+            .map(|ino| FileMeta {
+                ino,
+                ..meta(1, 0, 0)
+            })
+            .collect();
+        cache.reserve(files.len());
+        let room = |cache: &HashCache| -> Vec<(usize, usize, usize)> {
+            cache
+                .shards
+                .iter()
+                .map(|shard| {
+                    let shard = shard.read().unwrap();
+                    (
+                        shard.stored.capacity(),
+                        shard.marks.capacity(),
+                        shard.index.capacity(),
+                    )
+                })
+                .collect()
+        };
+        let reserved = room(&cache);
+        assert!(
+            reserved
+                .iter()
+                .all(|&(stored, marks, index)| stored >= 100 && marks >= 100 && index >= 100)
+        );
+        let listing = cache.view().listing();
+        for file in &files {
+            cache.insert_seen(file, &H, 10_000_000_000, listing);
+        }
+        assert_eq!(room(&cache), reserved);
+        cache.update([], 10_000_000_000, listing);
+        assert_eq!(cache.len(), 6_400);
+        assert!(files.iter().all(|file| cache.get(file) == Some(H)));
     }
 }

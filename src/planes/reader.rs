@@ -496,6 +496,9 @@ pub(crate) fn list_files(
         at_once.unwrap_or_else(|| budget.acquire_blocking(wanted))
     });
     drop(gate);
+    if misses.len() >= CACHE_RESERVE_FROM {
+        cache.reserve(misses.len());
+    }
     let fresh = FreshHashes {
         cache,
         hashed_at_ns,
@@ -522,6 +525,10 @@ struct FreshHashes<'a> {
 /// The largest charge a listing takes from the budget's free bytes ahead of borrowers queued
 /// for theirs: about 10,000 entries.
 const LISTING_AT_ONCE: u64 = 1 << 20;
+
+/// How many files a listing must have to hash before it sizes the cache for them at once
+/// (see [`HashCache::reserve`]): below it, each shard's share is a few entries.
+const CACHE_RESERVE_FROM: usize = 4096;
 
 /// The refusal of a listing whose caller went away.
 fn cancelled() -> Refusal {
