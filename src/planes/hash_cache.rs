@@ -349,7 +349,7 @@ impl HashCache {
     /// each shard's entries and rebuild its index a dozen times and leave the smaller copies
     /// behind in the allocator. Capacity no entry fills is never written, so it is never
     /// resident; only the index's control bytes (about one a file) are.
-    pub fn reserve(&self, files: usize) {
+    pub(crate) fn reserve(&self, files: usize) {
         let share = files / SHARDS;
         let additional = share + share / 8 + 1;
         for shard in self.shards.iter() {
