@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
-use support::process::{Exited, Launch, Served, Stderr};
+use support::process::{Exited, Launch, Leaf, Served, Stderr, snapshot_tree};
 use support::sha256_hex;
 use tempfile::TempDir;
 
@@ -135,33 +135,7 @@ fn write(path: &Path, bytes: &[u8]) {
 
 /// Every path under `dir` with its type and contents (or link target).
 fn snapshot(dir: &Path) -> BTreeMap<String, String> {
-    fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries {
-            let path = entry.expect("dir entry").path();
-            let rel = path
-                .strip_prefix(base)
-                .expect("under base")
-                .display()
-                .to_string();
-            let meta = std::fs::symlink_metadata(&path).expect("lstat");
-            if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&path).expect("readlink");
-                out.insert(rel, format!("link -> {}", target.display()));
-            } else if meta.is_dir() {
-                out.insert(rel, "dir".into());
-                walk(&path, base, out);
-            } else {
-                let bytes = std::fs::read(&path).expect("read");
-                out.insert(rel, format!("file {}", String::from_utf8_lossy(&bytes)));
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
+    snapshot_tree(dir, Leaf::Contents)
 }
 
 fn mtime_ms(path: &Path) -> u128 {

@@ -209,29 +209,7 @@ impl Workdir {
 
     /// Every path under the scratch directory with its type (and size or link target).
     pub fn snapshot(&self) -> BTreeMap<String, String> {
-        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
-            for entry in std::fs::read_dir(dir).expect("read_dir") {
-                let path = entry.expect("dir entry").path();
-                let rel = path
-                    .strip_prefix(base)
-                    .expect("under base")
-                    .display()
-                    .to_string();
-                let meta = std::fs::symlink_metadata(&path).expect("lstat");
-                if meta.file_type().is_symlink() {
-                    let target = std::fs::read_link(&path).expect("readlink");
-                    out.insert(rel, format!("link -> {}", target.display()));
-                } else if meta.is_dir() {
-                    out.insert(rel, "dir".into());
-                    walk(&path, base, out);
-                } else {
-                    out.insert(rel, format!("file, {} bytes", meta.len()));
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(&self.root, &self.root, &mut out);
-        out
+        snapshot_tree(&self.root, Leaf::Size)
     }
 
     /// Every trace under `tr/` and every captured stderr, sorted.
@@ -912,4 +890,51 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// What [`snapshot_tree`] records of a regular file.
+#[derive(Clone, Copy)]
+pub enum Leaf {
+    /// Its size.
+    Size,
+    /// Its contents (lossy UTF-8).
+    Contents,
+}
+
+/// Every path under `dir` with its type: a directory, a symlink and its target, or a file as
+/// `leaf` says. A `dir` that does not exist is an empty tree.
+pub fn snapshot_tree(dir: &Path, leaf: Leaf) -> BTreeMap<String, String> {
+    fn walk(dir: &Path, base: &Path, leaf: Leaf, out: &mut BTreeMap<String, String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let path = entry.expect("dir entry").path();
+            let rel = path
+                .strip_prefix(base)
+                .expect("under base")
+                .display()
+                .to_string();
+            let meta = std::fs::symlink_metadata(&path).expect("lstat");
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).expect("readlink");
+                out.insert(rel, format!("link -> {}", target.display()));
+            } else if meta.is_dir() {
+                out.insert(rel, "dir".into());
+                walk(&path, base, leaf, out);
+            } else {
+                let text = match leaf {
+                    Leaf::Size => format!("file, {} bytes", meta.len()),
+                    Leaf::Contents => {
+                        let bytes = std::fs::read(&path).expect("read");
+                        format!("file {}", String::from_utf8_lossy(&bytes))
+                    }
+                };
+                out.insert(rel, text);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, leaf, &mut out);
+    out
 }
