@@ -146,7 +146,7 @@ pub(crate) enum Step<T> {
     /// Answered.
     Done(T),
     /// Only in [`ReadMode::Inline`]: the read would wait, and is to go on on the blocking pool
-    /// from the file as opened ([`read_opened`], [`read_opened_if`]). Nothing was read, and
+    /// from the file as opened ([`read_opened`], [`read_file_if`]). Nothing was read, and
     /// nothing stays borrowed from the budget.
     Resume(Opened),
 }
@@ -187,6 +187,7 @@ pub(crate) fn read_file(
         target,
         budget,
         mode,
+        None,
         &IfNoneMatch::absent(),
         None,
     )?;
@@ -250,16 +251,20 @@ impl ReadAnswer {
 /// [`read_file`] under an `If-None-Match` condition (D-13): every refusal first, exactly as a
 /// read decides it; then, when `cache` holds the hash for the descriptor's metadata and the
 /// condition matches it, [`ReadAnswer::NotModified`] without reading a byte; else the file is
-/// read and hashed as for a 200, and the caller compares.
+/// read and hashed as for a 200, and the caller compares. With `opened` (the file as an inline
+/// read of the same `target` opened it), the read goes on from that descriptor, as
+/// [`read_opened`] does, instead of resolving `target` again.
 ///
 /// # Errors
 /// As [`read_file`].
+#[allow(clippy::too_many_arguments)] // one read's whole context, passed straight through
 pub(crate) fn read_file_if(
     fs: &dyn Filesystem,
     scope: &ExportScope,
     target: &RelPath,
     budget: Option<&ByteBudget>,
     mode: ReadMode,
+    opened: Option<Opened>,
     condition: &IfNoneMatch,
     cache: Option<&HashCache>,
 ) -> Result<Step<ReadAnswer>, Refusal> {
@@ -271,31 +276,7 @@ pub(crate) fn read_file_if(
         condition,
         cache,
     };
-    read.run(mode, None)
-}
-
-/// [`read_file_if`] on a blocking thread, going on from `opened` as [`read_opened`] does.
-///
-/// # Errors
-/// As [`read_file`].
-pub(crate) fn read_opened_if(
-    fs: &dyn Filesystem,
-    scope: &ExportScope,
-    target: &RelPath,
-    budget: Option<&ByteBudget>,
-    opened: Opened,
-    condition: &IfNoneMatch,
-    cache: Option<&HashCache>,
-) -> Result<ReadAnswer, Refusal> {
-    let read = OneRead {
-        fs,
-        scope,
-        target,
-        budget,
-        condition,
-        cache,
-    };
-    Ok(read.run(ReadMode::Blocking, Some(opened))?.answered())
+    read.run(mode, opened)
 }
 
 /// One read's fixed inputs.

@@ -52,12 +52,7 @@ impl OperatorPlane {
     ) -> Result<Step<ReadOutcome>, Refusal> {
         let (fs, scope, budget) = (self.fs.as_ref(), &self.scope, Some(&self.budget));
         let cache = Some(self.hashes.as_ref());
-        let answer = match opened {
-            None => reader::read_file_if(fs, scope, path, budget, mode, condition, cache)?,
-            Some(opened) => Step::Done(reader::read_opened_if(
-                fs, scope, path, budget, opened, condition, cache,
-            )?),
-        };
+        let answer = reader::read_file_if(fs, scope, path, budget, mode, opened, condition, cache)?;
         Ok(match answer {
             Step::Resume(opened) => Step::Resume(opened),
             Step::Done(ReadAnswer::NotModified { sha256, mtime_ms }) => {
