@@ -19,25 +19,18 @@
 //! over 10 MiB (the manifest's default `max_bytes`) are refused with 413.
 //!
 //! ```sh
-//! cargo run --release --example read_floor -- <root> 127.0.0.1:18082 [workers]
+//! cargo run --release --manifest-path bench/floors/Cargo.toml --bin read_floor -- <root> 127.0.0.1:18082 [workers]
 //! ```
 #![allow(clippy::disallowed_methods)] // a bench floor: it binds its own socket and reads argv
 
-use resource_plane::backends::{Filesystem, OsFilesystem};
-use resource_plane::page_aligned;
-use resource_plane::path::{decode_request_path, strip_query};
-use resource_plane::scope::{Containment, RootPath};
-use resource_plane::{Code, Refusal};
-use sha2::{Digest, Sha256};
+use resource_plane::Code;
+use resource_plane::backends::OsFilesystem;
+use resource_plane::path::strip_query;
+use resource_plane::scope::RootPath;
+use resource_plane_floors::{PREFIX, read, request_target, status_only};
 use std::io::{IoSlice, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-
-/// The longest request head read (D-4.6).
-const MAX_HEAD: usize = 16 * 1024;
-/// The manifest's default `max_bytes` (D-1.4).
-const MAX_BYTES: u64 = 10 << 20;
-const PREFIX: &str = "/resources/files/";
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -97,14 +90,14 @@ fn answer(
     mut stream: TcpStream,
     buffer: &mut Vec<u8>,
 ) -> std::io::Result<()> {
-    let Some(target) = request_target(&mut stream)? else {
+    let Some(target) = read_head(&mut stream)? else {
         return stream.write_all(&status_only(400));
     };
     let Some(raw) = target.strip_prefix(PREFIX) else {
         return stream.write_all(&status_only(Code::NotFound.status()));
     };
     match read(fs, export, strip_query(raw), buffer) {
-        Ok((start, etag)) => {
+        Ok((start, etag, _)) => {
             let body = &buffer[start..];
             let head = format!(
                 "HTTP/1.1 200 OK\r\ncontent-length: {}\r\netag: \"{etag}\"\r\nconnection: close\r\n\r\n",
@@ -120,60 +113,22 @@ fn answer(
 }
 
 /// The target of a `GET` request line, once the whole head is in; `None` for anything else
-/// (another method, a head over [`MAX_HEAD`], a connection closed early).
-fn request_target(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
+/// (another method, a head over the limit, a connection closed early).
+fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+    loop {
         let n = stream.read(&mut chunk)?;
-        if n == 0 || head.len() + n > MAX_HEAD {
+        if n == 0 {
             return Ok(None);
         }
         head.extend_from_slice(&chunk[..n]);
+        match request_target(&head) {
+            Ok(None) => {}
+            Ok(Some(target)) => return Ok(Some(target)),
+            Err(()) => return Ok(None),
+        }
     }
-    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
-    let mut parts = line.split(|b| *b == b' ');
-    Ok(match (parts.next(), parts.next()) {
-        (Some(b"GET"), Some(target)) => std::str::from_utf8(target).ok().map(str::to_owned),
-        _ => None,
-    })
-}
-
-/// Opens `raw` beneath the export root as every conforming read must (D-2.4 to D-2.6), reads
-/// it whole into `buffer` from a page boundary and hashes it (D-2.7): where the body starts in
-/// `buffer`, and the body's sha256 in hex.
-///
-/// # Errors
-/// `outside_root`, `not_found`, `symlink_refused`, `not_a_regular_file` from the path and the
-/// opening; `too_large` over [`MAX_BYTES`]; `io_error` when the read fails.
-fn read(
-    fs: &OsFilesystem,
-    export: &RootPath,
-    raw: &str,
-    buffer: &mut Vec<u8>,
-) -> Result<(usize, String), Refusal> {
-    let target = decode_request_path(raw)?;
-    let mut file = fs
-        .open_root(export, Containment::Advisory)?
-        .open_file(&target)?;
-    let size = file.meta().size;
-    if size > MAX_BYTES {
-        return Err(Refusal::new(Code::TooLarge, "over max_bytes"));
-    }
-    // One byte past the size, to see a file that grew, read as the planes read: straight into
-    // the buffer, one `read(2)` for a file in the page cache.
-    let start = page_aligned::read_into(&mut file, buffer, size, size + 1)
-        .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;
-    if (buffer.len() - start) as u64 > MAX_BYTES {
-        return Err(Refusal::new(Code::TooLarge, "grew past max_bytes"));
-    }
-    let digest = Sha256::digest(&buffer[start..]);
-    Ok((start, resource_plane::hex::encode(&digest)))
-}
-
-/// A response of `status` with no body.
-fn status_only(status: u16) -> Vec<u8> {
-    format!("HTTP/1.1 {status} \r\ncontent-length: 0\r\nconnection: close\r\n\r\n").into_bytes()
 }
 
 /// Writes every slice in order, as few system calls as the socket allows.
