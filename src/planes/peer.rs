@@ -4,7 +4,7 @@
 use super::handle::{self, MAC_CONTEXT, MAC_SEPARATOR, Payload};
 use super::proof::{self, Malformed, Proof};
 use super::reader::{self, Opened, ReadMode, Step};
-use super::replay::{NotAdmitted, ReplayMemory};
+use super::replay::{NotAdmitted, REPLAY_WINDOW_MS, ReplayMemory};
 use super::{Attempt, Minted, PeerPlane, RedeemOutcome, RedeemRequest, RedeemsInline};
 use crate::audience::{KEY_TAG, looks_keyed};
 use crate::backends::{Clock, Filesystem, KeyStore, OsRandom, Random};
@@ -259,9 +259,10 @@ impl HmacPeerPlane {
         }
         match self.replay.admit(handle_id, &proof.n, now) {
             Ok(()) => Ok(now),
-            Err(NotAdmitted::Replayed) => {
-                Err("proof replayed: its nonce was accepted for this handle within 120 s".into())
-            }
+            Err(NotAdmitted::Replayed) => Err(format!(
+                "proof replayed: its nonce was accepted for this handle within {} s",
+                REPLAY_WINDOW_MS / 1000
+            )),
             Err(NotAdmitted::Full) => Err("proof not remembered: the replay memory is full".into()),
         }
     }
