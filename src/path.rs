@@ -85,9 +85,12 @@ impl RelPath {
 
     /// Joins a child name (one plain component) under this path.
     pub(crate) fn join(&self, name: &str) -> RelPath {
-        RelPath {
-            joined: format!("{}/{}", self.joined, name),
-        }
+        // Sized once and copied: a listing joins one path per file.
+        let mut joined = String::with_capacity(self.joined.len() + 1 + name.len());
+        joined.push_str(&self.joined);
+        joined.push('/');
+        joined.push_str(name);
+        RelPath { joined }
     }
 
     /// Whether a file below this directory could still have a path of at most [`PATH_MAX`]
@@ -106,6 +109,42 @@ impl RelPath {
         RelPath {
             joined: name.to_owned(),
         }
+    }
+
+    /// `name` (one plain component) under `parent`, or alone without one: [`join`](Self::join)
+    /// or [`from_name`](Self::from_name).
+    pub(crate) fn child(parent: Option<&RelPath>, name: &str) -> RelPath {
+        match parent {
+            Some(parent) => parent.join(name),
+            None => RelPath::from_name(name),
+        }
+    }
+
+    /// Makes `slot` hold [`child`](Self::child)`(parent, name)`, in the buffer it already has:
+    /// a walk names every file it finds in one buffer rather than allocating a path for each.
+    pub(crate) fn set_child<'a>(
+        slot: &'a mut Option<RelPath>,
+        parent: Option<&RelPath>,
+        name: &str,
+    ) -> &'a RelPath {
+        match slot {
+            Some(path) => {
+                path.joined.clear();
+                if let Some(parent) = parent {
+                    path.joined.push_str(&parent.joined);
+                    path.joined.push('/');
+                }
+                path.joined.push_str(name);
+                path
+            }
+            None => slot.insert(RelPath::child(parent, name)),
+        }
+    }
+
+    /// Whether `name` under this path (or alone, without a parent) fits in [`PATH_MAX`] bytes:
+    /// [`fits_path_max`](Self::fits_path_max) of the [`child`](Self::child), without building it.
+    pub(crate) fn child_fits_path_max(parent: Option<&RelPath>, name: &str) -> bool {
+        parent.map_or(0, |p| p.joined.len() + 1) + name.len() <= PATH_MAX
     }
 }
 

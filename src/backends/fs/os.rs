@@ -601,13 +601,13 @@ impl RootDir for OsRootDir {
     }
 
     fn walk_each(&self, found: &mut dyn FnMut(RelPath)) -> Result<(), FsError> {
-        self.walk_with_meta(false, &mut |path, _| found(path))
+        self.walk_with_meta(false, &mut |path, _| found(path.clone()))
     }
 
     fn walk_with_meta(
         &self,
         with_meta: bool,
-        found: &mut dyn FnMut(RelPath, Option<FileMeta>),
+        found: &mut dyn FnMut(&RelPath, Option<FileMeta>),
     ) -> Result<(), FsError> {
         let root = rustix::fs::openat(
             self.fd.as_fd(),
@@ -617,8 +617,16 @@ impl RootDir for OsRootDir {
         )
         .map_err(|e| fs_error(e, self.class, "open export root for listing"))?;
         let mut pending = Vec::new();
-        list_dir(&root, None, with_meta, found, &mut pending)
-            .map_err(|e| fs_error(e, self.class, "read export root"))?;
+        // Every candidate's path is built in this one buffer.
+        let mut named = None;
+        list_dir(
+            &root,
+            None,
+            with_meta,
+            &mut |name, meta| found(RelPath::set_child(&mut named, None, name), meta),
+            &mut pending,
+        )
+        .map_err(|e| fs_error(e, self.class, "read export root"))?;
         if with_meta && !pending.is_empty() && self.walk_shared(&mut pending, found) {
             return Ok(());
         }
@@ -639,7 +647,15 @@ impl RootDir for OsRootDir {
             };
             // An unreadable or vanished subdirectory is omitted, not fatal (D-3.3).
             if let Ok(dir) = opened {
-                let _ = list_dir(&dir, Some(&path), with_meta, found, &mut pending);
+                let _ = list_dir(
+                    &dir,
+                    Some(&path),
+                    with_meta,
+                    &mut |name, meta| {
+                        found(RelPath::set_child(&mut named, Some(&path), name), meta);
+                    },
+                    &mut pending,
+                );
                 listed = (Some(path), dir);
             }
         }
@@ -671,61 +687,185 @@ fn lock_queue(queue: &std::sync::Mutex<WalkQueue>) -> std::sync::MutexGuard<'_, 
     queue.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Candidates with their stats, as a shared walk's thread hands them to the calling thread:
+/// each candidate's name under its directory, the names back to back in one string, so a batch
+/// takes a few allocations however many files it names.
+#[derive(Default)]
+struct Batch {
+    /// The directories the batch's candidates are in.
+    dirs: Vec<RelPath>,
+    /// The candidates' names, back to back.
+    names: String,
+    /// Each candidate: its directory's index in `dirs`, where its name ends in `names`, and
+    /// its stat.
+    entries: Vec<(u32, usize, Option<FileMeta>)>,
+}
+
+impl Batch {
+    fn with_capacity(entries: usize) -> Self {
+        Batch {
+            dirs: Vec::new(),
+            names: String::with_capacity(entries * 24),
+            entries: Vec::with_capacity(entries),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Adds `name` in the directory added last, with its stat.
+    fn push(&mut self, name: &str, meta: Option<FileMeta>) {
+        // At most WALK_BATCH directories: one per entry.
+        let at = self.dirs.len().saturating_sub(1) as u32;
+        self.names.push_str(name);
+        self.entries.push((at, self.names.len(), meta));
+    }
+
+    /// Each candidate, in the order pushed: its directory, its name, its stat.
+    fn each(&self, mut found: impl FnMut(&RelPath, &str, Option<FileMeta>)) {
+        let mut start = 0;
+        for &(dir, end, meta) in &self.entries {
+            found(&self.dirs[dir as usize], &self.names[start..end], meta);
+            start = end;
+        }
+    }
+}
+
+/// The candidates a shared walk's thread sends at once: enough that the calling thread wakes a
+/// few times per thousand files rather than once per directory.
+const WALK_BATCH: usize = 1024;
+
+/// A shared walk thread's batch in the making. Once the calling thread has gone, what the
+/// thread finds is dropped.
+struct BatchSender {
+    batch: Batch,
+    /// Whether the batch holds the directory being read (it does not before its first entry,
+    /// nor after a flush).
+    has_dir: bool,
+    send: Option<std::sync::mpsc::SyncSender<Batch>>,
+}
+
+impl BatchSender {
+    fn new(send: std::sync::mpsc::SyncSender<Batch>) -> Self {
+        BatchSender {
+            batch: Batch::with_capacity(WALK_BATCH),
+            has_dir: false,
+            send: Some(send),
+        }
+    }
+
+    /// The entries pushed from now on are in `dir`.
+    fn enter(&mut self) {
+        self.has_dir = false;
+    }
+
+    /// Adds `name` in `dir`, the directory last [`enter`](Self::enter)ed, with its stat.
+    fn push(&mut self, dir: &RelPath, name: &str, meta: Option<FileMeta>) {
+        if self.send.is_none() {
+            return;
+        }
+        if !self.has_dir {
+            self.batch.dirs.push(dir.clone());
+            self.has_dir = true;
+        }
+        self.batch.push(name, meta);
+        if self.batch.len() >= WALK_BATCH {
+            self.flush();
+        }
+    }
+
+    /// Sends what the batch holds, if anything.
+    fn flush(&mut self) {
+        if self.batch.len() == 0 {
+            return;
+        }
+        let batch = std::mem::replace(&mut self.batch, Batch::with_capacity(WALK_BATCH));
+        self.has_dir = false;
+        if let Some(send) = &self.send
+            && send.send(batch).is_err()
+        {
+            self.send = None;
+        }
+    }
+}
+
+/// The next directory for a shared walk's thread to read, counted busy; `None` once every
+/// directory has been read, or the calling thread has stopped taking batches. A thread about
+/// to wait for another to queue a directory first sends the batch it holds, so the calling
+/// thread is not kept waiting for it.
+fn take_dir(
+    queue: &std::sync::Mutex<WalkQueue>,
+    changed: &std::sync::Condvar,
+    out: &mut BatchSender,
+) -> Option<RelPath> {
+    let mut state = lock_queue(queue);
+    loop {
+        out.send.as_ref()?;
+        if let Some(path) = state.dirs.pop() {
+            state.busy += 1;
+            return Some(path);
+        }
+        if state.busy == 0 {
+            return None;
+        }
+        if out.batch.len() > 0 {
+            drop(state);
+            out.flush();
+            state = lock_queue(queue);
+            continue;
+        }
+        state = changed.wait(state).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
 impl OsRootDir {
     /// Reads the directories in `pending` (and every directory beneath them) on
     /// [`stat_threads`] threads at once, each opening its directory beneath the root as the
     /// sequential walk does and handing its candidates, with their stats, to `found` on the
-    /// calling thread a directory at a time. Each thread holds one directory descriptor at a
-    /// time, whatever the tree's depth. `false`, with `pending` untouched, when no thread
+    /// calling thread in batches of up to [`WALK_BATCH`] (a thread sends what it holds when
+    /// its batch is full, when it finds no directory left to take, and when it ends). Each
+    /// thread holds one directory descriptor at a time, whatever the tree's depth, and at most
+    /// one batch however large a directory. `false`, with `pending` untouched, when no thread
     /// could be started: the caller walks alone.
     fn walk_shared(
         &self,
         pending: &mut Vec<RelPath>,
-        found: &mut dyn FnMut(RelPath, Option<FileMeta>),
+        found: &mut dyn FnMut(&RelPath, Option<FileMeta>),
     ) -> bool {
-        type Batch = Vec<(RelPath, Option<FileMeta>)>;
         let queue = std::sync::Mutex::new(WalkQueue {
             dirs: std::mem::take(pending),
             busy: 0,
         });
         let changed = std::sync::Condvar::new();
-        let (send, receive) = std::sync::mpsc::sync_channel::<Batch>(stat_threads() * 4);
+        let (send, receive) = std::sync::mpsc::sync_channel::<Batch>(stat_threads() * 2);
         let started = std::thread::scope(|threads| {
-            let work = |send: std::sync::mpsc::SyncSender<Batch>| loop {
-                let path = {
-                    let mut state = lock_queue(&queue);
-                    loop {
-                        if let Some(path) = state.dirs.pop() {
-                            state.busy += 1;
-                            break path;
-                        }
-                        if state.busy == 0 {
-                            changed.notify_all();
-                            return;
-                        }
-                        state = changed.wait(state).unwrap_or_else(|e| e.into_inner());
+            let work = |send: std::sync::mpsc::SyncSender<Batch>| {
+                let mut out = BatchSender::new(send);
+                while let Some(path) = take_dir(&queue, &changed, &mut out) {
+                    let mut subdirs = Vec::new();
+                    // An unreadable or vanished subdirectory is omitted, not fatal (D-3.3).
+                    if let Ok(dir) = self.open_subdir(&path) {
+                        out.enter();
+                        let _ = list_dir(
+                            &dir,
+                            Some(&path),
+                            true,
+                            &mut |name, meta| out.push(&path, name, meta),
+                            &mut subdirs,
+                        );
                     }
-                };
-                let (mut batch, mut subdirs) = (Vec::new(), Vec::new());
-                // An unreadable or vanished subdirectory is omitted, not fatal (D-3.3).
-                if let Ok(dir) = self.open_subdir(&path) {
-                    let _ = list_dir(
-                        &dir,
-                        Some(&path),
-                        true,
-                        &mut |path, meta| batch.push((path, meta)),
-                        &mut subdirs,
-                    );
-                }
-                {
                     let mut state = lock_queue(&queue);
+                    let more = !subdirs.is_empty();
                     state.dirs.append(&mut subdirs);
                     state.busy -= 1;
-                    changed.notify_all();
+                    // Only a thread waiting for a directory, or for the walk's end, needs
+                    // waking.
+                    if more || state.busy == 0 {
+                        changed.notify_all();
+                    }
                 }
-                if !batch.is_empty() && send.send(batch).is_err() {
-                    return;
-                }
+                out.flush();
             };
             let started = (0..stat_threads())
                 .filter(|_| {
@@ -736,10 +876,9 @@ impl OsRootDir {
                 })
                 .count();
             drop(send);
+            let mut named = None;
             for batch in receive {
-                for (path, meta) in batch {
-                    found(path, meta);
-                }
+                batch.each(|dir, name, meta| found(RelPath::set_child(&mut named, Some(dir), name), meta));
             }
             started
         });
@@ -771,17 +910,16 @@ impl OsRootDir {
     }
 }
 
-/// Reads one directory's entries: regular files and symlinks go to `found`, real directories
-/// to `pending` for the walk to open later. Paths a read could not reach (over `PATH_MAX`, or
-/// not UTF-8) are left out.
-/// Hands each regular file and symlink in `dir` to `found` (with its metadata from a stat
-/// relative to `dir` that follows no symlink, for a regular file when `with_meta` asks) and
-/// queues each subdirectory on `pending`.
+/// Reads one directory's entries: the name of each regular file and symlink goes to `found`
+/// (with its metadata from a stat relative to `dir` that follows no symlink, for a regular file
+/// when `with_meta` asks), and each real directory, as a path under `prefix`, to `pending` for
+/// the walk to open later. Names whose path a read could not reach (over `PATH_MAX`, or not
+/// UTF-8) are left out.
 fn list_dir(
     dir: &OwnedFd,
     prefix: Option<&RelPath>,
     with_meta: bool,
-    found: &mut dyn FnMut(RelPath, Option<FileMeta>),
+    found: &mut dyn FnMut(&str, Option<FileMeta>),
     pending: &mut Vec<RelPath>,
 ) -> Result<(), Errno> {
     let mut entries = rustix::fs::Dir::read_from(dir)?;
@@ -802,22 +940,23 @@ fn list_dir(
                 Err(_) => continue,
             }
         }
-        let path = match prefix {
-            Some(p) => p.join(name),
-            None => RelPath::from_name(name),
-        };
         match file_type {
-            FileType::RegularFile if path.fits_path_max() => {
+            FileType::RegularFile if RelPath::child_fits_path_max(prefix, name) => {
                 // Still a regular file when stat'ed, or no metadata: the caller opens it.
                 let meta = with_meta
                     .then(|| rustix::fs::statat(dir, raw, AtFlags::SYMLINK_NOFOLLOW).ok())
                     .flatten()
                     .filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
                     .map(|st| meta_of(&st));
-                found(path, meta);
+                found(name, meta);
             }
-            FileType::Symlink if path.fits_path_max() => found(path, None),
-            FileType::Directory if path.has_room_for_children() => pending.push(path),
+            FileType::Symlink if RelPath::child_fits_path_max(prefix, name) => found(name, None),
+            FileType::Directory => {
+                let path = RelPath::child(prefix, name);
+                if path.has_room_for_children() {
+                    pending.push(path);
+                }
+            }
             _ => {}
         }
     }
@@ -910,7 +1049,7 @@ mod tests {
             .collect();
         plain.sort();
         let mut shared = Vec::new();
-        root.walk_with_meta(true, &mut |path, meta| shared.push((path, meta)))
+        root.walk_with_meta(true, &mut |path, meta| shared.push((path.clone(), meta)))
             .expect("walk with stats");
         shared.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
         let names: Vec<&str> = shared.iter().map(|(p, _)| p.as_str()).collect();
