@@ -318,4 +318,56 @@ mod tests {
         assert_eq!(p.components().collect::<Vec<_>>(), ["a", "b", "c"]);
         assert_eq!(p.join("d").as_str(), "a/b/c/d");
     }
+
+    /// A walk names every file in one reused buffer: each name set in it is exactly the path
+    /// `join` or `from_name` builds, whatever the buffer held before (longer, shorter, nested
+    /// deeper or at the root).
+    #[test]
+    fn a_reused_path_is_each_child_exactly() {
+        let deep = RelPath::parse_canonical("reports/2024/q3").unwrap();
+        let top = RelPath::parse_canonical("a").unwrap();
+        let mut slot = None;
+        let steps: [(Option<&RelPath>, &str, &str); 5] = [
+            (Some(&deep), "summary.md", "reports/2024/q3/summary.md"),
+            (None, "x", "x"),
+            (Some(&top), "b", "a/b"),
+            (Some(&deep), "é.txt", "reports/2024/q3/é.txt"),
+            (None, "long-name-at-the-root.bin", "long-name-at-the-root.bin"),
+        ];
+        for (parent, name, expected) in steps {
+            let built = RelPath::set_child(&mut slot, parent, name).clone();
+            assert_eq!(built.as_str(), expected);
+            assert_eq!(built, RelPath::child(parent, name));
+            assert_eq!(built.file_name(), name);
+        }
+    }
+
+    #[test]
+    fn a_child_fits_path_max_exactly_when_its_joined_path_does() {
+        let parent = RelPath::parse_canonical(&"d".repeat(100)).unwrap();
+        for len in [1, PATH_MAX - 101, PATH_MAX - 100, PATH_MAX - 1, PATH_MAX] {
+            let name = "n".repeat(len);
+            let joined = RelPath::child(Some(&parent), &name);
+            assert_eq!(
+                RelPath::child_fits_path_max(Some(&parent), &name),
+                joined.fits_path_max(),
+                "a {len}-byte name"
+            );
+            assert_eq!(
+                RelPath::child_fits_path_max(None, &name),
+                RelPath::from_name(&name).fits_path_max(),
+                "a {len}-byte name at the root"
+            );
+        }
+        assert!(RelPath::child_fits_path_max(
+            Some(&parent),
+            &"n".repeat(PATH_MAX - 101)
+        ));
+        assert!(!RelPath::child_fits_path_max(
+            Some(&parent),
+            &"n".repeat(PATH_MAX - 100)
+        ));
+        assert!(RelPath::child_fits_path_max(None, &"n".repeat(PATH_MAX)));
+        assert!(!RelPath::child_fits_path_max(None, &"n".repeat(PATH_MAX + 1)));
+    }
 }

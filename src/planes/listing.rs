@@ -423,8 +423,9 @@ mod json {
     /// Whether `text` holds a byte that [`escape`] rewrites. Most paths hold none: the check
     /// reads every byte without stopping early, so it runs as a few wide comparisons.
     fn needs_escape(text: &str) -> bool {
-        text.bytes()
-            .fold(false, |any, b| any | (b < 0x20) | (b == b'"') | (b == b'\\'))
+        text.bytes().fold(false, |any, b| {
+            any | (b < 0x20) | (b == b'"') | (b == b'\\')
+        })
     }
 
     pub(super) fn str_len(text: &str) -> usize {

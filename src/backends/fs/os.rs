@@ -690,7 +690,6 @@ fn lock_queue(queue: &std::sync::Mutex<WalkQueue>) -> std::sync::MutexGuard<'_, 
 /// Candidates with their stats, as a shared walk's thread hands them to the calling thread:
 /// each candidate's name under its directory, the names back to back in one string, so a batch
 /// takes a few allocations however many files it names.
-#[derive(Default)]
 struct Batch {
     /// The directories the batch's candidates are in.
     dirs: Vec<RelPath>,
@@ -705,6 +704,7 @@ impl Batch {
     fn with_capacity(entries: usize) -> Self {
         Batch {
             dirs: Vec::new(),
+            // Room for names of a typical length; a longer one grows the string.
             names: String::with_capacity(entries * 24),
             entries: Vec::with_capacity(entries),
         }
@@ -714,7 +714,11 @@ impl Batch {
         self.entries.len()
     }
 
-    /// Adds `name` in the directory added last, with its stat.
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Adds `name`, in the directory added to `dirs` last, with its stat.
     fn push(&mut self, name: &str, meta: Option<FileMeta>) {
         // At most WALK_BATCH directories: one per entry.
         let at = self.dirs.len().saturating_sub(1) as u32;
@@ -755,7 +759,8 @@ impl BatchSender {
         }
     }
 
-    /// The entries pushed from now on are in `dir`.
+    /// The entries pushed from now on are in another directory, which the next push adds to
+    /// the batch.
     fn enter(&mut self) {
         self.has_dir = false;
     }
@@ -777,7 +782,7 @@ impl BatchSender {
 
     /// Sends what the batch holds, if anything.
     fn flush(&mut self) {
-        if self.batch.len() == 0 {
+        if self.batch.is_empty() {
             return;
         }
         let batch = std::mem::replace(&mut self.batch, Batch::with_capacity(WALK_BATCH));
@@ -809,7 +814,7 @@ fn take_dir(
         if state.busy == 0 {
             return None;
         }
-        if out.batch.len() > 0 {
+        if !out.batch.is_empty() {
             drop(state);
             out.flush();
             state = lock_queue(queue);
@@ -878,7 +883,9 @@ impl OsRootDir {
             drop(send);
             let mut named = None;
             for batch in receive {
-                batch.each(|dir, name, meta| found(RelPath::set_child(&mut named, Some(dir), name), meta));
+                batch.each(|dir, name, meta| {
+                    found(RelPath::set_child(&mut named, Some(dir), name), meta)
+                });
             }
             started
         });
@@ -1000,6 +1007,74 @@ mod tests {
         }
         let fs = OsFilesystem::open(scratch.path()).expect("open the workdir");
         assert!(fs.proc_fds.is_some(), "the held handle is used on Linux");
+    }
+
+    /// Directories larger than a batch (sent in pieces, the directory named again in each)
+    /// and many small ones (several to a batch): the walk that stats names each file under
+    /// its own directory, once, with its own stat, as the plain walk and an open do.
+    #[test]
+    fn the_shared_walk_names_each_file_under_its_own_directory_across_batches() {
+        use crate::backends::fs::Filesystem;
+        use crate::scope::{Containment, RootPath};
+        let scratch = tempfile::tempdir().expect("scratch");
+        let out = scratch.path().join("out");
+        let mut dirs: Vec<(String, usize)> = vec![
+            ("big".into(), 2 * WALK_BATCH + 300),
+            ("big/bigger".into(), WALK_BATCH + 1),
+            ("edge".into(), WALK_BATCH),
+        ];
+        dirs.extend((0..60).map(|d| (format!("small/s{d:02}"), 20)));
+        let mut expected = Vec::new();
+        for (dir, files) in &dirs {
+            std::fs::create_dir_all(out.join(dir)).expect("mkdir");
+            for f in 0..*files {
+                // The directory is in each name, so a file named under another is caught.
+                let name = format!("{}-{f}", dir.replace('/', "_"));
+                std::fs::write(out.join(dir).join(&name), vec![b'x'; f % 7]).expect("write");
+                expected.push(format!("{dir}/{name}"));
+            }
+        }
+        std::fs::write(out.join("top"), "t").expect("write");
+        expected.push("top".into());
+        expected.sort();
+        let fs = OsFilesystem::open(scratch.path()).expect("open the workdir");
+        let root = fs
+            .open_root(&RootPath::parse("out").expect("root"), Containment::Sealed)
+            .expect("open root");
+        let mut found = Vec::new();
+        root.walk_with_meta(true, &mut |path, meta| {
+            found.push((path.as_str().to_owned(), meta));
+        })
+        .expect("walk with stats");
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        let names: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, expected);
+        let mut plain: Vec<String> = root
+            .walk()
+            .expect("walk")
+            .into_iter()
+            .map(RelPath::into_string)
+            .collect();
+        plain.sort();
+        assert_eq!(plain, expected, "the plain walk agrees");
+        for (path, meta) in &found {
+            let meta = meta.unwrap_or_else(|| panic!("{path}: a regular file has its stat"));
+            let opened = root
+                .open_file(&RelPath::parse_canonical(path).expect("a walked path"))
+                .expect("a regular file")
+                .meta();
+            assert_eq!(
+                (meta.dev, meta.ino, meta.size, meta.mtime_ns, meta.ctime_ns),
+                (
+                    opened.dev,
+                    opened.ino,
+                    opened.size,
+                    opened.mtime_ns,
+                    opened.ctime_ns
+                ),
+                "{path}"
+            );
+        }
     }
 
     /// The walk that stats (threads sharing the directories) finds exactly what the plain
