@@ -10,7 +10,8 @@
 //!    plus 64 MiB;
 //! 5. 100,000 and 1,000,000 small files in 1,000 directories: cold and repeat listings through
 //!    the router with their bodies streamed, the repeat beside its floor (a walk that stats each
-//!    name from its directory) and `git status` (100,000), and each listing's peak memory
+//!    name from its directory) and `git status` (100,000; in alternating pairs, once nothing
+//!    git started runs in the background: see `git_repo`), and each listing's peak memory
 //!    against its body size plus 64 MiB (`SCALE_LARGE_FILES` sets the sizes, `SCALE_LARGE_ONLY` runs only this,
 //!    `SCALE_SKIP_LARGE` skips it).
 #![allow(clippy::disallowed_methods)] // benches build their own worlds with std::fs
@@ -207,14 +208,68 @@ fn git(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
         .filter(|o| o.status.success())
 }
 
-/// Commits the whole tree to a new repository in `dir` and runs `git status` once, so that
-/// later runs find its index written; `None` when git is missing or fails.
+/// Commits the whole tree to a new repository in `dir`, packs it, and runs `git status` once,
+/// so that later runs find its index written; `None` when git is missing or fails.
+///
+/// Nothing git starts here may still be running when the comparison begins. A commit of more
+/// than `gc.auto` (6,700) loose objects, as every tree here is, starts
+/// `git maintenance run --auto --detach`: a repack in the background (`git pack-objects` at
+/// 60–80% of a core) for about 6 s after 100,000 files on the bench machine. The comparison
+/// used to start at once and ran entirely beside it. Measured so, a 100,000-file repeat
+/// listing found every hash in the cache and spent the same CPU time as before the repository
+/// existed (0.23–0.25 s), yet its wall time doubled (0.17 to 0.35 s at load 3; 0.14 to 0.26 s
+/// on a quiet machine): its two walk threads shared the cores with the repack, which
+/// `git status`, twenty threads of its own, felt much less.
+/// So the commit runs with automatic maintenance off, the repository is packed in the
+/// foreground as that maintenance would leave it, and [`settle`] waits until what git wrote
+/// (the loose objects, written and then deleted) is on disk, so that their write-back does not
+/// run during the comparison either.
 fn git_repo(dir: &Path) -> Option<()> {
-    let who = ["-c", "user.email=b@b", "-c", "user.name=b"];
+    let quiet = [
+        "-c",
+        "user.email=b@b",
+        "-c",
+        "user.name=b",
+        "-c",
+        "maintenance.auto=false",
+        "-c",
+        "gc.auto=0",
+    ];
     git(dir, &["init", "-q"])?;
-    git(dir, &[&who[..], &["add", "-A"]].concat())?;
-    git(dir, &[&who[..], &["commit", "-qm", "tree"]].concat())?;
+    git(dir, &[&quiet[..], &["add", "-A"]].concat())?;
+    git(dir, &[&quiet[..], &["commit", "-qm", "tree"]].concat())?;
+    git(dir, &["gc", "--quiet"])?;
+    settle(dir);
     git(dir, &["status", "--porcelain"]).map(drop)
+}
+
+/// Waits until everything written to the file system that holds `dir` is on disk (`syncfs`),
+/// so that the kernel's write-back of a tree or repository just made does not share the cores
+/// with what is measured next.
+fn settle(dir: &Path) {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) {
+        let _ = rustix::fs::syncfs(&fd);
+    }
+}
+
+/// CPU time so far (user and system, in the kernel's 10 ms ticks) of this process, all its
+/// threads included, and of its children that have been waited for.
+fn cpu_times() -> (Duration, Duration) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name, which is in parentheses and may hold spaces:
+    // utime, stime, cutime and cstime are the 12th to 15th of them.
+    let fields: Vec<u64> = stat
+        .rsplit_once(") ")
+        .map(|(_, rest)| rest.split(' ').map(|f| f.parse().unwrap_or(0)).collect())
+        .unwrap_or_default();
+    let ticks = |at: usize| fields.get(at).copied().unwrap_or(0);
+    let tick = Duration::from_millis(10);
+    (
+        tick * (ticks(11) + ticks(12)) as u32,
+        tick * (ticks(13) + ticks(14)) as u32,
+    )
 }
 
 /// What a repeat listing's walk must do at least (D-3.6 as amended): read each directory and
@@ -318,6 +373,9 @@ fn large_trees(sizes: &[usize]) {
     for &files in sizes {
         let dir = tempfile::tempdir().unwrap();
         let (made, ()) = time(|| make_small_tree(dir.path(), files));
+        // The tree's write-back would otherwise run beside the listings measured next, and not
+        // beside the floor measured after them.
+        settle(dir.path());
         std::thread::sleep(Duration::from_millis(2100));
         let manifest = resource_plane::Manifest::from_yaml(
             "name: large\nexports: { files: { root: out, mode: read-only } }",
@@ -364,15 +422,23 @@ fn large_trees(sizes: &[usize]) {
             mib(body) + 64.0
         );
         if files <= 100_000 && git_repo(dir.path()).is_some() {
+            // Alternating pairs, so that both sides meet the same load; the CPU times tell a
+            // listing that lacked a free core (its wall time near its CPU time) from one that
+            // did more work.
+            const PAIRS: u32 = 9;
             let mut runs = [const { Vec::new() }; 2];
-            for _ in 0..5 {
+            let (own_before, children_before) = cpu_times();
+            for _ in 0..PAIRS {
                 runs[0].push(listing_through_router(&router, &runtime).0);
                 runs[1].push(time(|| git(dir.path(), &["status", "--porcelain"])).0);
             }
+            let (own_after, children_after) = cpu_times();
             let [plane, git] = runs.map(median);
             println!(
-                "  {files} files: repeat listing {plane:.1?} against git status --porcelain {git:.1?}: {:.2}x (target <= 1.0x)",
-                plane.as_secs_f64() / git.as_secs_f64()
+                "  {files} files: repeat listing {plane:.1?} against git status --porcelain {git:.1?}: {:.2}x (target <= 1.0x); medians of {PAIRS} alternating pairs; CPU time per run: the plane {:.0?}, git {:.0?}",
+                plane.as_secs_f64() / git.as_secs_f64(),
+                (own_after - own_before) / PAIRS,
+                (children_after - children_before) / PAIRS,
             );
         }
     }

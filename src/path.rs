@@ -85,9 +85,12 @@ impl RelPath {
 
     /// Joins a child name (one plain component) under this path.
     pub(crate) fn join(&self, name: &str) -> RelPath {
-        RelPath {
-            joined: format!("{}/{}", self.joined, name),
-        }
+        // Sized once and copied: a listing joins one path per file.
+        let mut joined = String::with_capacity(self.joined.len() + 1 + name.len());
+        joined.push_str(&self.joined);
+        joined.push('/');
+        joined.push_str(name);
+        RelPath { joined }
     }
 
     /// Whether a file below this directory could still have a path of at most [`PATH_MAX`]
@@ -106,6 +109,42 @@ impl RelPath {
         RelPath {
             joined: name.to_owned(),
         }
+    }
+
+    /// `name` (one plain component) under `parent`, or alone without one: [`join`](Self::join)
+    /// or [`from_name`](Self::from_name).
+    pub(crate) fn child(parent: Option<&RelPath>, name: &str) -> RelPath {
+        match parent {
+            Some(parent) => parent.join(name),
+            None => RelPath::from_name(name),
+        }
+    }
+
+    /// Makes `slot` hold [`child`](Self::child)`(parent, name)`, in the buffer it already has:
+    /// a walk names every file it finds in one buffer rather than allocating a path for each.
+    pub(crate) fn set_child<'a>(
+        slot: &'a mut Option<RelPath>,
+        parent: Option<&RelPath>,
+        name: &str,
+    ) -> &'a RelPath {
+        match slot {
+            Some(path) => {
+                path.joined.clear();
+                if let Some(parent) = parent {
+                    path.joined.push_str(&parent.joined);
+                    path.joined.push('/');
+                }
+                path.joined.push_str(name);
+                path
+            }
+            None => slot.insert(RelPath::child(parent, name)),
+        }
+    }
+
+    /// Whether `name` under this path (or alone, without a parent) fits in [`PATH_MAX`] bytes:
+    /// [`fits_path_max`](Self::fits_path_max) of the [`child`](Self::child), without building it.
+    pub(crate) fn child_fits_path_max(parent: Option<&RelPath>, name: &str) -> bool {
+        parent.map_or(0, |p| p.joined.len() + 1) + name.len() <= PATH_MAX
     }
 }
 
@@ -278,5 +317,57 @@ mod tests {
         assert_eq!(p.file_name(), "c");
         assert_eq!(p.components().collect::<Vec<_>>(), ["a", "b", "c"]);
         assert_eq!(p.join("d").as_str(), "a/b/c/d");
+    }
+
+    /// A walk names every file in one reused buffer: each name set in it is exactly the path
+    /// `join` or `from_name` builds, whatever the buffer held before (longer, shorter, nested
+    /// deeper or at the root).
+    #[test]
+    fn a_reused_path_is_each_child_exactly() {
+        let deep = RelPath::parse_canonical("reports/2024/q3").unwrap();
+        let top = RelPath::parse_canonical("a").unwrap();
+        let mut slot = None;
+        let steps: [(Option<&RelPath>, &str, &str); 5] = [
+            (Some(&deep), "summary.md", "reports/2024/q3/summary.md"),
+            (None, "x", "x"),
+            (Some(&top), "b", "a/b"),
+            (Some(&deep), "é.txt", "reports/2024/q3/é.txt"),
+            (None, "long-name-at-the-root.bin", "long-name-at-the-root.bin"),
+        ];
+        for (parent, name, expected) in steps {
+            let built = RelPath::set_child(&mut slot, parent, name).clone();
+            assert_eq!(built.as_str(), expected);
+            assert_eq!(built, RelPath::child(parent, name));
+            assert_eq!(built.file_name(), name);
+        }
+    }
+
+    #[test]
+    fn a_child_fits_path_max_exactly_when_its_joined_path_does() {
+        let parent = RelPath::parse_canonical(&"d".repeat(100)).unwrap();
+        for len in [1, PATH_MAX - 101, PATH_MAX - 100, PATH_MAX - 1, PATH_MAX] {
+            let name = "n".repeat(len);
+            let joined = RelPath::child(Some(&parent), &name);
+            assert_eq!(
+                RelPath::child_fits_path_max(Some(&parent), &name),
+                joined.fits_path_max(),
+                "a {len}-byte name"
+            );
+            assert_eq!(
+                RelPath::child_fits_path_max(None, &name),
+                RelPath::from_name(&name).fits_path_max(),
+                "a {len}-byte name at the root"
+            );
+        }
+        assert!(RelPath::child_fits_path_max(
+            Some(&parent),
+            &"n".repeat(PATH_MAX - 101)
+        ));
+        assert!(!RelPath::child_fits_path_max(
+            Some(&parent),
+            &"n".repeat(PATH_MAX - 100)
+        ));
+        assert!(RelPath::child_fits_path_max(None, &"n".repeat(PATH_MAX)));
+        assert!(!RelPath::child_fits_path_max(None, &"n".repeat(PATH_MAX + 1)));
     }
 }

@@ -82,7 +82,7 @@ impl RootDir for CountingRoot {
     fn walk_with_meta(
         &self,
         with_meta: bool,
-        found: &mut dyn FnMut(RelPath, Option<FileMeta>),
+        found: &mut dyn FnMut(&RelPath, Option<FileMeta>),
     ) -> Result<(), FsError> {
         self.inner.walk_with_meta(with_meta, found)
     }

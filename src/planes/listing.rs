@@ -420,7 +420,18 @@ mod json {
         })
     }
 
+    /// Whether `text` holds a byte that [`escape`] rewrites. Most paths hold none: the check
+    /// reads every byte without stopping early, so it runs as a few wide comparisons.
+    fn needs_escape(text: &str) -> bool {
+        text.bytes().fold(false, |any, b| {
+            any | (b < 0x20) | (b == b'"') | (b == b'\\')
+        })
+    }
+
     pub(super) fn str_len(text: &str) -> usize {
+        if !needs_escape(text) {
+            return 2 + text.len();
+        }
         2 + text
             .bytes()
             .map(|b| match escape(b) {
@@ -434,6 +445,11 @@ mod json {
     pub(super) fn write_str(out: &mut Vec<u8>, text: &str) {
         out.push(b'"');
         let bytes = text.as_bytes();
+        if !needs_escape(text) {
+            out.extend_from_slice(bytes);
+            out.push(b'"');
+            return;
+        }
         let mut plain = 0;
         for (at, &byte) in bytes.iter().enumerate() {
             if let Some(escaped) = escape(byte) {
@@ -515,10 +531,12 @@ mod json {
         out.extend_from_slice(MTIME);
         write_i64(out, mtime_ms);
         out.extend_from_slice(SHA);
-        for byte in sha256 {
-            out.push(HEX[usize::from(byte >> 4)]);
-            out.push(HEX[usize::from(byte & 0xf)]);
+        let mut hex = [0u8; 64];
+        for (pair, byte) in hex.chunks_exact_mut(2).zip(sha256) {
+            pair[0] = HEX[usize::from(byte >> 4)];
+            pair[1] = HEX[usize::from(byte & 0xf)];
         }
+        out.extend_from_slice(&hex);
         out.extend_from_slice(END);
     }
 }

@@ -1311,7 +1311,7 @@ fn walk_set(
     );
     for with_meta in [false, true] {
         let mut found = Vec::new();
-        dir.walk_with_meta(with_meta, &mut |p, meta| found.push((p, meta)))?;
+        dir.walk_with_meta(with_meta, &mut |p, meta| found.push((p.clone(), meta)))?;
         let mut names: Vec<String> = found.iter().map(|(p, _)| p.as_str().to_owned()).collect();
         names.sort();
         assert_eq!(

@@ -312,17 +312,18 @@ pub trait RootDir: Send + Sync + Debug {
     /// stat of the name relative to the walk's own directory descriptor, following no
     /// symlink): enough to recognise a file whose hash a listing has cached (D-3.6), so that
     /// a repeat listing opens nothing. `None` for a symlink, and for every candidate from the
-    /// default, which walks with `walk_each`.
+    /// default, which walks with `walk_each`. Each path is lent to `found` for the call: a
+    /// walk may build them all in one buffer, so a caller keeps what it needs of one.
     ///
     /// # Errors
     /// As [`walk`](Self::walk).
     fn walk_with_meta(
         &self,
         with_meta: bool,
-        found: &mut dyn FnMut(RelPath, Option<FileMeta>),
+        found: &mut dyn FnMut(&RelPath, Option<FileMeta>),
     ) -> Result<(), FsError> {
         let _ = with_meta;
-        self.walk_each(&mut |path| found(path, None))
+        self.walk_each(&mut |path| found(&path, None))
     }
 }
 
