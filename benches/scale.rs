@@ -214,16 +214,16 @@ fn git(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
 /// Nothing git starts here may still be running when the comparison begins. A commit of more
 /// than `gc.auto` (6,700) loose objects, as every tree here is, starts
 /// `git maintenance run --auto --detach`: a repack in the background (`git pack-objects` at
-/// 60–80% of a core) for about 6 s after 100,000 files on the bench machine. The comparison
-/// used to start at once and ran entirely beside it. Measured so, a 100,000-file repeat
-/// listing found every hash in the cache and spent the same CPU time as before the repository
-/// existed (0.23–0.25 s), yet its wall time doubled (0.17 to 0.35 s at load 3; 0.14 to 0.26 s
-/// on a quiet machine): its two walk threads shared the cores with the repack, which
-/// `git status`, twenty threads of its own, felt much less.
-/// So the commit runs with automatic maintenance off, the repository is packed in the
-/// foreground as that maintenance would leave it, and [`settle`] waits until what git wrote
-/// (the loose objects, written and then deleted) is on disk, so that their write-back does not
-/// run during the comparison either.
+/// 60–80% of a core) for about 6 s after 100,000 files on the bench machine. A comparison
+/// started at once runs entirely beside it, and there a 100,000-file repeat listing finds
+/// every hash in the cache and spends the same CPU time as without the repository
+/// (0.23–0.25 s), yet takes twice the wall time (0.35 instead of 0.17 s at load 3; 0.26
+/// instead of 0.14 s on a quiet machine): its two walk threads share the cores with the
+/// repack, which `git status`, twenty threads of its own, feels much less. That measures git's
+/// housekeeping, not the plane. So the commit runs with automatic maintenance off, the
+/// repository is packed in the foreground as that maintenance would leave it, and [`settle`]
+/// waits until what git wrote (the loose objects, written and then deleted) is on disk, so
+/// that their write-back does not run during the comparison either.
 fn git_repo(dir: &Path) -> Option<()> {
     let quiet = [
         "-c",
