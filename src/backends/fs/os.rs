@@ -1142,15 +1142,8 @@ mod tests {
                 .expect("a regular file")
                 .meta();
             assert_eq!(
-                (meta.dev, meta.ino, meta.size, meta.mtime_ns, meta.ctime_ns),
-                (
-                    opened.dev,
-                    opened.ino,
-                    opened.size,
-                    opened.mtime_ns,
-                    opened.ctime_ns
-                ),
-                "{path}"
+                meta, opened,
+                "{path}: the stat is the open's metadata, whole"
             );
         }
     }
@@ -1215,15 +1208,8 @@ mod tests {
                 Some(meta) => {
                     let opened = root.open_file(path).expect("a regular file").meta();
                     assert_eq!(
-                        (meta.dev, meta.ino, meta.size, meta.mtime_ns, meta.ctime_ns),
-                        (
-                            opened.dev,
-                            opened.ino,
-                            opened.size,
-                            opened.mtime_ns,
-                            opened.ctime_ns
-                        ),
-                        "{path}"
+                        *meta, opened,
+                        "{path}: the stat is the open's metadata, whole"
                     );
                 }
             }

@@ -134,7 +134,8 @@ async fn answer(shared: Arc<Shared>, mut stream: TcpStream) -> std::io::Result<(
     // Opened here, as the router's inline attempt opens it: a file of at most the inline limit
     // is read here too, a larger one on the blocking pool from the same descriptor.
     let opened = open(&shared.fs, &shared.export, &raw);
-    let small = matches!(&opened, Ok(file) if file.meta().size <= INLINE_READ_LIMIT);
+    // A refusal is answered here too, as the router answers it.
+    let large = matches!(&opened, Ok(file) if file.meta().size > INLINE_READ_LIMIT);
     let reading = shared.clone();
     let work = move || {
         let mut buffer = reading.buffers.lock().unwrap().pop().unwrap_or_default();
@@ -154,17 +155,19 @@ async fn answer(shared: Arc<Shared>, mut stream: TcpStream) -> std::io::Result<(
         }))
         .expect("a JSON value serialises");
         line.push(b'\n');
-        let traced = match reading.parts.trace {
-            true => reading.trace.append_line(&line),
-            false => Ok(()),
+        let traced = if reading.parts.trace {
+            reading.trace.append_line(&line)
+        } else {
+            Ok(())
         };
         (buffer, traced.map(|()| result))
     };
-    let (buffer, result) = match shared.parts.pool && !small {
-        true => tokio::task::spawn_blocking(work)
+    let (buffer, result) = if shared.parts.pool && large {
+        tokio::task::spawn_blocking(work)
             .await
-            .map_err(std::io::Error::other)?,
-        false => work(),
+            .map_err(std::io::Error::other)?
+    } else {
+        work()
     };
     let written = match result? {
         Ok((start, sha256, mtime_ms)) => {
