@@ -539,6 +539,34 @@ mod json {
         out.extend_from_slice(&hex);
         out.extend_from_slice(END);
     }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// The fast check and the escape table name the same bytes, and a string the check
+        /// passes is written as it is, as `serde_json` writes it.
+        #[test]
+        fn the_fast_check_names_exactly_the_bytes_escape_rewrites() {
+            for byte in 0u8..=0x7f {
+                let text = char::from(byte).to_string();
+                assert_eq!(
+                    needs_escape(&text),
+                    escape(byte).is_some(),
+                    "byte {byte:#04x}"
+                );
+                let mut out = Vec::new();
+                write_str(&mut out, &text);
+                assert_eq!(out, serde_json::to_vec(&text).unwrap(), "byte {byte:#04x}");
+                assert_eq!(str_len(&text), out.len());
+            }
+            let plain = "reports/2024/q3/é summary.md";
+            assert!(!needs_escape(plain));
+            let mut out = Vec::new();
+            write_str(&mut out, plain);
+            assert_eq!(out, serde_json::to_vec(plain).unwrap());
+        }
+    }
 }
 
 #[cfg(test)]
