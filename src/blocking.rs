@@ -6,13 +6,13 @@
 //! ([`Router`](crate::http::Router)); the tools resolve and land files here; the binary runs its
 //! listener and its file work here.
 
-use crate::planes::Cancel;
 use tokio::task::JoinError;
 
 /// Runs `work` on tokio's blocking pool and waits for its answer.
 ///
 /// Dropping the returned future does not stop `work`: it runs to its end, and its answer is
-/// dropped. Use [`run_cancellable`] for work that should stop early then.
+/// dropped. Work that should stop early then watches a [`Cancel`](crate::planes::Cancel) its
+/// caller raises on drop, as the router's does.
 ///
 /// # Errors
 /// The [`JoinError`] of `work` when it panicked (or the runtime shut down before it ran).
@@ -27,82 +27,53 @@ where
     tokio::task::spawn_blocking(work).await
 }
 
-/// [`run`], handing `work` a [`Cancel`] that is raised when the returned future is dropped
-/// before `work` answered (the client went away), so `work` can stop early; once it has
-/// answered, dropping raises nothing.
-///
-/// # Errors
-/// As [`run`].
-///
-/// # Panics
-/// Outside a tokio runtime.
-pub(crate) async fn run_cancellable<T, F>(work: F) -> Result<T, JoinError>
-where
-    F: FnOnce(&Cancel) -> T + Send + 'static,
-    T: Send + 'static,
-{
-    let cancel = Cancel::default();
-    let cancel_on_drop = cancel.on_drop();
-    let answer = tokio::task::spawn_blocking(move || work(&cancel)).await;
-    cancel_on_drop.disarm();
-    answer
+/// How many calls a router runs on the blocking pool at once: two per core by default
+/// (`CapsuleBuilder::cores`). A request waits for its lane on the async side, where waiting
+/// holds no thread, and gives its lane back when its work has ended, not when its future is
+/// dropped: the threads busy with requests never exceed the lanes, however many requests
+/// queue (D-4.6.1).
+#[derive(Debug, Clone)]
+pub(crate) struct Lanes {
+    free: std::sync::Arc<tokio::sync::Semaphore>,
+    count: usize,
+}
+
+/// A lane taken ([`Lanes::take`]), given back on drop.
+pub(crate) type Lane = tokio::sync::OwnedSemaphorePermit;
+
+impl Lanes {
+    /// `count` lanes (0 is read as 1).
+    pub(crate) fn new(count: usize) -> Self {
+        let count = count.max(1);
+        Lanes {
+            free: std::sync::Arc::new(tokio::sync::Semaphore::new(count)),
+            count,
+        }
+    }
+
+    /// A lane, first come first served, waiting on the async side while all are taken.
+    pub(crate) async fn take(&self) -> Lane {
+        self.free
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the lanes are never closed")
+    }
+
+    /// How many lanes there are.
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc;
-    use std::time::Duration;
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_panic_is_an_error_not_a_crash() {
         let answer = run(|| -> u8 { panic!("work failed") }).await;
         assert!(answer.unwrap_err().is_panic());
         assert_eq!(run(|| 7).await.unwrap(), 7);
-    }
-
-    /// Dropping the future mid-work raises the flag the work sees; an answered call leaves it
-    /// down.
-    #[tokio::test(flavor = "current_thread")]
-    async fn dropping_the_future_cancels_the_work() {
-        let (started_tx, started_rx) = mpsc::channel();
-        let (seen_tx, seen_rx) = mpsc::channel();
-        let pending = run_cancellable(move |cancel| {
-            started_tx.send(()).unwrap();
-            while !cancel.is_cancelled() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            seen_tx.send(()).unwrap();
-        });
-        // Start the work, then drop the future while it runs.
-        let mut pending = Box::pin(pending);
-        assert!(futures_poll_once(pending.as_mut()).await.is_none());
-        started_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the work started");
-        drop(pending);
-        seen_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the work saw the cancellation");
-
-        let (flag_tx, flag_rx) = mpsc::channel();
-        run_cancellable(move |cancel| flag_tx.send(cancel.clone()).unwrap())
-            .await
-            .unwrap();
-        assert!(
-            !flag_rx.recv().unwrap().is_cancelled(),
-            "answered: not cancelled"
-        );
-    }
-
-    /// Polls `future` once: its output if it is ready at once.
-    async fn futures_poll_once<F: std::future::Future + Unpin>(mut future: F) -> Option<F::Output> {
-        std::future::poll_fn(|cx| {
-            std::task::Poll::Ready(match std::pin::Pin::new(&mut future).poll(cx) {
-                std::task::Poll::Ready(output) => Some(output),
-                std::task::Poll::Pending => None,
-            })
-        })
-        .await
     }
 }

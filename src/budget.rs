@@ -24,12 +24,35 @@ struct State {
     /// for ever while small reads kept slipping past it.
     next_ticket: u64,
     now_serving: u64,
+    /// Tickets whose holders stopped waiting (an async borrower whose client left) before
+    /// their turn: skipped when their turn comes.
+    abandoned: std::collections::BTreeSet<u64>,
+    /// Borrowers waiting on the async side: a returned permit notifies them only when there
+    /// are any.
+    async_waiting: usize,
 }
 
 impl State {
     /// Whether anyone is queued for bytes: newcomers then queue behind them.
     fn queued(&self) -> bool {
         self.next_ticket != self.now_serving
+    }
+
+    /// The turn passes to the next ticket still held.
+    fn next_turn(&mut self) {
+        self.now_serving += 1;
+        while self.abandoned.remove(&self.now_serving) {
+            self.now_serving += 1;
+        }
+    }
+
+    /// The holder of `ticket` stopped waiting for its turn.
+    fn abandon(&mut self, ticket: u64) {
+        if ticket == self.now_serving {
+            self.next_turn();
+        } else if ticket > self.now_serving {
+            self.abandoned.insert(ticket);
+        }
     }
 }
 
@@ -74,9 +97,12 @@ impl State {
 #[derive(Debug, Clone)]
 pub struct ByteBudget {
     inner: Arc<(Mutex<State>, Condvar)>,
+    /// Wakes borrowers waiting on the async side when bytes come back or the turn moves.
+    returned: Arc<tokio::sync::Notify>,
     capacity: u64,
     fills: Arc<Slots>,
     hashing: Arc<Slots>,
+    hashing_count: usize,
     walking: Arc<Mutex<()>>,
 }
 
@@ -165,13 +191,22 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl ByteBudget {
-    /// A budget of `capacity` bytes.
+    /// A budget of `capacity` bytes, its slots sized for
+    /// [`DEFAULT_CORES`](crate::capsule::DEFAULT_CORES) cores. Reads nothing.
     pub fn new(capacity: u64) -> Self {
+        Self::with_cores(capacity, crate::capsule::DEFAULT_CORES)
+    }
+
+    /// A budget of `capacity` bytes, with one fill slot per core and two hashing slots per
+    /// core of `cores` (0 is read as 1). Reads nothing.
+    pub fn with_cores(capacity: u64, cores: usize) -> Self {
         let capacity = capacity.max(1);
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let cores = cores.max(1);
         ByteBudget {
+            returned: Arc::new(tokio::sync::Notify::new()),
             fills: Slots::new(cores),
             hashing: Slots::new(cores * 2),
+            hashing_count: cores * 2,
             walking: Arc::new(Mutex::new(())),
             inner: Arc::new((
                 Mutex::new(State {
@@ -181,6 +216,8 @@ impl ByteBudget {
                     waiting: 0,
                     next_ticket: 0,
                     now_serving: 0,
+                    abandoned: std::collections::BTreeSet::new(),
+                    async_waiting: 0,
                 }),
                 Condvar::new(),
             )),
@@ -214,6 +251,11 @@ impl ByteBudget {
     /// listings start, at most one holds uncharged memory.
     pub fn walk_gate(&self) -> MutexGuard<'_, ()> {
         lock(&self.walking)
+    }
+
+    /// How many hashing slots there are: twice the cores.
+    pub fn hashing_capacity(&self) -> usize {
+        self.hashing_count
     }
 
     /// The configured capacity.
@@ -283,17 +325,96 @@ impl ByteBudget {
             if state.now_serving == ticket
                 && let Some(reserved) = state.reserve(want)
             {
-                state.now_serving += 1;
+                state.next_turn();
                 // The next in line may find its bytes free already.
-                if state.waiting > 0 {
-                    ready.notify_all();
-                }
+                self.wake_borrowers(&state);
                 drop(state);
                 return self.permit(reserved, want);
             }
             state.waiting += 1;
             state = ready.wait(state).unwrap_or_else(|e| e.into_inner());
             state.waiting -= 1;
+        }
+    }
+}
+
+impl ByteBudget {
+    /// Borrows `bytes` (capped at the whole budget) in turn, as
+    /// [`acquire_blocking`](Self::acquire_blocking) does, but waiting on the async side: a
+    /// waiting borrower holds no thread (D-4.6.1). Dropping the future before it answers gives
+    /// up its place in the queue, and the next borrower's turn comes.
+    pub async fn acquire(&self, bytes: u64) -> BudgetPermit {
+        let want = bytes.min(self.capacity);
+        let ticket = {
+            let mut state = self.state();
+            if !state.queued()
+                && let Some(reserved) = state.reserve(want)
+            {
+                drop(state);
+                return self.permit(reserved, want);
+            }
+            let ticket = state.next_ticket;
+            state.next_ticket += 1;
+            state.async_waiting += 1;
+            ticket
+        };
+        let mut place = QueuePlace {
+            budget: self,
+            ticket: Some(ticket),
+        };
+        loop {
+            let returned = self.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            {
+                let (_, ready) = &*self.inner;
+                let mut state = self.state();
+                if state.now_serving == ticket
+                    && let Some(reserved) = state.reserve(want)
+                {
+                    state.next_turn();
+                    state.async_waiting -= 1;
+                    place.ticket = None;
+                    if state.waiting > 0 {
+                        ready.notify_all();
+                    }
+                    let others_wait = state.async_waiting > 0;
+                    drop(state);
+                    if others_wait {
+                        self.returned.notify_waiters();
+                    }
+                    return self.permit(reserved, want);
+                }
+            }
+            returned.await;
+        }
+    }
+
+    /// Wakes every borrower: bytes came back, or the turn moved.
+    fn wake_borrowers(&self, state: &State) {
+        let (_, ready) = &*self.inner;
+        if state.waiting > 0 {
+            ready.notify_all();
+        }
+        if state.async_waiting > 0 {
+            self.returned.notify_waiters();
+        }
+    }
+}
+
+/// An async borrower's place in the queue, given up if the borrower stops waiting.
+struct QueuePlace<'a> {
+    budget: &'a ByteBudget,
+    ticket: Option<u64>,
+}
+
+impl Drop for QueuePlace<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            let mut state = self.budget.state();
+            state.abandon(ticket);
+            state.async_waiting -= 1;
+            self.budget.wake_borrowers(&state);
         }
     }
 }
@@ -308,6 +429,12 @@ pub struct BudgetPermit {
 }
 
 impl BudgetPermit {
+    /// Whether this permit paid for at least `bytes`: a read may use it for a borrow of that
+    /// size instead of borrowing again.
+    pub fn covers(&self, bytes: u64) -> bool {
+        self.want >= bytes.min(self.budget.capacity)
+    }
+
     /// The buffer this permit pays for, of at least `capacity` bytes: a recycled one when the
     /// pool had one that fits, holding the bytes of its last use, else a new one, zeroed. Its
     /// bytes up to its length are initialised either way, so a read can fill it in place
@@ -340,12 +467,9 @@ impl BudgetPermit {
 
 impl Drop for BudgetPermit {
     fn drop(&mut self) {
-        let (_, ready) = &*self.budget.inner;
         let mut state = self.budget.state();
         state.free += self.bytes;
-        if state.waiting > 0 {
-            ready.notify_all();
-        }
+        self.budget.wake_borrowers(&state);
     }
 }
 
@@ -403,6 +527,65 @@ mod tests {
         assert_eq!(budget.available(), 1 << 20);
     }
 
+    /// Polls `future` once: its output if it is ready at once.
+    fn poll_once<F: std::future::Future>(future: std::pin::Pin<&mut F>) -> Option<F::Output> {
+        let waker = std::task::Waker::noop();
+        match future.poll(&mut std::task::Context::from_waker(waker)) {
+            std::task::Poll::Ready(output) => Some(output),
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    /// An async borrower queues in turn with blocking ones, holding no thread, and gets its
+    /// bytes when they come back.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_async_borrower_waits_in_turn_on_the_async_side() {
+        let budget = ByteBudget::new(100);
+        let held = budget.acquire_blocking(80);
+        let waiting = budget.acquire(50);
+        tokio::pin!(waiting);
+        assert!(poll_once(waiting.as_mut()).is_none(), "30 bytes free of 50");
+        assert!(
+            budget.try_acquire_in_turn(10).is_none(),
+            "an async borrower is queued first"
+        );
+        drop(held);
+        let permit = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken when the bytes came back");
+        assert_eq!(permit.bytes, 50);
+        assert_eq!(budget.available(), 50);
+    }
+
+    /// A borrower that stops waiting (its client left) gives up its turn: the next in line,
+    /// async or blocking, is served, and nothing stays charged.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_borrower_that_stops_waiting_gives_up_its_turn() {
+        let budget = ByteBudget::new(100);
+        let held = budget.acquire_blocking(100);
+        let mut first = Box::pin(budget.acquire(60));
+        assert!(poll_once(first.as_mut()).is_none());
+        let second = budget.acquire(30);
+        tokio::pin!(second);
+        assert!(poll_once(second.as_mut()).is_none());
+        let b2 = budget.clone();
+        let third = std::thread::spawn(move || b2.acquire_blocking(70).bytes);
+        std::thread::sleep(Duration::from_millis(50));
+        drop(first);
+        drop(held);
+        let second = tokio::time::timeout(Duration::from_secs(5), second)
+            .await
+            .expect("the second borrower's turn came");
+        assert_eq!(second.bytes, 30);
+        assert_eq!(third.join().expect("the blocking borrower"), 70);
+        drop(second);
+        assert_eq!(budget.available(), 100, "nothing stays charged");
+        assert!(
+            budget.try_acquire_in_turn(1).is_some(),
+            "the queue is empty again"
+        );
+    }
+
     #[test]
     fn nobody_slips_past_a_queued_borrower() {
         let budget = ByteBudget::new(100);
@@ -427,8 +610,8 @@ mod tests {
 
     #[test]
     fn fill_slots_admit_one_read_per_core_and_wake_the_next() {
-        let budget = ByteBudget::new(100);
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let cores = 3;
+        let budget = ByteBudget::with_cores(100, cores);
         let held: Vec<FillSlot> = (0..cores).map(|_| budget.fill_slot()).collect();
         let b2 = budget.clone();
         let waiter = std::thread::spawn(move || drop(b2.fill_slot()));

@@ -26,6 +26,10 @@ use std::sync::Arc;
 pub const DEFAULT_FETCH_MAX_BYTES: u64 = 10 * 1024 * 1024;
 /// The bytes in-flight reads may hold at once when no budget is set: 256 MiB (D-4.6).
 pub const DEFAULT_INFLIGHT_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
+/// The cores the planes size their work for when none is set: 2. The crate reads nothing to
+/// learn the machine's (D-15.8); a runtime that knows it says so with
+/// [`CapsuleConfig::cores`], as the binary does once at start.
+pub const DEFAULT_CORES: usize = 2;
 /// The containment class assumed when none is set: `advisory`, the weakest claim.
 pub const DEFAULT_CONTAINMENT: Containment = Containment::Advisory;
 
@@ -78,6 +82,7 @@ struct Settings {
     containment: Containment,
     fetch_max_bytes: u64,
     inflight_budget_bytes: u64,
+    cores: usize,
     peer_tls: PeerTls,
     session_id: Option<String>,
     peer_timeouts: PeerTimeouts,
@@ -92,6 +97,7 @@ impl Default for Settings {
             containment: DEFAULT_CONTAINMENT,
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
             inflight_budget_bytes: DEFAULT_INFLIGHT_BUDGET_BYTES,
+            cores: DEFAULT_CORES,
             peer_tls: PeerTls::system(),
             session_id: None,
             peer_timeouts: PeerTimeouts::default(),
@@ -149,6 +155,15 @@ macro_rules! setting_methods {
             self
         }
 
+        /// The cores the planes size their work for (default [`DEFAULT_CORES`]); 0 is read as
+        /// 1. Blocking reads fill one buffer per core at a time, listings hash on at most two
+        /// threads per core in all, and at most two blocking calls per core run at once,
+        /// however many requests wait (D-4.6.1): waiting requests hold no thread.
+        pub fn cores(mut self, cores: usize) -> Self {
+            self.settings.cores = cores.max(1);
+            self
+        }
+
         /// Trust for https peers.
         pub fn peer_tls(mut self, trust: PeerTls) -> Self {
             self.settings.peer_tls = trust;
@@ -196,7 +211,8 @@ macro_rules! setting_methods {
 impl CapsuleConfig {
     /// A configuration advertising `advertised_url` (the card's `url` and the audience's tail),
     /// every other setting at its default: [`DEFAULT_CONTAINMENT`],
-    /// [`DEFAULT_FETCH_MAX_BYTES`], [`DEFAULT_INFLIGHT_BUDGET_BYTES`], [`PeerTls::system`],
+    /// [`DEFAULT_FETCH_MAX_BYTES`], [`DEFAULT_INFLIGHT_BUDGET_BYTES`], [`DEFAULT_CORES`],
+    /// [`PeerTls::system`],
     /// a fresh session id, [`PeerTimeouts::default`], a fresh identity key, [`OsRandom`],
     /// [`TcpTransport`]. Reads nothing.
     ///
@@ -391,7 +407,7 @@ impl<'m> CapsuleBuilder<'m> {
             .clone()
             .unwrap_or_else(|| format!("ses_{}", random.hex::<16>()));
         let tracer = Tracer::with_random(trace, clock.clone(), session_id.clone(), random.as_ref());
-        let budget = ByteBudget::new(settings.inflight_budget_bytes);
+        let budget = ByteBudget::with_cores(settings.inflight_budget_bytes, settings.cores);
         let generation = Generation::new();
         let client = PeerClient::new(settings.peer_tls.client_config())
             .with_transport(settings.peer_transport.clone());
@@ -489,6 +505,7 @@ impl<'m> CapsuleBuilder<'m> {
             generation: generation.clone(),
             containment: settings.containment,
             agent_card: serde_json::to_vec(&card).unwrap_or_default(),
+            lanes: crate::blocking::Lanes::new(settings.cores * 2),
         });
         Ok(Capsule {
             session_id,

@@ -86,6 +86,9 @@ pub enum Code {
     UnknownTool,
     /// A console line that is not a known request (`docs/spec/contract.md`).
     InvalidRequest,
+    /// The client left before its answer was ready: its work was stopped, or never started
+    /// (D-4.6.1). A trace `outcome` only: nobody is left to answer.
+    ClientGone,
 }
 
 impl Code {
@@ -114,6 +117,7 @@ impl Code {
             Code::PathRefused => "path_refused",
             Code::UnknownTool => "unknown_tool",
             Code::InvalidRequest => "invalid_request",
+            Code::ClientGone => "client_gone",
         }
     }
 
@@ -139,6 +143,8 @@ impl Code {
             Code::HandleExpired => 410,
             Code::PeerUnreachable | Code::EtagMismatch => 502,
             Code::IoError => 500,
+            // nginx's "client closed request": never sent, since nobody is left to read it.
+            Code::ClientGone => 499,
         }
     }
 
@@ -170,6 +176,7 @@ impl Code {
             Code::PathRefused => "the landing path is not a plain directory under the workdir",
             Code::UnknownTool => "this capsule has no such tool",
             Code::InvalidRequest => "the request is not a known console operation",
+            Code::ClientGone => "the client left before its answer was ready",
         }
     }
 }

@@ -74,6 +74,7 @@ async fn start(
             ))
             .advertised_url(url.clone())
             .containment(Containment::Sealed)
+            .cores(super::cores())
             .launch()
             .map_err(|e| e.to_string())?,
     );

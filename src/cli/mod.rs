@@ -204,3 +204,10 @@ pub fn main() -> ExitCode {
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     code
 }
+
+/// The machine's cores, taken once for the whole process: the binary sizes its shards and
+/// its capsules' work by it (the library reads nothing itself, D-15.8).
+pub(crate) fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}

@@ -204,6 +204,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         .containment(args.containment)
         .fetch_max_bytes(args.fetch_max_bytes)
         .inflight_budget_bytes(args.inflight_budget)
+        .cores(super::cores())
         .peer_tls(peer_tls)
         .launch()?;
 
@@ -363,7 +364,7 @@ impl Signals {
 /// runnable threads than cores, and both shards woken for every connection). Large reads and
 /// listings run on the blocking pool, which uses the other cores either way.
 fn default_shards() -> usize {
-    std::thread::available_parallelism().map_or(1, |cores| (cores.get() / 2).max(1))
+    (super::cores() / 2).max(1)
 }
 
 /// `--listen`: a socket address as written, else `HOST:PORT` resolved by the system (its first

@@ -24,9 +24,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-/// Blocking threads a shard may start beyond one per connection it serves.
+/// Blocking threads a shard may start beyond one per lane of its router.
 #[cfg(feature = "cli")]
-const BLOCKING_MARGIN: usize = 16;
+const BLOCKING_MARGIN: usize = 2;
 
 /// Listener limits, and the clock every answer is dated by. Each field has a default; a
 /// runtime sets those it cares about and takes the rest from [`ListenerConfig::default`].
@@ -121,10 +121,8 @@ impl Builders {
     fn new(config: &ListenerConfig) -> Self {
         let mut lean = hyper::server::conn::http1::Builder::new();
         // A client may shut its side down once its request is out (`nc -N`, a one-shot
-        // script): half-close keeps the answer coming. Without it hyper read the EOF while the
-        // service ran and dropped the answer. The price: a client that leaves altogether
-        // mid-request is noticed only when the answer's write fails, so its read or listing
-        // runs to the end (bounded, as all work is, by the connection and byte caps).
+        // script): half-close keeps the answer coming. hyper then does not read while the
+        // service works; the listener's `departure` watch does, to stop work whose client left.
         lean.keep_alive(false)
             .half_close(true)
             .timer(TokioTimer::new())
@@ -291,10 +289,8 @@ where
                 }
             },
         };
-        let service = dated(
-            TowerToHyperService::new(service.clone()),
-            config.clock.clone(),
-        );
+        let service = service.clone();
+        let clock_for_dates = config.clock.clone();
         let watcher = graceful.watcher();
         let builders = builders.clone();
         let mut stop = stop.clone();
@@ -323,8 +319,13 @@ where
             }
             let left = header_read_timeout.saturating_sub(started.elapsed());
             let http = builders.for_head(gate.complete_head_lines(), left);
+            let (io, departure) = super::departure::watch(gate);
+            let service = leaving(
+                dated(TowerToHyperService::new(service), clock_for_dates),
+                departure,
+            );
             if let Err(e) = watcher
-                .watch(http.serve_connection(TokioIo::new(gate), service))
+                .watch(http.serve_connection(TokioIo::new(io), service))
                 .await
             {
                 tracing::debug!("connection ended with an error: {e}");
@@ -371,6 +372,51 @@ where
         }
     })
 }
+
+/// `service`, whose answer is given up when its client leaves first: the service's future is
+/// dropped (the router then records the request as `client_gone` and stops its work, D-4.6.1)
+/// and the connection closes with no answer (see [`departure`](super::departure)).
+fn leaving<S, ResBody, IO>(
+    service: S,
+    departure: super::departure::Departure<IO>,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response<ResBody>,
+    Error = Box<dyn StdError + Send + Sync>,
+    Future = impl Future<Output = Result<Response<ResBody>, Box<dyn StdError + Send + Sync>>> + Send,
+> + Send
+where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<ResBody>> + Send,
+    S::Future: Send,
+    S::Error: Into<Box<dyn StdError + Send + Sync>>,
+    ResBody: http_body::Body,
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    hyper::service::service_fn(move |request: Request<Incoming>| {
+        let version = request.version();
+        let answer = service.call(request);
+        let departure = departure.clone();
+        async move {
+            tokio::select! {
+                biased;
+                answer = answer => answer.map_err(Into::into),
+                () = departure.gone(version) => Err(Box::new(ClientGone) as Box<dyn StdError + Send + Sync>),
+            }
+        }
+    })
+}
+
+/// The error a connection ends with when its client left before the answer was ready.
+#[derive(Debug)]
+struct ClientGone;
+
+impl std::fmt::Display for ClientGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client left before its answer was ready")
+    }
+}
+
+impl StdError for ClientGone {}
 
 /// The first pause after a transient accept error.
 pub(crate) const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -449,13 +495,12 @@ pub(crate) fn serve_sharded(
             std::thread::Builder::new()
                 .name(format!("shard-{index}"))
                 .spawn(move || -> std::io::Result<()> {
-                    // A blocking thread per connection the shard may hold, and a margin: reads
-                    // parked waiting for budget bytes (held by clients that stopped reading)
-                    // can then never leave a listing without a thread. Threads start on
-                    // demand, so the bound costs nothing until it is needed.
+                    // A blocking thread per lane of the router (requests wait for a lane on
+                    // the async side, holding no thread), and a margin for a thread still
+                    // finishing as the next call starts. Threads start on demand.
                     let runtime = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
-                        .max_blocking_threads(per_shard.max_connections + BLOCKING_MARGIN)
+                        .max_blocking_threads(router.lane_count() + BLOCKING_MARGIN)
                         .build()?;
                     let drain_deadline = per_shard.drain_deadline;
                     let served = runtime.block_on(async move {

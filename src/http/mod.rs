@@ -5,6 +5,7 @@
 pub(crate) mod body;
 pub(crate) mod client;
 pub(crate) mod date;
+pub(crate) mod departure;
 pub(crate) mod listener;
 pub(crate) mod response;
 pub(crate) mod router;

@@ -137,6 +137,8 @@ pub(crate) struct Mounted {
     pub(crate) generation: Generation,
     pub(crate) containment: Containment,
     pub(crate) agent_card: Vec<u8>,
+    /// The calls run on the blocking pool at once, shared by every clone of the router.
+    pub(crate) lanes: crate::blocking::Lanes,
 }
 
 /// Answers requests for the capsule's `/resources/` planes and its agent card. Cheap to clone
@@ -289,6 +291,12 @@ impl Router {
             answered: Arc::new(AtomicU64::new(0)),
             base: None,
         }
+    }
+
+    /// How many calls this router runs on the blocking pool at once.
+    #[cfg(feature = "cli")]
+    pub(crate) fn lane_count(&self) -> usize {
+        self.mounted.lanes.count()
     }
 
     /// This router answering under `base` instead of at the root: `base` is cut off the raw
@@ -444,7 +452,7 @@ impl Router {
         };
         let generation = self.mounted.generation.current();
         let call = self.call_for(method, raw_path, headers);
-        let response = self.answer_blocking(call, generation, &Cancel::never());
+        let response = self.answer_blocking(call, generation, &Claim::sole(), None);
         self.finish(response, method, raw_path)
     }
 
@@ -545,10 +553,15 @@ impl Router {
     /// worker when [`answer_inline`](Self::answer_inline) can (an outcome known without a
     /// plane; a read or a plain redeem the crate's own plane answers at once, see
     /// [`ReadsInline`], [`RedeemsInline`] and [`INLINE_READ_LIMIT`]); everything else on the
-    /// blocking pool, where dropping this future (the client left) raises the work's
-    /// [`Cancel`]. A larger file the crate's plane opened inline is read there from that open,
-    /// so a request resolves its file once. Either way the outcome is rendered, and its trace
-    /// line written, where it was computed.
+    /// blocking pool, once a lane is free and, for a read the crate's plane opened inline, once
+    /// the in-flight budget lends its bytes: both waited for here, on the async side, where
+    /// waiting holds no thread (D-4.6.1). A larger file the crate's plane opened inline is read
+    /// there from that open, so a request resolves its file once. Either way the outcome is
+    /// rendered, and its trace line written, where it was computed.
+    ///
+    /// Dropping this future (the listener found the client gone) before the work answered
+    /// raises the work's [`Cancel`]: work not started never starts, work running stops within
+    /// a step, and the request's one trace line records `client_gone` (D-4.6.1).
     async fn run(
         &self,
         call: Call,
@@ -560,13 +573,27 @@ impl Router {
             Inline::Answered(response) => return self.finish(response, &method, &raw_path),
             Inline::Deferred(call) => call,
         };
+        let cancel = Cancel::default();
+        let claim = Claim::shared(cancel.clone());
+        let vigil = Vigil {
+            router: self,
+            pending: Pending::of(&call),
+            generation,
+            claim: Some(claim.clone()),
+        };
+        let raise = cancel.on_drop();
+        let lane = self.mounted.lanes.take().await;
+        let prepaid = prepay(first_borrow(&call)).await;
         let router = self.clone();
-        blocking::run_cancellable(move |cancel| {
-            let response = router.answer_blocking(call, generation, cancel);
+        let answer = blocking::run(move || {
+            let _lane = lane;
+            let response = router.answer_blocking(call, generation, &claim, prepaid);
             router.finish(response, &method, &raw_path)
         })
-        .await
-        .unwrap_or_else(|_| response::refusal(Code::IoError, None, None))
+        .await;
+        raise.disarm();
+        vigil.settle();
+        answer.unwrap_or_else(|_| response::refusal(Code::IoError, None, None))
     }
 
     /// `call` answered on this async worker, or handed back for the blocking pool, with nothing
@@ -575,7 +602,9 @@ impl Router {
     /// blocking pool to read from there.
     fn answer_inline(&self, call: Call, generation: u64) -> Inline {
         match call {
-            Call::Answered(outcome) => Inline::Answered(self.render(outcome, generation)),
+            Call::Answered(outcome) => {
+                Inline::Answered(self.render(outcome, generation, &Claim::sole()))
+            }
             Call::List(_) => Inline::Deferred(call),
             Call::Read {
                 files,
@@ -591,7 +620,7 @@ impl Router {
                 let opened = match attempt {
                     Attempt::Answered(result) => {
                         let outcome = read_outcome(&files, recorded, result, &if_none_match);
-                        return Inline::Answered(self.render(outcome, generation));
+                        return Inline::Answered(self.render(outcome, generation, &Claim::sole()));
                     }
                     Attempt::Deferred => opened,
                     Attempt::Resume(opened) => Some(opened),
@@ -617,9 +646,11 @@ impl Router {
                 };
                 let resume = match attempt {
                     Attempt::Answered(outcome) => {
-                        return Inline::Answered(
-                            self.render(Outcome::Redeem { facts, outcome }, generation),
-                        );
+                        return Inline::Answered(self.render(
+                            Outcome::Redeem { facts, outcome },
+                            generation,
+                            &Claim::sole(),
+                        ));
                     }
                     Attempt::Deferred => resume,
                     Attempt::Resume(resume) => Some(resume),
@@ -635,18 +666,26 @@ impl Router {
     }
 
     /// `call` answered on this thread, blocking: on the blocking pool, or on the caller's
-    /// thread for [`respond`](Self::respond). A listing stops when `cancel` is raised. A read
-    /// or redeem an inline attempt started goes on from the file it opened.
-    fn answer_blocking(&self, call: Call, generation: u64, cancel: &Cancel) -> Response<PlaneBody> {
-        match call {
-            Call::Answered(outcome) => self.render(outcome, generation),
+    /// thread for [`respond`](Self::respond). A listing or a resumed read stops once the
+    /// claim's client is gone. A read or redeem an inline attempt started goes on from the
+    /// file it opened, with the bytes `prepaid` for it, if any.
+    fn answer_blocking(
+        &self,
+        call: Call,
+        generation: u64,
+        claim: &Claim,
+        prepaid: Option<crate::budget::BudgetPermit>,
+    ) -> Response<PlaneBody> {
+        let outcome = match call {
+            Call::Answered(outcome) => return self.render(outcome, generation, claim),
             Call::List(files) => {
-                let listed = files.plane.list(cancel);
+                let listed = files.plane.list(&claim.cancel);
                 let scope = files.plane.scope();
-                self.render(
+                return self.render(
                     Outcome::Listing(listed.map(|listing| (scope, listing))),
                     generation,
-                )
+                    claim,
+                );
             }
             Call::Read {
                 files,
@@ -657,13 +696,17 @@ impl Router {
             } => {
                 // Only the crate's own plane, which reads inline, hands over a file it opened.
                 let result = match (opened, &files.inline) {
-                    (Some(opened), Some(inline)) => {
-                        inline.read_resumed(&path, &if_none_match, opened)
-                    }
+                    (Some(opened), Some(inline)) => inline.read_resumed(
+                        &path,
+                        &if_none_match,
+                        opened,
+                        prepaid,
+                        &claim.cancel,
+                    ),
                     _ => files.plane.read(&path, &if_none_match),
                 };
                 let outcome = read_outcome(&files, recorded, result, &if_none_match);
-                self.render(outcome, generation)
+                return self.render(outcome, generation, claim);
             }
             Call::Redeem {
                 peer,
@@ -675,15 +718,28 @@ impl Router {
                     (Some(resume), Some(inline)) => inline.redeem_resumed(resume),
                     _ => asked.with_request(|request| peer.plane.redeem(request)),
                 };
-                self.render(Outcome::Redeem { facts, outcome }, generation)
+                Outcome::Redeem { facts, outcome }
             }
-        }
+        };
+        self.render(outcome, generation, claim)
     }
 
     /// Renders `outcome` into its response and the request's one trace line (D-6.2), written
     /// before the response is returned; a failed write turns any answer into `500 io_error`
     /// (D-6.4). Every answer of the router's comes through here.
-    fn render(&self, outcome: Outcome<'_>, generation: u64) -> Response<PlaneBody> {
+    ///
+    /// Under a shared `claim`, the line is written only if nobody wrote it first, and as
+    /// `client_gone` once the client left (D-4.6.1).
+    fn render(&self, outcome: Outcome<'_>, generation: u64, claim: &Claim) -> Response<PlaneBody> {
+        let outcome = if claim.client_gone() {
+            outcome.given_up()
+        } else {
+            outcome
+        };
+        if !claim.take() {
+            // The line was written as the client left; this answer is never sent.
+            return response::refusal(Code::ClientGone, Some(generation), None);
+        }
         let containment_achieved = self.containment();
         let (line, body) = match outcome {
             Outcome::Foreign => return response::refusal(Code::NotFound, None, None),
@@ -891,6 +947,7 @@ impl RedeemAsked {
 
 /// What a request on a peer route says itself, for its `peer_handle_redeem` line whatever the
 /// plane answers.
+#[derive(Clone)]
 struct RedeemFacts {
     /// The handle id of the token sent; `None` when no token was sent.
     handle_id: Option<String>,
@@ -919,6 +976,170 @@ enum Outcome<'p> {
         facts: RedeemFacts,
         outcome: RedeemOutcome,
     },
+}
+
+impl Outcome<'_> {
+    /// The outcome of a request whose client left before its answer was ready: the same
+    /// route's refusal `client_gone`, keeping what the request said of itself (a redeem's path
+    /// once its MAC verified).
+    fn given_up(self) -> Self {
+        match self {
+            Outcome::Listing(_) => Outcome::Listing(Err(client_gone())),
+            Outcome::Read { path, .. } => Outcome::Read {
+                path,
+                result: Err(client_gone()),
+            },
+            Outcome::Redeem { facts, outcome } => Outcome::Redeem {
+                facts,
+                outcome: RedeemOutcome {
+                    result: Err(client_gone()),
+                    ..outcome
+                },
+            },
+            other @ (Outcome::Foreign | Outcome::AgentCard { .. }) => other,
+        }
+    }
+}
+
+/// The refusal recorded for a request whose client left before its answer was ready.
+fn client_gone() -> Refusal {
+    Refusal::new(
+        Code::ClientGone,
+        "the client left before its answer was ready; its work was stopped or never started",
+    )
+}
+
+/// What a deferred request's trace line needs when its client leaves before the work has
+/// answered: its route and what it said of itself.
+enum Pending {
+    List,
+    Read(String),
+    Redeem(RedeemFacts),
+    /// Answered without a plane: never deferred.
+    Nothing,
+}
+
+impl Pending {
+    fn of(call: &Call) -> Pending {
+        match call {
+            Call::List(_) => Pending::List,
+            Call::Read { recorded, .. } => Pending::Read(recorded.clone()),
+            Call::Redeem { facts, .. } => Pending::Redeem(facts.clone()),
+            Call::Answered(_) => Pending::Nothing,
+        }
+    }
+
+    /// The `client_gone` outcome of the request.
+    fn given_up(self) -> Option<Outcome<'static>> {
+        Some(match self {
+            Pending::List => Outcome::Listing(Err(client_gone())),
+            Pending::Read(path) => Outcome::Read {
+                path,
+                result: Err(client_gone()),
+            },
+            Pending::Redeem(facts) => Outcome::Redeem {
+                facts,
+                outcome: RedeemOutcome::refused(client_gone()),
+            },
+            Pending::Nothing => return None,
+        })
+    }
+}
+
+/// Who writes the one trace line of a request whose work runs on the blocking pool: the work,
+/// when it answers, or the request's future, when it is dropped first (the client left). The
+/// first to [`take`](Self::take) the claim writes it.
+#[derive(Clone)]
+struct Claim {
+    taken: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Raised when the client left.
+    cancel: Cancel,
+}
+
+impl Claim {
+    /// The claim of a request whose caller always waits for the answer: never contested.
+    fn sole() -> Self {
+        Claim {
+            taken: None,
+            cancel: Cancel::never(),
+        }
+    }
+
+    /// A claim contested by the request's future, which raises `cancel` when dropped.
+    fn shared(cancel: Cancel) -> Self {
+        Claim {
+            taken: Some(Arc::default()),
+            cancel,
+        }
+    }
+
+    /// Whether the caller is the first to take the claim, and so writes the line.
+    fn take(&self) -> bool {
+        self.taken
+            .as_ref()
+            .is_none_or(|taken| !taken.swap(true, Ordering::AcqRel))
+    }
+
+    /// Whether the request's client left.
+    fn client_gone(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+}
+
+/// Writes a deferred request's `client_gone` line when the request's future is dropped before
+/// its work answered, unless the work wrote its line first.
+struct Vigil<'r> {
+    router: &'r Router,
+    pending: Pending,
+    generation: u64,
+    /// `None` once the work answered.
+    claim: Option<Claim>,
+}
+
+impl Vigil<'_> {
+    /// The work answered: nothing to write.
+    fn settle(mut self) {
+        self.claim = None;
+    }
+}
+
+impl Drop for Vigil<'_> {
+    fn drop(&mut self) {
+        let Some(claim) = self.claim.take() else {
+            return;
+        };
+        if !claim.take() {
+            return;
+        }
+        let pending = std::mem::replace(&mut self.pending, Pending::Nothing);
+        if let Some(outcome) = pending.given_up() {
+            self.router
+                .render(outcome, self.generation, &Claim::sole());
+        }
+    }
+}
+
+/// Borrows, on the async side, the bytes a read the crate's plane opened inline will borrow
+/// first on the blocking pool ([`ReadsInline::first_borrow`], found by [`first_borrow`]):
+/// waiting for them holds no thread, and a request whose client leaves meanwhile never starts
+/// its read.
+async fn prepay(needed: Option<(crate::budget::ByteBudget, u64)>) -> Option<crate::budget::BudgetPermit> {
+    let (budget, bytes) = needed?;
+    Some(budget.acquire(bytes).await)
+}
+
+/// The budget and bytes [`prepay`] borrows, if `call` is such a read.
+fn first_borrow(call: &Call) -> Option<(crate::budget::ByteBudget, u64)> {
+    let Call::Read {
+        files,
+        opened: Some(opened),
+        ..
+    } = call
+    else {
+        return None;
+    };
+    let (budget, bytes) = files.inline.as_ref()?.first_borrow(opened)?;
+    Some((budget.clone(), bytes))
 }
 
 /// A response's content, whichever route answered.
@@ -955,7 +1176,7 @@ impl<'p> Body<'p> {
     fn bytes(&self) -> Option<u64> {
         match self {
             Body::File(file, _) => Some(file.bytes.len() as u64),
-            Body::NotModified { .. } => Some(0),
+            Body::NotModified { .. } | Body::Refused(Code::ClientGone) => Some(0),
             Body::Listing(..) | Body::Refused(_) => None,
         }
     }

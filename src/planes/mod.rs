@@ -395,13 +395,22 @@ pub(crate) trait ReadsInline: Debug + Send + Sync {
         limit: u64,
     ) -> Attempt<Result<ReadOutcome, Refusal>, reader::Opened>;
 
+    /// The budget the rest of the read of `opened` borrows from and the bytes it borrows
+    /// first, for the router to borrow them beforehand on the async side, where waiting for
+    /// them holds no thread (D-4.6.1); `None` when the plane borrows nothing.
+    fn first_borrow(&self, opened: &reader::Opened) -> Option<(&ByteBudget, u64)>;
+
     /// The rest of a read [`read_inline`](Self::read_inline) stopped, on the blocking pool,
     /// with the same `path` and `if_none_match`: the outcome [`ResourcePlane::read`] gives.
+    /// `prepaid` is what [`first_borrow`](Self::first_borrow) asked for, if borrowed; the read
+    /// stops once `cancel` is raised.
     fn read_resumed(
         &self,
         path: &RelPath,
         if_none_match: &IfNoneMatch,
         opened: reader::Opened,
+        prepaid: Option<crate::budget::BudgetPermit>,
+        cancel: &Cancel,
     ) -> Result<ReadOutcome, Refusal>;
 }
 

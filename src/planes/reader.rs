@@ -77,7 +77,13 @@ fn borrow(
     mode: ReadMode,
     bytes: u64,
     filling: &mut Option<FillSlot>,
+    prepaid: &mut Option<BudgetPermit>,
 ) -> Option<BudgetPermit> {
+    if let Some(permit) = prepaid.take() {
+        if permit.covers(bytes) {
+            return Some(permit);
+        }
+    }
     match mode {
         ReadMode::Inline { .. } => budget.try_acquire(bytes),
         ReadMode::Blocking => Some(budget.try_acquire_in_turn(bytes).unwrap_or_else(|| {
@@ -87,6 +93,21 @@ fn borrow(
             permit
         })),
     }
+}
+
+/// What attempt `attempt` of a read of a file whose descriptor gave `size` may read (one byte
+/// more than that size, to see growth, or on the last attempt all a read may take,
+/// `max_bytes + 1`, to see growth past it), and what it borrows for it: that and a page of
+/// slack, so the bytes can start on a page boundary (see `page_aligned`: a misaligned read copy
+/// is ten times slower).
+fn wanted(size: u64, max_bytes: u64, attempt: usize) -> (u64, u64) {
+    let limit = max_bytes.saturating_add(1);
+    let wanted = if attempt == GROWTH_RETRIES {
+        limit
+    } else {
+        size.saturating_add(1).min(limit)
+    };
+    (wanted, wanted.saturating_add(page_aligned::SLACK as u64))
 }
 
 fn open(
@@ -140,6 +161,15 @@ pub(crate) struct Opened {
     attempt: usize,
 }
 
+impl Opened {
+    /// The bytes the read of this file under `max_bytes` borrows first: what a caller on the
+    /// async side borrows for it beforehand ([`ByteBudget::acquire`]), so that the blocking
+    /// read does not wait for them on its thread.
+    pub(crate) fn first_borrow(&self, max_bytes: u64) -> u64 {
+        wanted(self.file.meta().size, max_bytes, self.attempt).1
+    }
+}
+
 /// How far a read got where it ran.
 #[derive(Debug)]
 pub(crate) enum Step<T> {
@@ -181,16 +211,16 @@ pub(crate) fn read_file(
     budget: Option<&ByteBudget>,
     mode: ReadMode,
 ) -> Result<Step<ServedFile>, Refusal> {
-    let step = read_file_if(
+    let read = OneRead {
         fs,
         scope,
         target,
         budget,
-        mode,
-        None,
-        &IfNoneMatch::absent(),
-        None,
-    )?;
+        condition: &IfNoneMatch::absent(),
+        cache: None,
+        cancel: &Cancel::never(),
+    };
+    let step = read.run(mode, None, None)?;
     Ok(match step {
         Step::Done(answer) => Step::Done(answer.served()),
         Step::Resume(opened) => Step::Resume(opened),
@@ -217,9 +247,10 @@ pub(crate) fn read_opened(
         budget,
         condition: &IfNoneMatch::absent(),
         cache: None,
+        cancel: &Cancel::never(),
     };
     Ok(read
-        .run(ReadMode::Blocking, Some(opened))?
+        .run(ReadMode::Blocking, Some(opened), None)?
         .answered()
         .served())
 }
@@ -253,46 +284,43 @@ impl ReadAnswer {
 /// condition matches it, [`ReadAnswer::NotModified`] without reading a byte; else the file is
 /// read and hashed as for a 200, and the caller compares. With `opened` (the file as an inline
 /// read of the same `target` opened it), the read goes on from that descriptor, as
-/// [`read_opened`] does, instead of resolving `target` again.
+/// [`read_opened`] does, instead of resolving `target` again; with `prepaid` (bytes borrowed
+/// for it beforehand, [`Opened::first_borrow`]) it borrows nothing more unless the file grew.
+/// The read stops between steps of at most 64 MiB, and its hash between steps too, once
+/// `read.cancel` is raised (`io_error`).
 ///
 /// # Errors
 /// As [`read_file`].
-#[allow(clippy::too_many_arguments)] // one read's whole context, passed straight through
 pub(crate) fn read_file_if(
-    fs: &dyn Filesystem,
-    scope: &ExportScope,
-    target: &RelPath,
-    budget: Option<&ByteBudget>,
+    read: &OneRead<'_>,
     mode: ReadMode,
     opened: Option<Opened>,
-    condition: &IfNoneMatch,
-    cache: Option<&HashCache>,
+    prepaid: Option<BudgetPermit>,
 ) -> Result<Step<ReadAnswer>, Refusal> {
-    let read = OneRead {
-        fs,
-        scope,
-        target,
-        budget,
-        condition,
-        cache,
-    };
-    read.run(mode, opened)
+    read.run(mode, opened, prepaid)
 }
 
 /// One read's fixed inputs.
-struct OneRead<'a> {
-    fs: &'a dyn Filesystem,
-    scope: &'a ExportScope,
-    target: &'a RelPath,
-    budget: Option<&'a ByteBudget>,
-    condition: &'a IfNoneMatch,
-    cache: Option<&'a HashCache>,
+pub(crate) struct OneRead<'a> {
+    pub(crate) fs: &'a dyn Filesystem,
+    pub(crate) scope: &'a ExportScope,
+    pub(crate) target: &'a RelPath,
+    pub(crate) budget: Option<&'a ByteBudget>,
+    pub(crate) condition: &'a IfNoneMatch,
+    pub(crate) cache: Option<&'a HashCache>,
+    /// Raised when nobody waits for the answer any more.
+    pub(crate) cancel: &'a Cancel,
 }
 
 impl OneRead<'_> {
     /// The read in `mode`, from `opened` when an inline read opened the file already, else
     /// from a fresh open.
-    fn run(&self, mode: ReadMode, mut opened: Option<Opened>) -> Result<Step<ReadAnswer>, Refusal> {
+    fn run(
+        &self,
+        mode: ReadMode,
+        mut opened: Option<Opened>,
+        mut prepaid: Option<BudgetPermit>,
+    ) -> Result<Step<ReadAnswer>, Refusal> {
         let OneRead {
             fs,
             scope,
@@ -300,6 +328,7 @@ impl OneRead<'_> {
             budget,
             condition,
             cache,
+            cancel,
         } = *self;
         // Blocking reads open, fill and hash at most one per core at a time (see `FillSlots`).
         let mut filling = match (mode, budget) {
@@ -338,20 +367,10 @@ impl OneRead<'_> {
             {
                 return Ok(Step::Resume(Opened { file, attempt }));
             }
-            // One byte more than the size, to see growth, or on the last attempt all a read may
-            // take (`max_bytes + 1`, to see growth past it); and a page of slack so the bytes can
-            // start on a page boundary (see `page_aligned`: a misaligned read copy is ten times
-            // slower).
-            let limit = scope.max_bytes.saturating_add(1);
             let last = attempt == GROWTH_RETRIES;
-            let wanted = if last {
-                limit
-            } else {
-                meta.size.saturating_add(1).min(limit)
-            };
-            let want = wanted.saturating_add(page_aligned::SLACK as u64);
+            let (wanted, want) = wanted(meta.size, scope.max_bytes, attempt);
             let mut permit = match budget {
-                Some(budget) => match borrow(budget, mode, want, &mut filling) {
+                Some(budget) => match borrow(budget, mode, want, &mut filling, &mut prepaid) {
                     Some(permit) => Some(permit),
                     None => return Ok(Step::Resume(Opened { file, attempt })),
                 },
@@ -371,8 +390,9 @@ impl OneRead<'_> {
                 Some(permit) => permit.buffer(capacity),
                 None => Vec::new(),
             };
-            let start = page_aligned::read_into(&mut file, &mut buffer, meta.size, wanted)
-                .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;
+            let start =
+                page_aligned::read_into_unless(&mut file, &mut buffer, meta.size, wanted, cancel)
+                    .map_err(|e| Refusal::new(Code::IoError, format!("read failed: {e}")))?;
             let read = (buffer.len() - start) as u64;
             if read > scope.max_bytes {
                 return Err(Refusal::new(
@@ -391,7 +411,7 @@ impl OneRead<'_> {
                 attempt += 1;
                 continue;
             }
-            let digest: [u8; 32] = Sha256::digest(&buffer[start..]).into();
+            let digest = digest_unless(&buffer[start..], cancel)?;
             let sha256 = crate::hex::encode(&digest);
             drop(filling);
             return Ok(Step::Done(ReadAnswer::File {
@@ -404,6 +424,22 @@ impl OneRead<'_> {
             }));
         }
     }
+}
+
+/// The sha256 of `bytes`, taken a [`page_aligned::READ_STEP`] at a time, stopping between steps
+/// once `cancel` is raised.
+///
+/// # Errors
+/// `io_error` when cancelled.
+fn digest_unless(bytes: &[u8], cancel: &Cancel) -> Result<[u8; 32], Refusal> {
+    let mut hasher = Sha256::new();
+    for step in bytes.chunks(page_aligned::READ_STEP) {
+        if cancel.is_cancelled() {
+            return Err(cancelled());
+        }
+        hasher.update(step);
+    }
+    Ok(hasher.finalize().into())
 }
 
 /// Lists every regular file under the scope (D-3): sorted byte-lexicographically, each entry
@@ -534,11 +570,6 @@ fn hash_misses(
     cancel: &Cancel,
     listed: &mut ListingBuilder,
 ) -> Result<(), Refusal> {
-    let more = if misses.len() >= LISTING_PARALLEL_FROM {
-        listing_workers()
-    } else {
-        0
-    };
     let local;
     let slots_from = match budget {
         Some(budget) => budget,
@@ -546,6 +577,14 @@ fn hash_misses(
             local = ByteBudget::new(1);
             &local
         }
+    };
+    // Threads that may join the listing's own thread: the budget's hashing slots (twice the
+    // cores: hashing is CPU-bound when warm, and the extra threads keep the disk busy when
+    // cold), less its own.
+    let more = if misses.len() >= LISTING_PARALLEL_FROM {
+        slots_from.hashing_capacity().saturating_sub(1).max(1)
+    } else {
+        0
     };
     let slots = slots_from.hashing_slots(more);
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -607,20 +646,12 @@ struct Hashed {
     fresh: Option<FileMeta>,
 }
 
-/// Threads that may join a listing's own thread on a large listing: twice the cores (hashing
-/// is CPU-bound when warm; the extra threads keep the disk busy when cold), less its own.
-fn listing_workers() -> usize {
-    let cores = std::thread::available_parallelism().map_or(2, usize::from);
-    (cores * 2).saturating_sub(1).max(1)
-}
-
 /// One file: opened (D-2.6), then its cached hash if the descriptor's metadata finds one, else
 /// hashed from its descriptor, reading at most one byte more than the size its `fstat` gave
 /// (D-3.3): a file that grew past that size is being written and is omitted, whatever it grows
-/// to. A file that came back shorter is
-/// listed as the bytes hashed (its end was reached), not cached. Nothing when the entry
-/// vanished, is not a regular file under the class rules, failed mid-read, or `cancel` was
-/// raised.
+/// to; one that came back shorter was truncated while hashed and is omitted too (D-3.3.1: a
+/// listing never reports a size no version of the file had). Nothing when the entry vanished,
+/// is not a regular file under the class rules, failed mid-read, or `cancel` was raised.
 fn list_one(
     root: &dyn crate::backends::fs::RootDir,
     path: &RelPath,
@@ -666,14 +697,16 @@ fn list_one(
             return None;
         }
     }
-    if size > meta.size {
+    // Grown past its size (being written), or shorter than it (truncated while hashed): the
+    // bytes hashed are no version of the file (D-3.3.1).
+    if size != meta.size {
         return None;
     }
     Some(Hashed {
         size,
         mtime_ms: meta.mtime_ms,
         sha256: hasher.finalize().into(),
-        fresh: (size == meta.size).then_some(meta),
+        fresh: Some(meta),
     })
 }
 
@@ -860,7 +893,7 @@ mod tests {
     /// has cores, and still lists every file, hashed whole.
     #[test]
     fn a_cold_listing_keeps_more_reads_in_flight_than_there_are_cores() {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let cores = crate::capsule::DEFAULT_CORES;
         // Enough files for every thread the listing may start, on any machine.
         let files = (LISTING_PARALLEL_FROM * 3).max(cores * 4);
         let disk = ColdDisk::default();
@@ -1050,6 +1083,28 @@ mod tests {
             (listed[0].size_bytes, listed[0].sha256.as_str()),
             (131_072, prefix.as_str())
         );
+    }
+
+    /// A file truncated while hashed ends before the size its descriptor gave: the bytes
+    /// hashed are no version of it, and it is omitted (D-3.3.1), however its reads come back;
+    /// the rest of the listing is unaffected.
+    #[test]
+    fn a_file_that_shrank_while_hashed_is_omitted() {
+        let content: Vec<u8> = (0..(LISTING_CHUNK * 2 + 77) as u32)
+            .map(|i| (i % 239) as u8)
+            .collect();
+        let size = content.len() as u64;
+        for (stale_size, piece) in [
+            (size + 1, usize::MAX),
+            (size * 3, 1000),
+            (size + 4096, 4096),
+            (3 << 30, usize::MAX),
+        ] {
+            assert!(
+                list_through(&content, stale_size, piece).is_empty(),
+                "descriptor said {stale_size}, the file holds {size}, reads of at most {piece}"
+            );
+        }
     }
 
     /// A file whose every read returns more (a sparse file grown by `ftruncate` faster than it

@@ -5,7 +5,7 @@ use super::reader::{self, Opened, ReadAnswer, ReadMode, Step};
 use super::{Attempt, Cancel, IfNoneMatch, Listing, ReadOutcome, ReadsInline, ResourcePlane};
 use crate::backends::Clock;
 use crate::backends::fs::Filesystem;
-use crate::budget::ByteBudget;
+use crate::budget::{BudgetPermit, ByteBudget};
 use crate::path::RelPath;
 use crate::refusal::Refusal;
 use crate::scope::ExportScope;
@@ -48,11 +48,18 @@ impl OperatorPlane {
         path: &RelPath,
         condition: &IfNoneMatch,
         mode: ReadMode,
-        opened: Option<Opened>,
+        resumed: Resumed<'_>,
     ) -> Result<Step<ReadOutcome>, Refusal> {
-        let (fs, scope, budget) = (self.fs.as_ref(), &self.scope, Some(&self.budget));
-        let cache = Some(self.hashes.as_ref());
-        let answer = reader::read_file_if(fs, scope, path, budget, mode, opened, condition, cache)?;
+        let read = reader::OneRead {
+            fs: self.fs.as_ref(),
+            scope: &self.scope,
+            target: path,
+            budget: Some(&self.budget),
+            condition,
+            cache: Some(self.hashes.as_ref()),
+            cancel: resumed.cancel,
+        };
+        let answer = reader::read_file_if(&read, mode, resumed.opened, resumed.prepaid)?;
         Ok(match answer {
             Step::Resume(opened) => Step::Resume(opened),
             Step::Done(ReadAnswer::NotModified { sha256, mtime_ms }) => {
@@ -68,6 +75,28 @@ impl OperatorPlane {
         })
     }
 }
+
+/// Where a read goes on from: the file an inline attempt opened and the bytes borrowed for it
+/// on the async side, if any, and the flag raised when its client leaves.
+struct Resumed<'a> {
+    opened: Option<Opened>,
+    prepaid: Option<BudgetPermit>,
+    cancel: &'a Cancel,
+}
+
+impl Resumed<'_> {
+    /// A read from a fresh open, whose caller always waits.
+    fn fresh() -> Self {
+        Resumed {
+            opened: None,
+            prepaid: None,
+            cancel: &NEVER,
+        }
+    }
+}
+
+/// The flag of reads whose caller always waits.
+static NEVER: Cancel = Cancel::never();
 
 impl ResourcePlane for OperatorPlane {
     fn scope(&self) -> &ExportScope {
@@ -86,7 +115,7 @@ impl ResourcePlane for OperatorPlane {
     }
 
     fn read(&self, path: &RelPath, if_none_match: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
-        match self.read_in(path, if_none_match, ReadMode::Blocking, None)? {
+        match self.read_in(path, if_none_match, ReadMode::Blocking, Resumed::fresh())? {
             Step::Done(outcome) => Ok(outcome),
             Step::Resume(_) => unreachable!("a blocking read always answers"),
         }
@@ -103,11 +132,20 @@ impl ReadsInline for OperatorPlane {
         if_none_match: &IfNoneMatch,
         limit: u64,
     ) -> Attempt<Result<ReadOutcome, Refusal>, Opened> {
-        match self.read_in(path, if_none_match, ReadMode::Inline { limit }, None) {
+        match self.read_in(
+            path,
+            if_none_match,
+            ReadMode::Inline { limit },
+            Resumed::fresh(),
+        ) {
             Ok(Step::Done(outcome)) => Attempt::Answered(Ok(outcome)),
             Ok(Step::Resume(opened)) => Attempt::Resume(opened),
             Err(refusal) => Attempt::Answered(Err(refusal)),
         }
+    }
+
+    fn first_borrow(&self, opened: &Opened) -> Option<(&ByteBudget, u64)> {
+        Some((&self.budget, opened.first_borrow(self.scope.max_bytes)))
     }
 
     fn read_resumed(
@@ -115,8 +153,15 @@ impl ReadsInline for OperatorPlane {
         path: &RelPath,
         if_none_match: &IfNoneMatch,
         opened: Opened,
+        prepaid: Option<BudgetPermit>,
+        cancel: &Cancel,
     ) -> Result<ReadOutcome, Refusal> {
-        match self.read_in(path, if_none_match, ReadMode::Blocking, Some(opened))? {
+        let resumed = Resumed {
+            opened: Some(opened),
+            prepaid,
+            cancel,
+        };
+        match self.read_in(path, if_none_match, ReadMode::Blocking, resumed)? {
             Step::Done(outcome) => Ok(outcome),
             Step::Resume(_) => unreachable!("a blocking read always answers"),
         }

@@ -252,8 +252,22 @@ pub fn parse_reply(raw: &[u8]) -> Reply {
     try_parse_reply(raw).unwrap_or_else(|e| panic!("{e} in {:?}", String::from_utf8_lossy(raw)))
 }
 
+/// `raw` after any interim (1xx) responses before the final one, which a client skips (RFC
+/// 9110 §15.2): the server may send `100 Continue` to a client that ended its stream, to learn
+/// whether it still reads.
+pub fn skip_interim(mut raw: &[u8]) -> &[u8] {
+    while raw.len() > 12 && raw.starts_with(b"HTTP/1.1 1") {
+        match raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            Some(end) => raw = &raw[end + 4..],
+            None => break,
+        }
+    }
+    raw
+}
+
 /// [`parse_reply`], returning a malformed head as an error.
 pub fn try_parse_reply(raw: &[u8]) -> Result<Reply, String> {
+    let raw = skip_interim(raw);
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -672,9 +672,12 @@ const SUBDIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::CLOEXEC);
 
 /// Threads that read directories and stat their names at once in a walk that takes metadata:
-/// the stats are path lookups in the kernel, which the cores do side by side.
+/// the stats are path lookups in the kernel, which the cores do side by side. The cores are
+/// asked once per process, at the first such walk, never when a filesystem is built.
 fn stat_threads() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4))
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS
+        .get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)))
 }
 
 /// The directories a shared walk has still to read, and how many are being read.
