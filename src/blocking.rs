@@ -27,40 +27,71 @@ where
     tokio::task::spawn_blocking(work).await
 }
 
-/// How many calls a router runs on the blocking pool at once: two per core by default
-/// (`CapsuleBuilder::cores`). A request waits for its lane on the async side, where waiting
-/// holds no thread, and gives its lane back when its work has ended, not when its future is
-/// dropped: the threads busy with requests never exceed the lanes, however many requests
-/// queue (D-4.6.1).
+/// The router's lanes to the blocking pool: how many calls of each kind run there at once. A
+/// request waits for its lane on the async side, where waiting holds no thread, and gives it
+/// back when its work has ended, not when its future is dropped: the threads busy with
+/// requests never exceed the lanes, however many requests queue (D-4.6.1).
+///
+/// Three kinds, so that no call holding a lane waits for what a call queued for a lane of the
+/// same kind holds: a read of the crate's plane has its bytes of the in-flight budget before
+/// it takes a [`Kind::Read`] lane; a listing ([`Kind::List`]) and any other call
+/// ([`Kind::Call`]: a redeem, a runtime's own plane) take their lane first and may then wait
+/// for bytes, which only reads queued for the other kind of lane and bodies being sent hold.
 #[derive(Debug, Clone)]
 pub(crate) struct Lanes {
-    free: std::sync::Arc<tokio::sync::Semaphore>,
+    reads: std::sync::Arc<tokio::sync::Semaphore>,
+    lists: std::sync::Arc<tokio::sync::Semaphore>,
+    calls: std::sync::Arc<tokio::sync::Semaphore>,
     count: usize,
+}
+
+/// Which lanes a call takes (see [`Lanes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A read whose bytes are borrowed already: one lane per core (a read fills one buffer
+    /// per core at a time in any case).
+    Read,
+    /// A listing: two lanes (listings walk one at a time, and hash on shared threads).
+    List,
+    /// Anything else: one lane per core.
+    Call,
 }
 
 /// A lane taken ([`Lanes::take`]), given back on drop.
 pub(crate) type Lane = tokio::sync::OwnedSemaphorePermit;
 
+/// Listings that may hold a lane at once.
+const LIST_LANES: usize = 2;
+
 impl Lanes {
-    /// `count` lanes (0 is read as 1).
-    pub(crate) fn new(count: usize) -> Self {
-        let count = count.max(1);
+    /// The lanes for `cores` cores (0 is read as 1).
+    pub(crate) fn for_cores(cores: usize) -> Self {
+        let cores = cores.max(1);
+        let semaphore = |count| std::sync::Arc::new(tokio::sync::Semaphore::new(count));
         Lanes {
-            free: std::sync::Arc::new(tokio::sync::Semaphore::new(count)),
-            count,
+            reads: semaphore(cores),
+            lists: semaphore(LIST_LANES),
+            calls: semaphore(cores),
+            count: 2 * cores + LIST_LANES,
         }
     }
 
-    /// A lane, first come first served, waiting on the async side while all are taken.
-    pub(crate) async fn take(&self) -> Lane {
-        self.free
+    /// A lane of `kind`, first come first served, waiting on the async side while all are
+    /// taken.
+    pub(crate) async fn take(&self, kind: Kind) -> Lane {
+        let lanes = match kind {
+            Kind::Read => &self.reads,
+            Kind::List => &self.lists,
+            Kind::Call => &self.calls,
+        };
+        lanes
             .clone()
             .acquire_owned()
             .await
             .expect("the lanes are never closed")
     }
 
-    /// How many lanes there are.
+    /// How many lanes there are, of every kind.
     pub(crate) fn count(&self) -> usize {
         self.count
     }

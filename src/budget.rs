@@ -310,6 +310,20 @@ impl ByteBudget {
     /// Borrows `bytes` (capped at the whole budget, so one huge read still proceeds alone),
     /// blocking the calling thread until they are free. Call from blocking threads only.
     pub fn acquire_blocking(&self, bytes: u64) -> BudgetPermit {
+        self.acquire_blocking_within(bytes, None)
+            .expect("a wait without a deadline ends with the bytes")
+    }
+
+    /// [`acquire_blocking`](Self::acquire_blocking), giving up after `patience` (when set): then
+    /// `None`, and the borrower's place in the queue goes to the next. For a borrower that
+    /// holds something others queued for bytes may wait on (a blocking lane), so that it
+    /// cannot wait for them for ever.
+    pub fn acquire_blocking_within(
+        &self,
+        bytes: u64,
+        patience: Option<std::time::Duration>,
+    ) -> Option<BudgetPermit> {
+        let deadline = patience.map(|patience| std::time::Instant::now() + patience);
         let want = bytes.min(self.capacity);
         let (_, ready) = &*self.inner;
         let mut state = self.state();
@@ -317,7 +331,7 @@ impl ByteBudget {
             && let Some(reserved) = state.reserve(want)
         {
             drop(state);
-            return self.permit(reserved, want);
+            return Some(self.permit(reserved, want));
         }
         let ticket = state.next_ticket;
         state.next_ticket += 1;
@@ -329,10 +343,25 @@ impl ByteBudget {
                 // The next in line may find its bytes free already.
                 self.wake_borrowers(&state);
                 drop(state);
-                return self.permit(reserved, want);
+                return Some(self.permit(reserved, want));
             }
             state.waiting += 1;
-            state = ready.wait(state).unwrap_or_else(|e| e.into_inner());
+            state = match deadline {
+                None => ready.wait(state).unwrap_or_else(|e| e.into_inner()),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        state.waiting -= 1;
+                        state.abandon(ticket);
+                        self.wake_borrowers(&state);
+                        return None;
+                    }
+                    ready
+                        .wait_timeout(state, left)
+                        .map(|(state, _)| state)
+                        .unwrap_or_else(|e| e.into_inner().0)
+                }
+            };
             state.waiting -= 1;
         }
     }
@@ -583,6 +612,26 @@ mod tests {
         assert!(
             budget.try_acquire_in_turn(1).is_some(),
             "the queue is empty again"
+        );
+    }
+
+    /// A blocking borrower with a deadline gives up when it passes, and its place goes to the
+    /// next in line.
+    #[test]
+    fn a_borrower_with_a_deadline_gives_up_its_place() {
+        let budget = ByteBudget::new(100);
+        let held = budget.acquire_blocking(90);
+        let started = std::time::Instant::now();
+        assert!(
+            budget
+                .acquire_blocking_within(50, Some(Duration::from_millis(100)))
+                .is_none()
+        );
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        drop(held);
+        assert!(
+            budget.try_acquire_in_turn(100).is_some(),
+            "nobody is queued any more"
         );
     }
 

@@ -157,8 +157,9 @@ macro_rules! setting_methods {
 
         /// The cores the planes size their work for (default [`DEFAULT_CORES`]); 0 is read as
         /// 1. Blocking reads fill one buffer per core at a time, listings hash on at most two
-        /// threads per core in all, and at most two blocking calls per core run at once,
-        /// however many requests wait (D-4.6.1): waiting requests hold no thread.
+        /// threads per core in all, and the router runs at most one read and one other call
+        /// per core, and two listings, on the blocking pool at once, however many requests
+        /// wait (D-4.6.1): waiting requests hold no thread.
         pub fn cores(mut self, cores: usize) -> Self {
             self.settings.cores = cores.max(1);
             self
@@ -505,7 +506,7 @@ impl<'m> CapsuleBuilder<'m> {
             generation: generation.clone(),
             containment: settings.containment,
             agent_card: serde_json::to_vec(&card).unwrap_or_default(),
-            lanes: crate::blocking::Lanes::new(settings.cores * 2),
+            lanes: crate::blocking::Lanes::for_cores(settings.cores),
         });
         Ok(Capsule {
             session_id,

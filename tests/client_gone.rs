@@ -27,7 +27,8 @@ fn usage(pid: u32) -> Usage {
     let fields: Vec<&str> = stat[stat.rfind(')').expect("comm") + 2..]
         .split(' ')
         .collect();
-    let cpu_ticks = fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    let cpu_ticks =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
     let field = |file: &str, key: &str| -> u64 {
         let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).expect(file);
         text.lines()
@@ -115,7 +116,10 @@ fn a_listing_whose_client_left_stops_hashing_inside_the_file() {
     assert_eq!(lines.len(), 7, "one line per listing: {lines:?}");
     for line in &lines {
         assert_eq!(line["outcome"], "client_gone", "{line}");
-        assert!(line["reason"].as_str().is_some_and(|r| !r.is_empty()), "{line}");
+        assert!(
+            line["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            "{line}"
+        );
         assert_eq!(line["entry_count"], Value::Null, "{line}");
     }
     // The server still lists for a client that stays (it hashes the whole file: give it a
@@ -176,7 +180,11 @@ fn reads_whose_clients_left_while_waiting_never_start_and_hold_no_thread() {
         .filter(|line| line["outcome"] == "client_gone")
         .collect();
     assert_eq!(lines.len(), 301, "one line per request");
-    assert!(gone.len() >= 300, "{} of 300 traced client_gone", gone.len());
+    assert!(
+        gone.len() >= 300,
+        "{} of 300 traced client_gone",
+        gone.len()
+    );
     for line in &gone {
         assert_eq!(line["bytes"], 0, "{line}");
         assert_eq!(line["path"], "big.bin", "{line}");
@@ -197,11 +205,95 @@ fn a_half_closed_client_is_not_taken_for_gone() {
     world.file("out/zeros.bin", vec![0u8; 8 << 20]);
     let served = Served::start("", &world.args(&[]), Stderr::Inherit, false);
     let mut stream = ask(served.port(), "/resources/files/zeros.bin");
-    stream.shutdown(std::net::Shutdown::Write).expect("half-close");
+    stream
+        .shutdown(std::net::Shutdown::Write)
+        .expect("half-close");
     let raw = support::http::read_to_eof(&mut stream, Duration::from_secs(20));
     let reply = support::http::parse_reply(&raw);
     assert_eq!(reply.status, 200);
     assert_eq!(reply.body.len(), 8 << 20);
     let lines = lines_of(&world, "resource_read", 1);
     assert_eq!(lines[0]["outcome"], "ok");
+}
+
+/// Six clients ask for a 1 GiB file and leave after 300 ms, while it is being read and
+/// hashed: the work stops within a step (the server's CPU falls to nearly nothing a second
+/// later), and each read leaves one `resource_read` line, `client_gone`, `bytes` 0.
+#[test]
+fn a_large_read_whose_client_left_stops_within_a_step() {
+    let world = Workdir::new(
+        "name: r\nexports:\n  files: { root: out, mode: read-only, max_bytes: 2Gi }\n",
+    );
+    let sparse = world.file("out/huge.bin", "");
+    std::fs::File::options()
+        .write(true)
+        .open(&sparse)
+        .and_then(|file| file.set_len(1 << 30))
+        .expect("1 GiB, sparse");
+    let budget = (8u64 << 30).to_string();
+    let args = world.args(&["--inflight-budget", &budget]);
+    let served = Served::start("", &args, Stderr::Inherit, false);
+    let pid = served.child.id();
+    let mut clients: Vec<TcpStream> = (0..6)
+        .map(|_| ask(served.port(), "/resources/files/huge.bin"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    clients.clear();
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = usage(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let spent = usage(pid).cpu_ticks - before.cpu_ticks;
+    assert!(
+        spent <= 20,
+        "{spent} ticks of CPU in 2 s after every client left (reads went on)"
+    );
+    let lines = lines_of(&world, "resource_read", 6);
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    for line in &lines {
+        assert_eq!(
+            (&line["outcome"], &line["bytes"]),
+            (&Value::from("client_gone"), &Value::from(0)),
+            "{line}"
+        );
+    }
+}
+
+/// 150 listings asked for at once, none of them read until all are asked: they queue on the
+/// async side (the process stays within 2 × cores + 16 threads), and every one is then
+/// answered whole.
+#[test]
+fn queued_listings_hold_no_thread_each() {
+    let world = Workdir::new("name: r\nexports:\n  files: { root: out, mode: read-only }\n");
+    for n in 0..2_000 {
+        world.file(&format!("out/d{}/f{n}", n % 20), format!("{n}"));
+    }
+    let served = Served::start("", &world.args(&[]), Stderr::Inherit, false);
+    let pid = served.child.id();
+    let (status, whole) = get_raw(served.port(), "/resources/files");
+    assert_eq!(status, 200);
+    let mut most_threads = 0;
+    let mut queued: Vec<TcpStream> = Vec::new();
+    for n in 0..150 {
+        queued.push(ask(served.port(), "/resources/files"));
+        if n % 10 == 9 {
+            most_threads = most_threads.max(usage(pid).threads);
+        }
+    }
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(100));
+        most_threads = most_threads.max(usage(pid).threads);
+    }
+    assert!(
+        most_threads <= thread_bound(),
+        "{most_threads} threads with 150 listings queued (bound {})",
+        thread_bound()
+    );
+    for mut stream in queued {
+        let raw = support::http::read_to_eof(&mut stream, Duration::from_secs(60));
+        assert_eq!(
+            raw.len(),
+            whole.len(),
+            "every queued listing answered whole"
+        );
+    }
 }

@@ -553,9 +553,9 @@ impl Router {
     /// worker when [`answer_inline`](Self::answer_inline) can (an outcome known without a
     /// plane; a read or a plain redeem the crate's own plane answers at once, see
     /// [`ReadsInline`], [`RedeemsInline`] and [`INLINE_READ_LIMIT`]); everything else on the
-    /// blocking pool, once a lane is free and, for a read the crate's plane opened inline, once
-    /// the in-flight budget lends its bytes: both waited for here, on the async side, where
-    /// waiting holds no thread (D-4.6.1). A larger file the crate's plane opened inline is read
+    /// blocking pool, once the in-flight budget lends the bytes of a read the crate's plane
+    /// opened inline, and then once a lane of the call's kind is free: both waited for here, on
+    /// the async side, where waiting holds no thread (D-4.6.1, [`blocking::Lanes`]). A larger file the crate's plane opened inline is read
     /// there from that open, so a request resolves its file once. Either way the outcome is
     /// rendered, and its trace line written, where it was computed.
     ///
@@ -582,8 +582,15 @@ impl Router {
             claim: Some(claim.clone()),
         };
         let raise = cancel.on_drop();
-        let lane = self.mounted.lanes.take().await;
-        let prepaid = prepay(first_borrow(&call)).await;
+        let needed = first_borrow(&call);
+        let kind = match (&call, &needed) {
+            (_, Some(_)) => blocking::Kind::Read,
+            (Call::List(_), None) => blocking::Kind::List,
+            _ => blocking::Kind::Call,
+        };
+        // Bytes before the lane (see `Lanes`): a read waiting for bytes holds no lane.
+        let prepaid = prepay(needed).await;
+        let lane = self.mounted.lanes.take(kind).await;
         let router = self.clone();
         let answer = blocking::run(move || {
             let _lane = lane;
@@ -696,13 +703,9 @@ impl Router {
             } => {
                 // Only the crate's own plane, which reads inline, hands over a file it opened.
                 let result = match (opened, &files.inline) {
-                    (Some(opened), Some(inline)) => inline.read_resumed(
-                        &path,
-                        &if_none_match,
-                        opened,
-                        prepaid,
-                        &claim.cancel,
-                    ),
+                    (Some(opened), Some(inline)) => {
+                        inline.read_resumed(&path, &if_none_match, opened, prepaid, &claim.cancel)
+                    }
                     _ => files.plane.read(&path, &if_none_match),
                 };
                 let outcome = read_outcome(&files, recorded, result, &if_none_match);
@@ -1113,8 +1116,7 @@ impl Drop for Vigil<'_> {
         }
         let pending = std::mem::replace(&mut self.pending, Pending::Nothing);
         if let Some(outcome) = pending.given_up() {
-            self.router
-                .render(outcome, self.generation, &Claim::sole());
+            self.router.render(outcome, self.generation, &Claim::sole());
         }
     }
 }
@@ -1123,7 +1125,9 @@ impl Drop for Vigil<'_> {
 /// first on the blocking pool ([`ReadsInline::first_borrow`], found by [`first_borrow`]):
 /// waiting for them holds no thread, and a request whose client leaves meanwhile never starts
 /// its read.
-async fn prepay(needed: Option<(crate::budget::ByteBudget, u64)>) -> Option<crate::budget::BudgetPermit> {
+async fn prepay(
+    needed: Option<(crate::budget::ByteBudget, u64)>,
+) -> Option<crate::budget::BudgetPermit> {
     let (budget, bytes) = needed?;
     Some(budget.acquire(bytes).await)
 }

@@ -69,31 +69,52 @@ fn budgeted(buffer: Vec<u8>, start: usize, permit: Option<BudgetPermit>) -> Byte
 /// served as it is then, or refused `too_large` once it has grown past `max_bytes`.
 const GROWTH_RETRIES: usize = 2;
 
-/// Borrows `bytes` for a read in `mode`: only if free right now on an async worker (`None`:
-/// the read moves to the blocking path), else waiting for them without the fill slot, so that
-/// bodies clients stopped reading never hold up reads that need no bytes.
+/// Borrows `bytes` for a read in `mode`: `prepaid` when it covers them (borrowed for the read
+/// on the async side); else only if free right now on an async worker (`None`: the read moves
+/// to the blocking path); else waiting for them without the fill slot, so that bodies clients
+/// stopped reading never hold up reads that need no bytes. A read that starts over because its
+/// file grew (`attempt` > 0) waits at most [`GROWTH_PATIENCE`]: it holds a blocking lane, which
+/// reads queued with their bytes wait for.
+///
+/// # Errors
+/// `io_error` when a grown file's bytes did not come within [`GROWTH_PATIENCE`].
 fn borrow(
     budget: &ByteBudget,
     mode: ReadMode,
     bytes: u64,
+    attempt: usize,
     filling: &mut Option<FillSlot>,
     prepaid: &mut Option<BudgetPermit>,
-) -> Option<BudgetPermit> {
-    if let Some(permit) = prepaid.take() {
-        if permit.covers(bytes) {
-            return Some(permit);
-        }
+) -> Result<Option<BudgetPermit>, Refusal> {
+    if let Some(permit) = prepaid.take()
+        && permit.covers(bytes)
+    {
+        return Ok(Some(permit));
     }
     match mode {
-        ReadMode::Inline { .. } => budget.try_acquire(bytes),
-        ReadMode::Blocking => Some(budget.try_acquire_in_turn(bytes).unwrap_or_else(|| {
+        ReadMode::Inline { .. } => Ok(budget.try_acquire(bytes)),
+        ReadMode::Blocking => {
+            if let Some(permit) = budget.try_acquire_in_turn(bytes) {
+                return Ok(Some(permit));
+            }
             drop(filling.take());
-            let permit = budget.acquire_blocking(bytes);
+            let patience = (attempt > 0).then_some(GROWTH_PATIENCE);
+            let permit = budget
+                .acquire_blocking_within(bytes, patience)
+                .ok_or_else(|| {
+                    Refusal::new(
+                        Code::IoError,
+                        "the file grew during the read, and the bytes for its new size did not come in time",
+                    )
+                })?;
             filling.replace(budget.fill_slot());
-            permit
-        })),
+            Ok(Some(permit))
+        }
     }
 }
+
+/// How long a read that starts over because its file grew waits for the bytes of its new size.
+const GROWTH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What attempt `attempt` of a read of a file whose descriptor gave `size` may read (one byte
 /// more than that size, to see growth, or on the last attempt all a read may take,
@@ -370,10 +391,12 @@ impl OneRead<'_> {
             let last = attempt == GROWTH_RETRIES;
             let (wanted, want) = wanted(meta.size, scope.max_bytes, attempt);
             let mut permit = match budget {
-                Some(budget) => match borrow(budget, mode, want, &mut filling, &mut prepaid) {
-                    Some(permit) => Some(permit),
-                    None => return Ok(Step::Resume(Opened { file, attempt })),
-                },
+                Some(budget) => {
+                    match borrow(budget, mode, want, attempt, &mut filling, &mut prepaid)? {
+                        Some(permit) => Some(permit),
+                        None => return Ok(Step::Resume(Opened { file, attempt })),
+                    }
+                }
                 None => None,
             };
             // Room for what the descriptor said, not for `wanted`: on the last attempt that is

@@ -676,8 +676,7 @@ const SUBDIR_FLAGS: OFlags = OFlags::RDONLY
 /// asked once per process, at the first such walk, never when a filesystem is built.
 fn stat_threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THREADS
-        .get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)))
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4)))
 }
 
 /// The directories a shared walk has still to read, and how many are being read.
