@@ -11,6 +11,7 @@ use crate::backends::{
     Random, SystemClock, TcpTransport,
 };
 use crate::budget::ByteBudget;
+use crate::card::AgentSkill;
 /// The capsule's export generation counter (see [`Capsule::generation`]).
 pub use crate::generation::Generation;
 use crate::http::client::{PeerClient, PeerTimeouts};
@@ -84,6 +85,7 @@ struct Settings {
     identity: Option<Arc<dyn IdentityKey>>,
     random: Arc<dyn Random>,
     peer_transport: Arc<dyn PeerTransport>,
+    skills: Vec<AgentSkill>,
 }
 
 impl Default for Settings {
@@ -98,6 +100,7 @@ impl Default for Settings {
             identity: None,
             random: Arc::new(OsRandom),
             peer_transport: Arc::new(TcpTransport),
+            skills: Vec::new(),
         }
     }
 }
@@ -188,6 +191,15 @@ macro_rules! setting_methods {
         /// agent-card fetch and the redeem both connect through it.
         pub fn peer_transport(mut self, transport: Arc<dyn PeerTransport>) -> Self {
             self.settings.peer_transport = transport;
+            self
+        }
+
+        /// The skills the agent card lists (D-4.7.1) instead of the default one, which
+        /// describes the file surfaces the manifest declares. An empty list keeps the default:
+        /// A2A 1.0 requires a card to list at least one skill. Each [`AgentSkill`] carries
+        /// every field A2A requires by construction, so the card stays valid.
+        pub fn skills(mut self, skills: impl IntoIterator<Item = AgentSkill>) -> Self {
+            self.settings.skills = skills.into_iter().collect();
             self
         }
     };
@@ -480,7 +492,16 @@ impl<'m> CapsuleBuilder<'m> {
             identity
         });
         let public_key = identity.as_ref().map(|i| i.public_key());
-        let card = audience::agent_card_with_key(&manifest.name, &url, public_key.as_ref());
+        let skills = if settings.skills.is_empty() {
+            vec![AgentSkill::file_surfaces(
+                manifest.files.is_some(),
+                manifest.peer_files.is_some(),
+            )]
+        } else {
+            settings.skills.clone()
+        };
+        let card =
+            audience::agent_card_with_key(&manifest.name, &url, public_key.as_ref(), &skills);
         let peer_plane = peer.as_ref().map(|mount| mount.plane.clone());
         let router = Router::new(Mounted {
             files,
@@ -489,6 +510,7 @@ impl<'m> CapsuleBuilder<'m> {
             generation: generation.clone(),
             containment: settings.containment,
             agent_card: serde_json::to_vec(&card).unwrap_or_default(),
+            rpc_path: audience::url_path(&url).to_owned(),
         });
         Ok(Capsule {
             session_id,
