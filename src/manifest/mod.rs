@@ -3,6 +3,7 @@
 //! `E-CAP-007` (an export root that escapes the workdir).
 
 mod error;
+mod depth;
 mod yaml;
 
 /// The allow-lists of `capabilities` and their rules.
