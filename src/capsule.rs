@@ -19,7 +19,7 @@ use crate::http::router::{FilesMount, Mount, Mounted, PeerMount, Router};
 use crate::manifest::{LaunchError, Manifest};
 use crate::planes::{HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
 use crate::scope::{Containment, ExportScope};
-use crate::tools::{FetchPeerFile, ShareFile, ToolInventory};
+use crate::tools::{FetchPeerFile, SessionEnd, ShareFile, ToolInventory};
 use crate::trace::Tracer;
 use std::sync::Arc;
 
@@ -431,6 +431,7 @@ impl<'m> CapsuleBuilder<'m> {
             }),
         };
         let mut tools = ToolInventory::default();
+        let ended = SessionEnd::default();
         let peer: Option<PeerMount> = manifest.peer_files.as_ref().map(|p| {
             let mount: PeerMount = match &self.peer {
                 Some(plane) => Mount::own(plane.clone()),
@@ -467,7 +468,8 @@ impl<'m> CapsuleBuilder<'m> {
                     p.max_ttl_secs(),
                     settings.peer_timeouts,
                 )
-                .requiring_peer_proof(p.require_peer_proof),
+                .requiring_peer_proof(p.require_peer_proof)
+                .ending_with(ended.clone()),
             ));
             mount
         });
@@ -487,7 +489,8 @@ impl<'m> CapsuleBuilder<'m> {
                     settings.peer_timeouts,
                 )
                 .with_identity(identity.clone(), clock.clone())
-                .with_random(random.clone()),
+                .with_random(random.clone())
+                .ending_with(ended.clone()),
             ));
             identity
         });
@@ -520,6 +523,7 @@ impl<'m> CapsuleBuilder<'m> {
             tools,
             peer: peer_plane,
             identity,
+            ended,
         })
     }
 }
@@ -570,6 +574,8 @@ pub struct Capsule {
     tools: ToolInventory,
     peer: Option<Arc<dyn PeerPlane>>,
     identity: Option<Arc<dyn IdentityKey>>,
+    /// Raised by [`end_session`](Capsule::end_session); the tools refuse once it is.
+    ended: SessionEnd,
 }
 
 impl Capsule {
@@ -647,8 +653,13 @@ impl Capsule {
     }
 
     /// Ends the session's keys: every outstanding handle stops verifying (D-12), and the
-    /// identity key signs no more proofs (D-14.1). Call after the listener has drained.
+    /// identity key signs no more proofs (D-14.1). Call after the listener has drained. From
+    /// then on every tool call fails `session_ended` (D-12.1), and a call still in flight that
+    /// is dropped is recorded as abandoned
+    /// ([`ToolInventory::mark_session_ended`](crate::tools::ToolInventory::mark_session_ended)).
     pub fn end_session(&self) {
+        self.ended.mark();
+        self.tools.mark_session_ended();
         if let Some(peer) = &self.peer {
             peer.end_session();
         }
