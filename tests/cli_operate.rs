@@ -243,6 +243,32 @@ fn check_refuses_a_hundred_thousand_levels_of_nesting_at_once() {
     }
 }
 
+/// A token-shaped unknown key is redacted in `check`'s warnings as in `serve`'s warning line:
+/// the same `<handle:…>` text, and the token in neither.
+#[test]
+fn check_redacts_a_token_shaped_unknown_key_as_serve_does() {
+    let token = "mh1.eyJ2IjoxLCJwIjoiYS5tZCJ9.QUJDREVGR0hJSktMTU5PUA";
+    let world = with_report(&format!(
+        "name: r\n{token}: 1\nexports: {{ files: {{ root: out/, mode: read-only }} }}\n"
+    ));
+    let out = run(&world, &world.check_args(&[]), None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stdout.contains(token), "{}", out.stdout);
+    let report: Value = serde_json::from_str(&out.stdout).expect("the report");
+    let warnings = report["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let checked = warnings[0].as_str().unwrap().to_owned();
+    assert!(checked.contains("<handle:"), "{checked}");
+
+    let server = start(&world, world.args(&[]), None);
+    let stderr = server.stop();
+    assert!(!stderr.contains(token), "{stderr}");
+    assert!(
+        line_with(&stderr, "unknown key").contains(&checked),
+        "serve's warning holds check's text {checked:?}:\n{stderr}"
+    );
+}
+
 // =============================================================================================
 // 2. Strict manifests and did-you-mean.
 // =============================================================================================

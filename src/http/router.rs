@@ -146,7 +146,8 @@ pub(crate) struct Mounted {
 ///
 /// Three ways to mount it:
 ///
-/// * as a [`tower_service::Service`] for `http::Request<B>` of any body type `B` (the body is
+/// * as a [`tower_service::Service`](https://docs.rs/tower-service/0.3/tower_service/trait.Service.html)
+///   for `http::Request<B>` of any body type `B` (the body is
 ///   never read): `Response = Response<PlaneBody>`, `Error = Infallible`, always ready. axum's
 ///   `Router::nest_service("/capsules/a", router)` hands it the path with the prefix cut off,
 ///   which is what it routes on;
@@ -218,7 +219,9 @@ impl fmt::Display for InvalidBasePath {
 
 impl std::error::Error for InvalidBasePath {}
 
-/// The future of the router's [`Service::call`]: it holds no part of the request (the headers
+/// The future of the router's
+/// [`Service::call`](https://docs.rs/tower-service/0.3/tower_service/trait.Service.html#tymethod.call):
+/// it holds no part of the request (the headers
 /// the planes read are copied out in `call`, the body is dropped there), so it is `Send` and
 /// `'static` whatever the body type.
 pub type RouterFuture =
