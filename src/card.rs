@@ -247,7 +247,10 @@ mod tests {
         let value = serde_json::to_value(&skill).unwrap();
         assert_eq!(value["examples"], serde_json::json!(["e"]));
         assert_eq!(value["inputModes"], serde_json::json!(["text/plain"]));
-        assert_eq!(value["outputModes"], serde_json::json!(["application/json"]));
+        assert_eq!(
+            value["outputModes"],
+            serde_json::json!(["application/json"])
+        );
     }
 
     #[test]

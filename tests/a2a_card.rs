@@ -124,7 +124,10 @@ fn a_post_to_the_advertised_json_rpc_url_gets_a_json_rpc_error() {
     assert_eq!(reply.json(), no_agent_error());
     // With no body, and with a query, the same.
     assert_eq!(send(served.port(), "POST", "/").json(), no_agent_error());
-    assert_eq!(send(served.port(), "POST", "/?x=1").json(), no_agent_error());
+    assert_eq!(
+        send(served.port(), "POST", "/?x=1").json(),
+        no_agent_error()
+    );
     // Other paths outside /resources, and other methods on `/`, stay the plain 404.
     assert_eq!(send(served.port(), "POST", "/a2a").status, 404);
     assert_eq!(get(served.port(), "/").status, 404);

@@ -218,11 +218,27 @@ fn check_refuses_with_the_lines_of_a_refused_launch() {
 fn check_refuses_a_hundred_thousand_levels_of_nesting_at_once() {
     let n = 100_000;
     let cases = [
-        ("flow sequences", format!("name: r\nzzz: {}{}\n", "[".repeat(n), "]".repeat(n)), 2),
-        ("flow mappings", format!("name: r\nzzz: {}1{}\n", "{a: ".repeat(n), "}".repeat(n)), 2),
-        ("block sequences", format!("name: r\nzzz:\n  {}x\n", "- ".repeat(n)), 3),
+        (
+            "flow sequences",
+            format!("name: r\nzzz: {}{}\n", "[".repeat(n), "]".repeat(n)),
+            2,
+        ),
+        (
+            "flow mappings",
+            format!("name: r\nzzz: {}1{}\n", "{a: ".repeat(n), "}".repeat(n)),
+            2,
+        ),
+        (
+            "block sequences",
+            format!("name: r\nzzz:\n  {}x\n", "- ".repeat(n)),
+            3,
+        ),
         // A known key's value: refused the same way, before any field is read.
-        ("under exports", format!("name: r\nexports: {}{}\n", "[".repeat(n), "]".repeat(n)), 2),
+        (
+            "under exports",
+            format!("name: r\nexports: {}{}\n", "[".repeat(n), "]".repeat(n)),
+            2,
+        ),
     ];
     for (case, manifest, line) in cases {
         let world = with_report(&manifest);
@@ -233,8 +249,7 @@ fn check_refuses_a_hundred_thousand_levels_of_nesting_at_once() {
         assert!(
             out.stderr.contains(&format!(
                 "error[E-MAN-003]: manifest: YAML nested too deeply at line {line} column "
-            ))
-                && out.stderr.contains("(more than 128 levels)"),
+            )) && out.stderr.contains("(more than 128 levels)"),
             "{case}: {}",
             out.stderr
         );

@@ -1095,7 +1095,11 @@ fn a_post_to_the_json_rpc_url_gets_the_json_rpc_error_and_no_trace_line() {
         assert_eq!(reply.status(), 200, "{path}");
     }
     for path in ["/capsules/ab", "/capsules/a/x", "/capsules"] {
-        assert_eq!(nested.respond(&Method::POST, path, &[]).status(), 404, "{path}");
+        assert_eq!(
+            nested.respond(&Method::POST, path, &[]).status(),
+            404,
+            "{path}"
+        );
     }
 }
 

@@ -13,8 +13,8 @@ use resource_plane::backends::SystemClock;
 use resource_plane::http::PeerTimeouts;
 use resource_plane::refusal::Code;
 use resource_plane::tools::{
-    FetchPeerFile, FetchPeerFileInput, FetchPeerFileOutput, SCHEMA_DIALECT, ShareFile,
-    PeerCode, ShareFileInput, ShareFileOutput, ToolError, ToolErrorCode, Ttl,
+    FetchPeerFile, FetchPeerFileInput, FetchPeerFileOutput, PeerCode, SCHEMA_DIALECT, ShareFile,
+    ShareFileInput, ShareFileOutput, ToolError, ToolErrorCode, Ttl,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeSet;

@@ -86,8 +86,7 @@ pub(crate) fn refusal(
 /// The body of every `POST` to the agent card's JSON-RPC URL where no agent answers there
 /// (D-4.7.1): a JSON-RPC 2.0 error response, `-32601` (method not found). Its `id` is `null`:
 /// the router never reads a request body, so it cannot echo the request's id.
-pub(crate) const JSON_RPC_NO_AGENT: &str =
-    r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"this capsule serves files only"}}"#;
+pub(crate) const JSON_RPC_NO_AGENT: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"this capsule serves files only"}}"#;
 
 /// The answer to a `POST` to the card's JSON-RPC URL: [`JSON_RPC_NO_AGENT`], `200`,
 /// `application/json`. JSON-RPC over HTTP, as A2A's JSON-RPC binding and its SDKs use it,

@@ -143,8 +143,7 @@ impl Scan {
                 {
                     self.token_start = true;
                 }
-                b'-' | b'?' if self.token_start && line.get(at + 1).is_none_or(|&b| b == b' ') => {
-                }
+                b'-' | b'?' if self.token_start && line.get(at + 1).is_none_or(|&b| b == b' ') => {}
                 b'|' | b'>' if self.token_start && self.flow == 0 => {
                     self.block_scalar = Some(indent);
                     return None;
@@ -228,7 +227,9 @@ mod tests {
             (format!("a: {}1{}", "{a: ".repeat(n), "}".repeat(n)), 1),
             // Indentation grows with the depth, so block nesting is quadratic in bytes: 1,000.
             (
-                (0..1_000).map(|i| format!("{}a:\n", " ".repeat(i))).collect(),
+                (0..1_000)
+                    .map(|i| format!("{}a:\n", " ".repeat(i)))
+                    .collect(),
                 MAX_DEPTH + 1,
             ),
             ("- ".repeat(n) + "x", 1),

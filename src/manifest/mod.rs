@@ -2,8 +2,8 @@
 //! created: `E-MAN-003` (malformed), `E-CAP-008` (a persistent capsule's handle lifetime) and
 //! `E-CAP-007` (an export root that escapes the workdir).
 
-mod error;
 mod depth;
+mod error;
 mod yaml;
 
 /// The allow-lists of `capabilities` and their rules.
