@@ -9,7 +9,8 @@
 use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink, SystemClock};
 use resource_plane::http::{ListenerConfig, serve};
 use resource_plane::tools::{
-    FetchPeerFileOutput, ShareFile, ShareFileInput, Tool, ToolError, ToolInventory, Ttl,
+    CallOptions, FetchPeerFileOutput, ShareFile, ShareFileInput, Tool, ToolError, ToolInventory,
+    Ttl,
 };
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
 use serde_json::{Value, json};
@@ -31,32 +32,41 @@ capabilities:
   peer_fetch: { allow: [\"127.0.0.1\"] }
 ";
 
-/// The runtime's own tool registry: every tool a model may call, by the name the model sees.
+/// The runtime's own tool registry: every tool a model may call, by the name the model sees,
+/// with the call options of the session it belongs to.
 #[derive(Default)]
 struct Registry {
-    tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+    tools: BTreeMap<&'static str, (Arc<dyn Tool>, CallOptions)>,
 }
 
 impl Registry {
     /// Takes in the tools a capsule was granted; a capsule without a grant has no such tool.
+    /// Each keeps its inventory's call options, so that a call dropped once the capsule's
+    /// session has ended is recorded as abandoned, not as cancelled.
     fn adopt(&mut self, granted: &ToolInventory) {
         for tool in granted.iter() {
-            self.tools.insert(tool.name(), tool.clone());
+            self.tools
+                .insert(tool.name(), (tool.clone(), granted.call_options()));
         }
     }
 
     /// What the model is offered: `[{"name","description","parameters"}, …]`.
     fn function_list(&self) -> Value {
-        Value::Array(self.tools.values().map(|tool| tool.function()).collect())
+        Value::Array(
+            self.tools
+                .values()
+                .map(|(tool, _)| tool.function())
+                .collect(),
+        )
     }
 
-    /// Runs one function call the model made, bounded by the runtime's own deadline.
+    /// Runs one function call the model made, in its tool's session, bounded by the runtime's
+    /// own deadline.
     async fn dispatch(&self, name: &str, arguments: Value) -> Result<Value, ToolError> {
-        let Some(tool) = self.tools.get(name) else {
+        let Some((tool, session)) = self.tools.get(name) else {
             return Err(ToolError::of(resource_plane::Code::UnknownTool));
         };
-        let options =
-            resource_plane::tools::CallOptions::new().with_deadline(Duration::from_secs(30));
+        let options = session.clone().with_deadline(Duration::from_secs(30));
         tool.call_with(arguments, options).await
     }
 }
@@ -172,6 +182,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await
         .expect_err("reader declares no exports.peer_files");
     println!("share-file on reader: {refused}");
+
+    // The session ends while a call is still out (a peer that never answers): the runtime
+    // marks the end, then drops the call, which is recorded as abandoned.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let arguments = json!({"path": "q3-report.md", "peer": silent.local_addr()?.to_string()});
+    let mut pending = Box::pin(reporter_tools.dispatch("share-file", arguments));
+    if tokio::time::timeout(Duration::from_millis(200), &mut pending)
+        .await
+        .is_ok()
+    {
+        return Err("a peer that never answers cannot finish a share".into());
+    }
+    reporter.capsule.tools().mark_session_ended();
+    drop(pending);
+    let events = reporter.trace.events();
+    let reason = events
+        .last()
+        .and_then(|line| line["reason"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    println!("a call dropped after the session ended: {reason}");
+    if !reason.starts_with("abandoned:") {
+        return Err(format!("the dropped call is recorded as {reason:?}, not abandoned").into());
+    }
+    drop(silent);
 
     println!(
         "trace lines: reporter {}, reader {}",

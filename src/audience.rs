@@ -4,6 +4,7 @@
 //! A card may also publish the capsule's Ed25519 identity key (D-14.1); a handle minted for a
 //! keyed card binds `<audience>#ed25519:<key>` instead of the plain audience (D-14.2).
 
+use crate::card::{AgentSkill, DEFAULT_INPUT_MODES, DEFAULT_OUTPUT_MODES, PROTOCOL_VERSION};
 use crate::policy::Address;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -31,6 +32,22 @@ pub fn url_address(url: &str) -> Option<Address> {
     let rest = &url[scheme_len..];
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     Address::parse(&format!("{}{}", &url[..scheme_len], &rest[..end])).ok()
+}
+
+/// The path of an `http(s)` URL as a request names it: what follows the host and port, up to a
+/// query or fragment; `/` when the URL has none (`http://h:1`). The whole text for a string
+/// that is not an `http(s)` URL.
+pub fn url_path(url: &str) -> &str {
+    let url = url.trim();
+    let rest = ["http://", "https://"]
+        .iter()
+        .find(|p| {
+            url.get(..p.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(p))
+        })
+        .map_or(url, |p| &url[p.len()..]);
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    rest.find('/').map_or("/", |start| &rest[start..])
 }
 
 /// Whether `name` can head an audience: not empty once trimmed, and no control character
@@ -68,19 +85,42 @@ pub fn from_card(card: &Value) -> Option<String> {
     audience(name, url)
 }
 
-/// The capsule's own card (D-4.7), without an identity key.
+/// The capsule's own card (D-4.7.1) without an identity key, carrying the default skill of a
+/// capsule that declares both planes.
 pub fn agent_card(name: &str, url: &str) -> Value {
-    agent_card_with_key(name, url, None)
+    agent_card_with_key(name, url, None, &[AgentSkill::file_surfaces(true, true)])
 }
 
-/// The capsule's own card (D-4.7); with `key` (32 bytes, a capsule that declares
+/// The capsule's own card (D-4.7.1): valid for A2A 0.3 readers (top-level `url`,
+/// `protocolVersion` [`PROTOCOL_VERSION`]) and A2A 1.0 readers (`supportedInterfaces`, one
+/// JSON-RPC interface at `url`), with the crate's version and `skills` (which must not be
+/// empty: A2A 1.0 requires a skill). With `key` (32 bytes, a capsule that declares
 /// `capabilities.peer_fetch`) it also publishes the identity key in the peer-proof extension
-/// (D-14.1). Without one it is exactly [`agent_card`]'s.
-pub fn agent_card_with_key(name: &str, url: &str, key: Option<&[u8; 32]>) -> Value {
+/// (D-14.1); without one `capabilities` is empty.
+pub fn agent_card_with_key(
+    name: &str,
+    url: &str,
+    key: Option<&[u8; 32]>,
+    skills: &[AgentSkill],
+) -> Value {
+    let description = format!(
+        "The read-only file surfaces of the agent capsule {name}: files it exports to its \
+         operator and files it shares with named peers by handle. It answers no A2A task."
+    );
     let mut card = json!({
         "name": name,
+        "description": description,
+        "version": env!("CARGO_PKG_VERSION"),
         "url": url,
-        "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}],
+        "protocolVersion": PROTOCOL_VERSION,
+        "preferredTransport": "JSONRPC",
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}
+        ],
+        "capabilities": {},
+        "defaultInputModes": DEFAULT_INPUT_MODES,
+        "defaultOutputModes": DEFAULT_OUTPUT_MODES,
+        "skills": skills,
     });
     if let (Some(key), Some(fields)) = (key, card.as_object_mut()) {
         fields.insert(
@@ -231,11 +271,13 @@ mod tests {
 
     #[test]
     fn a_keyless_card_is_the_plain_card_and_a_keyed_one_publishes_its_key() {
+        let skills = [AgentSkill::file_surfaces(true, true)];
         assert_eq!(
-            agent_card_with_key("a", "http://h:1", None),
+            agent_card_with_key("a", "http://h:1", None, &skills),
             agent_card("a", "http://h:1")
         );
-        let card = agent_card_with_key("a", "http://h:1", Some(&[0xfb; 32]));
+        assert_eq!(agent_card("a", "http://h:1")["capabilities"], json!({}));
+        let card = agent_card_with_key("a", "http://h:1", Some(&[0xfb; 32]), &skills);
         assert_eq!(
             card["capabilities"],
             json!({"extensions": [{"uri": PEER_PROOF_URI, "required": false,
@@ -250,9 +292,42 @@ mod tests {
         assert_eq!(from_card(&card).as_deref(), Some("a@h:1"));
         let text = serde_json::to_string(&card).unwrap();
         assert!(
-            text.starts_with(r#"{"name":"a","url":"http://h:1","supportedInterfaces":"#),
+            text.starts_with(r#"{"name":"a","description":"#),
             "{text}"
         );
+        assert_eq!(card["url"], "http://h:1");
+        assert_eq!(card["supportedInterfaces"][0]["url"], "http://h:1");
+    }
+
+    /// Every field A2A 0.3 and 1.0 readers require, and the two they agree on spelled the
+    /// same way: the protocol version at the top and on the one interface.
+    #[test]
+    fn the_card_carries_what_both_a2a_versions_require() {
+        let card = agent_card("a", "http://h:1");
+        for field in [
+            "name",
+            "description",
+            "version",
+            "url",
+            "protocolVersion",
+            "supportedInterfaces",
+            "capabilities",
+            "defaultInputModes",
+            "defaultOutputModes",
+            "skills",
+        ] {
+            assert!(card.get(field).is_some(), "{field} missing from {card}");
+        }
+        assert_eq!(card["version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(card["protocolVersion"], "0.3.0");
+        assert_eq!(
+            card["supportedInterfaces"],
+            json!([{"url": "http://h:1", "protocolBinding": "JSONRPC", "protocolVersion": "0.3.0"}])
+        );
+        assert!(!card["description"].as_str().unwrap().is_empty());
+        assert_eq!(card["skills"][0]["id"], "file-surfaces");
+        assert!(!card["defaultInputModes"].as_array().unwrap().is_empty());
+        assert!(!card["defaultOutputModes"].as_array().unwrap().is_empty());
     }
 
     #[test]
@@ -332,6 +407,20 @@ mod tests {
         assert!(!looks_keyed(
             format!("b@h:1#ed25519:{}=", &key[1..]).as_bytes()
         ));
+    }
+
+    #[test]
+    fn url_paths() {
+        for (url, path) in [
+            ("http://h:1", "/"),
+            ("http://h:1/", "/"),
+            ("HTTPS://h/a2a/v1?x=1", "/a2a/v1"),
+            ("http://[::1]:9/capsules/a#frag", "/capsules/a"),
+            ("http://h?q", "/"),
+            ("http://h?q=/x", "/"),
+        ] {
+            assert_eq!(url_path(url), path, "{url}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::backends::{
     Random, SystemClock, TcpTransport,
 };
 use crate::budget::ByteBudget;
+use crate::card::AgentSkill;
 /// The capsule's export generation counter (see [`Capsule::generation`]).
 pub use crate::generation::Generation;
 use crate::http::client::{PeerClient, PeerTimeouts};
@@ -18,7 +19,7 @@ use crate::http::router::{FilesMount, Mount, Mounted, PeerMount, Router};
 use crate::manifest::{LaunchError, Manifest};
 use crate::planes::{HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
 use crate::scope::{Containment, ExportScope};
-use crate::tools::{FetchPeerFile, ShareFile, ToolInventory};
+use crate::tools::{FetchPeerFile, SessionEnd, ShareFile, ToolInventory};
 use crate::trace::Tracer;
 use std::sync::Arc;
 
@@ -89,6 +90,7 @@ struct Settings {
     identity: Option<Arc<dyn IdentityKey>>,
     random: Arc<dyn Random>,
     peer_transport: Arc<dyn PeerTransport>,
+    skills: Vec<AgentSkill>,
 }
 
 impl Default for Settings {
@@ -104,6 +106,7 @@ impl Default for Settings {
             identity: None,
             random: Arc::new(OsRandom),
             peer_transport: Arc::new(TcpTransport),
+            skills: Vec::new(),
         }
     }
 }
@@ -204,6 +207,15 @@ macro_rules! setting_methods {
         /// agent-card fetch and the redeem both connect through it.
         pub fn peer_transport(mut self, transport: Arc<dyn PeerTransport>) -> Self {
             self.settings.peer_transport = transport;
+            self
+        }
+
+        /// The skills the agent card lists (D-4.7.1) instead of the default one, which
+        /// describes the file surfaces the manifest declares. An empty list keeps the default:
+        /// A2A 1.0 requires a card to list at least one skill. Each [`AgentSkill`] carries
+        /// every field A2A requires by construction, so the card stays valid.
+        pub fn skills(mut self, skills: impl IntoIterator<Item = AgentSkill>) -> Self {
+            self.settings.skills = skills.into_iter().collect();
             self
         }
     };
@@ -436,6 +448,7 @@ impl<'m> CapsuleBuilder<'m> {
             }),
         };
         let mut tools = ToolInventory::default();
+        let ended = SessionEnd::default();
         let peer: Option<PeerMount> = manifest.peer_files.as_ref().map(|p| {
             let mount: PeerMount = match &self.peer {
                 Some(plane) => Mount::own(plane.clone()),
@@ -472,7 +485,8 @@ impl<'m> CapsuleBuilder<'m> {
                     p.max_ttl_secs(),
                     settings.peer_timeouts,
                 )
-                .requiring_peer_proof(p.require_peer_proof),
+                .requiring_peer_proof(p.require_peer_proof)
+                .ending_with(ended.clone()),
             ));
             mount
         });
@@ -492,12 +506,22 @@ impl<'m> CapsuleBuilder<'m> {
                     settings.peer_timeouts,
                 )
                 .with_identity(identity.clone(), clock.clone())
-                .with_random(random.clone()),
+                .with_random(random.clone())
+                .ending_with(ended.clone()),
             ));
             identity
         });
         let public_key = identity.as_ref().map(|i| i.public_key());
-        let card = audience::agent_card_with_key(&manifest.name, &url, public_key.as_ref());
+        let skills = if settings.skills.is_empty() {
+            vec![AgentSkill::file_surfaces(
+                manifest.files.is_some(),
+                manifest.peer_files.is_some(),
+            )]
+        } else {
+            settings.skills.clone()
+        };
+        let card =
+            audience::agent_card_with_key(&manifest.name, &url, public_key.as_ref(), &skills);
         let peer_plane = peer.as_ref().map(|mount| mount.plane.clone());
         let router = Router::new(Mounted {
             files,
@@ -507,6 +531,7 @@ impl<'m> CapsuleBuilder<'m> {
             containment: settings.containment,
             agent_card: serde_json::to_vec(&card).unwrap_or_default(),
             lanes: crate::blocking::Lanes::for_cores(settings.cores),
+            rpc_path: audience::url_path(&url).to_owned(),
         });
         Ok(Capsule {
             session_id,
@@ -516,6 +541,7 @@ impl<'m> CapsuleBuilder<'m> {
             tools,
             peer: peer_plane,
             identity,
+            ended,
         })
     }
 }
@@ -566,6 +592,8 @@ pub struct Capsule {
     tools: ToolInventory,
     peer: Option<Arc<dyn PeerPlane>>,
     identity: Option<Arc<dyn IdentityKey>>,
+    /// Raised by [`end_session`](Capsule::end_session); the tools refuse once it is.
+    ended: SessionEnd,
 }
 
 impl Capsule {
@@ -643,8 +671,13 @@ impl Capsule {
     }
 
     /// Ends the session's keys: every outstanding handle stops verifying (D-12), and the
-    /// identity key signs no more proofs (D-14.1). Call after the listener has drained.
+    /// identity key signs no more proofs (D-14.1). Call after the listener has drained. From
+    /// then on every tool call fails `session_ended` (D-12.1), and a call still in flight that
+    /// is dropped is recorded as abandoned
+    /// ([`ToolInventory::mark_session_ended`](crate::tools::ToolInventory::mark_session_ended)).
     pub fn end_session(&self) {
+        self.ended.mark();
+        self.tools.mark_session_ended();
         if let Some(peer) = &self.peer {
             peer.end_session();
         }

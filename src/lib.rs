@@ -81,6 +81,7 @@ pub mod backends;
 pub(crate) mod blocking;
 internal_module!(budget);
 pub mod capsule;
+pub mod card;
 #[cfg(feature = "cli")]
 pub mod cli;
 internal_module!(events);

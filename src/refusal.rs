@@ -89,6 +89,8 @@ pub enum Code {
     /// The client left before its answer was ready: its work was stopped, or never started
     /// (D-4.6.1). A trace `outcome` only: nobody is left to answer.
     ClientGone,
+    /// A tool called after its session ended (D-12.1): its keys are gone, so it does nothing.
+    SessionEnded,
 }
 
 impl Code {
@@ -118,6 +120,7 @@ impl Code {
             Code::UnknownTool => "unknown_tool",
             Code::InvalidRequest => "invalid_request",
             Code::ClientGone => "client_gone",
+            Code::SessionEnded => "session_ended",
         }
     }
 
@@ -140,7 +143,7 @@ impl Code {
             | Code::InvalidTtl
             | Code::UnknownTool
             | Code::InvalidRequest => 400,
-            Code::HandleExpired => 410,
+            Code::HandleExpired | Code::SessionEnded => 410,
             Code::PeerUnreachable | Code::EtagMismatch => 502,
             Code::IoError => 500,
             // nginx's "client closed request": never sent, since nobody is left to read it.
@@ -177,8 +180,64 @@ impl Code {
             Code::UnknownTool => "this capsule has no such tool",
             Code::InvalidRequest => "the request is not a known console operation",
             Code::ClientGone => "the client left before its answer was ready",
+            Code::SessionEnded => "the session has ended; its tools no longer run",
         }
     }
+}
+
+impl Code {
+    /// Every code, in declaration order.
+    pub const ALL: [Code; 24] = [
+        Code::NoResourcePlane,
+        Code::NotFound,
+        Code::OutsideRoot,
+        Code::SymlinkRefused,
+        Code::NotARegularFile,
+        Code::TooLarge,
+        Code::MethodNotAllowed,
+        Code::IoError,
+        Code::NoPeerPlane,
+        Code::MalformedHandle,
+        Code::MissingAudience,
+        Code::HandleNotValid,
+        Code::HandleExpired,
+        Code::InvalidInput,
+        Code::InvalidTtl,
+        Code::PeerUnreachable,
+        Code::PeerNotAllowed,
+        Code::PeerNotAuthenticated,
+        Code::EtagMismatch,
+        Code::PathRefused,
+        Code::UnknownTool,
+        Code::InvalidRequest,
+        Code::SessionEnded,
+        Code::ClientGone,
+    ];
+
+    /// The code whose wire string is `wire`, if any: `from_wire("handle_expired")` is
+    /// [`Code::HandleExpired`].
+    ///
+    /// ```
+    /// use resource_plane::Code;
+    ///
+    /// assert_eq!(Code::from_wire("handle_expired"), Some(Code::HandleExpired));
+    /// assert_eq!(Code::from_wire("Handle_Expired"), None);
+    /// ```
+    pub fn from_wire(wire: &str) -> Option<Code> {
+        Code::ALL.into_iter().find(|code| code.as_str() == wire)
+    }
+}
+
+/// Whether `text` has the shape of a refusal code as a server writes it in `{"error": …}`: 1
+/// to 64 bytes of `[a-z0-9_]`, and not `ok` (reserved for success). The one rule for reading a
+/// peer's or a remote capsule's refusal code (D-10.3): anything else is not repeated.
+pub(crate) fn looks_like_code(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 64
+        && text != "ok"
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 impl fmt::Display for Code {
@@ -237,30 +296,7 @@ impl std::error::Error for Refusal {}
 mod tests {
     use super::*;
 
-    const ALL: [Code; 22] = [
-        Code::NoResourcePlane,
-        Code::NotFound,
-        Code::OutsideRoot,
-        Code::SymlinkRefused,
-        Code::NotARegularFile,
-        Code::TooLarge,
-        Code::MethodNotAllowed,
-        Code::IoError,
-        Code::NoPeerPlane,
-        Code::MalformedHandle,
-        Code::MissingAudience,
-        Code::HandleNotValid,
-        Code::HandleExpired,
-        Code::InvalidInput,
-        Code::InvalidTtl,
-        Code::PeerUnreachable,
-        Code::PeerNotAllowed,
-        Code::PeerNotAuthenticated,
-        Code::EtagMismatch,
-        Code::PathRefused,
-        Code::UnknownTool,
-        Code::InvalidRequest,
-    ];
+    const ALL: [Code; 24] = Code::ALL;
 
     #[test]
     fn spec_statuses() {
@@ -282,6 +318,26 @@ mod tests {
         for (wire, status) in expect {
             let code = ALL.iter().find(|c| c.as_str() == wire).expect(wire);
             assert_eq!(code.status(), status, "{wire}");
+        }
+    }
+
+    #[test]
+    fn every_code_reads_back_from_its_wire_string() {
+        for code in ALL {
+            assert_eq!(Code::from_wire(code.as_str()), Some(code));
+            assert!(looks_like_code(code.as_str()), "{code}");
+        }
+        assert_eq!(Code::from_wire("ok"), None);
+        assert_eq!(Code::from_wire(""), None);
+    }
+
+    #[test]
+    fn one_rule_for_what_looks_like_a_code() {
+        for good in ["handle_not_valid", "x", "e42", "http_502", &"a".repeat(64)] {
+            assert!(looks_like_code(good), "{good:?}");
+        }
+        for bad in ["", "ok", "Evil", "a-b", "a b", "é", "x\n", &"a".repeat(65)] {
+            assert!(!looks_like_code(bad), "{bad:?}");
         }
     }
 

@@ -211,6 +211,79 @@ fn check_refuses_with_the_lines_of_a_refused_launch() {
     assert_refused(&world, &args, "E-CLI-001", "--manifest ");
 }
 
+/// D-15.8: parsing is linear in the manifest's size, so 100,000 levels of nesting (flow
+/// sequences, flow mappings, block sequences) are refused at once, naming where, not after the
+/// parser has worked through every level.
+#[test]
+fn check_refuses_a_hundred_thousand_levels_of_nesting_at_once() {
+    let n = 100_000;
+    let cases = [
+        (
+            "flow sequences",
+            format!("name: r\nzzz: {}{}\n", "[".repeat(n), "]".repeat(n)),
+            2,
+        ),
+        (
+            "flow mappings",
+            format!("name: r\nzzz: {}1{}\n", "{a: ".repeat(n), "}".repeat(n)),
+            2,
+        ),
+        (
+            "block sequences",
+            format!("name: r\nzzz:\n  {}x\n", "- ".repeat(n)),
+            3,
+        ),
+        // A known key's value: refused the same way, before any field is read.
+        (
+            "under exports",
+            format!("name: r\nexports: {}{}\n", "[".repeat(n), "]".repeat(n)),
+            2,
+        ),
+    ];
+    for (case, manifest, line) in cases {
+        let world = with_report(&manifest);
+        let started = std::time::Instant::now();
+        let out = run(&world, &world.check_args(&[]), None);
+        let took = started.elapsed();
+        assert_eq!(out.code, Some(2), "{case}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!(
+                "error[E-MAN-003]: manifest: YAML nested too deeply at line {line} column "
+            )) && out.stderr.contains("(more than 128 levels)"),
+            "{case}: {}",
+            out.stderr
+        );
+        // The scan itself takes milliseconds; the bound leaves room for a loaded machine.
+        assert!(took < std::time::Duration::from_secs(5), "{case}: {took:?}");
+    }
+}
+
+/// A token-shaped unknown key is redacted in `check`'s warnings as in `serve`'s warning line:
+/// the same `<handle:…>` text, and the token in neither.
+#[test]
+fn check_redacts_a_token_shaped_unknown_key_as_serve_does() {
+    let token = "mh1.eyJ2IjoxLCJwIjoiYS5tZCJ9.QUJDREVGR0hJSktMTU5PUA";
+    let world = with_report(&format!(
+        "name: r\n{token}: 1\nexports: {{ files: {{ root: out/, mode: read-only }} }}\n"
+    ));
+    let out = run(&world, &world.check_args(&[]), None);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stdout.contains(token), "{}", out.stdout);
+    let report: Value = serde_json::from_str(&out.stdout).expect("the report");
+    let warnings = report["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let checked = warnings[0].as_str().unwrap().to_owned();
+    assert!(checked.contains("<handle:"), "{checked}");
+
+    let server = start(&world, world.args(&[]), None);
+    let stderr = server.stop();
+    assert!(!stderr.contains(token), "{stderr}");
+    assert!(
+        line_with(&stderr, "unknown key").contains(&checked),
+        "serve's warning holds check's text {checked:?}:\n{stderr}"
+    );
+}
+
 // =============================================================================================
 // 2. Strict manifests and did-you-mean.
 // =============================================================================================

@@ -1030,16 +1030,77 @@ fn agent_card_names_the_capsule_and_its_url() {
     let card = reply.json();
     assert_eq!(card["name"], "reporter");
     assert_eq!(card["url"], URL);
+    assert_eq!(card["protocolVersion"], "0.3.0");
+    assert_eq!(card["version"], env!("CARGO_PKG_VERSION"));
     let interfaces = card["supportedInterfaces"].as_array().expect("an array");
     assert_eq!(
         interfaces[0],
-        json!({"url": URL, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
+        json!({"url": URL, "protocolBinding": "JSONRPC", "protocolVersion": "0.3.0"})
     );
-    // The card is served whatever the manifest declares.
+    // The default skill describes the planes declared: here the operator plane alone.
+    let skill = &card["skills"][0];
+    assert_eq!(skill["id"], "file-surfaces");
+    let described = skill["description"].as_str().unwrap();
+    assert!(described.contains("/resources/files"), "{described}");
+    assert!(!described.contains("/resources/peer"), "{described}");
+    // The card is served whatever the manifest declares, with the same name and URL.
     let (_fs, bare) = mem(NO_PLANES_YAML, Containment::Sealed, |_| {});
     let reply = bare.reply(&Method::GET, "/.well-known/agent-card.json");
     assert_eq!(reply.status, 200);
-    assert_eq!(reply.json(), card);
+    let bare_card = reply.json();
+    for field in ["name", "url", "supportedInterfaces", "version"] {
+        assert_eq!(bare_card[field], card[field], "{field}");
+    }
+    assert_eq!(bare_card["skills"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_non_get_on_the_card_gets_the_cards_own_405_and_no_trace_line() {
+    let (_fs, w) = read_world(Containment::Advisory);
+    let before = w.lines();
+    for method in [Method::POST, Method::PUT, Method::DELETE] {
+        let reply = w.reply(&method, "/.well-known/agent-card.json");
+        assert_eq!(reply.status, 405, "{method}");
+        assert_eq!(reply.header("allow"), Some("GET"), "{method}");
+        assert_eq!(
+            reply.json(),
+            json!({"error": "method_not_allowed", "message": "only GET is allowed on the agent card"}),
+            "{method}"
+        );
+    }
+    assert_eq!(w.lines(), before, "the card is not under /resources");
+}
+
+#[test]
+fn a_post_to_the_json_rpc_url_gets_the_json_rpc_error_and_no_trace_line() {
+    let (_fs, w) = read_world(Containment::Advisory);
+    let before = w.lines();
+    let expected = json!({"jsonrpc": "2.0", "id": null,
+        "error": {"code": -32601, "message": "this capsule serves files only"}});
+    for path in ["/", "/?q=1"] {
+        let reply = w.reply(&Method::POST, path);
+        assert_eq!(reply.status, 200, "{path}");
+        assert_eq!(reply.header("content-type"), Some("application/json"));
+        assert_eq!(reply.json(), expected, "{path}");
+    }
+    // Only POST, and only there: GET `/` and a POST elsewhere stay the router's plain 404.
+    assert_eq!(w.reply(&Method::GET, "/").status, 404);
+    assert_eq!(w.reply(&Method::POST, "/rpc").status, 404);
+    assert_eq!(w.lines(), before, "no trace line");
+    // Under a base path the endpoint is the base path itself, and still the card's URL's path
+    // (`/` here).
+    let nested = w.capsule.router().with_base_path("/capsules/a").unwrap();
+    for path in ["/capsules/a", "/capsules/a/", "/"] {
+        let reply = nested.respond(&Method::POST, path, &[]);
+        assert_eq!(reply.status(), 200, "{path}");
+    }
+    for path in ["/capsules/ab", "/capsules/a/x", "/capsules"] {
+        assert_eq!(
+            nested.respond(&Method::POST, path, &[]).status(),
+            404,
+            "{path}"
+        );
+    }
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -1017,3 +1017,15 @@ fn error_code(body: &[u8]) -> String {
     let json: Value = serde_json::from_slice(body).expect("a JSON refusal");
     json["error"].as_str().expect("error").to_owned()
 }
+
+/// The defaults `ListenerConfig`'s field docs state, one by one: a change to either the code or
+/// the docs must change this test too.
+#[test]
+fn listener_config_defaults_are_the_documented_ones() {
+    let config = ListenerConfig::default();
+    assert_eq!(config.max_connections, 2048);
+    assert_eq!(config.header_read_timeout, Duration::from_secs(10));
+    assert_eq!(config.max_head_bytes, 16 * 1024);
+    assert_eq!(config.drain_deadline, Duration::from_secs(5));
+    assert_eq!(config.send_timeout, Duration::from_secs(60));
+}

@@ -13,7 +13,7 @@ use resource_plane::backends::SystemClock;
 use resource_plane::http::PeerTimeouts;
 use resource_plane::refusal::Code;
 use resource_plane::tools::{
-    FetchPeerFile, FetchPeerFileInput, FetchPeerFileOutput, SCHEMA_DIALECT, ShareFile,
+    FetchPeerFile, FetchPeerFileInput, FetchPeerFileOutput, PeerCode, SCHEMA_DIALECT, ShareFile,
     ShareFileInput, ShareFileOutput, ToolError, ToolErrorCode, Ttl,
 };
 use serde_json::{Value, json};
@@ -550,6 +550,84 @@ async fn malformed_inputs_keep_their_codes_messages_and_order() {
     assert!(node.trace.lines().is_empty(), "{:?}", node.trace.lines());
 }
 
+/// D-12.1: once the capsule's session has ended, both tools, typed and through the inventory,
+/// fail `session_ended` (not `io_error`), contact no peer and write no trace line; a peer's
+/// own code other than the spec's stays the peer's word as `PeerCode::Other`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_called_after_the_session_ended_fail_session_ended() {
+    let minter = served(MINTER).await;
+    let fetcher = served(FETCHER).await;
+    let shared = share_tool(&minter)
+        .share(ShareFileInput::new("report.md", &fetcher.url))
+        .await
+        .unwrap();
+    let (mint_lines, fetch_lines) = (minter.trace.lines().len(), fetcher.trace.lines().len());
+
+    minter.capsule.end_session();
+    fetcher.capsule.end_session();
+
+    let error = share_tool(&minter)
+        .share(ShareFileInput::new("report.md", &fetcher.url))
+        .await
+        .unwrap_err();
+    assert_eq!(error, ToolError::of(Code::SessionEnded));
+    assert_eq!(error.code_str(), "session_ended");
+    let error = minter
+        .capsule
+        .tools()
+        .call(
+            "share-file",
+            json!({"path": "report.md", "peer": fetcher.url}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.code, Code::SessionEnded);
+
+    let error = fetch_tool(&fetcher)
+        .fetch(FetchPeerFileInput::new(&minter.url, &shared.handle))
+        .await
+        .unwrap_err();
+    assert_eq!(error, ToolError::of(Code::SessionEnded));
+    let error = fetcher
+        .capsule
+        .tools()
+        .call(
+            "fetch-peer-file",
+            json!({"peer": minter.url, "handle": shared.handle}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.code, Code::SessionEnded);
+
+    assert_eq!(minter.trace.lines().len(), mint_lines, "no mint line");
+    assert_eq!(fetcher.trace.lines().len(), fetch_lines, "no fetch line");
+    assert!(
+        minter.events_of("peer_handle_redeem").is_empty(),
+        "the ended fetcher contacted no peer"
+    );
+}
+
+/// A peer's code that is not one of the specification's is typed as the peer's own word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_code_outside_the_spec_is_typed_as_other() {
+    let fetcher = served(FETCHER).await;
+    let peer = answering_peer(
+        b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
+          content-length: 28\r\nconnection: close\r\n\r\n{\"error\":\"quota_exceeded_2\"}",
+    )
+    .await;
+    let handle = "mh1.eyJ2IjoxfQ.QUJD";
+    let error = fetch_tool(&fetcher)
+        .fetch(FetchPeerFileInput::new(&peer, handle))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.code.peer_code(),
+        Some(&PeerCode::Other("quota_exceeded_2".into()))
+    );
+    assert_eq!(error.code_str(), "quota_exceeded_2");
+}
+
 /// A peer's own refusal code and `http_<status>` are typed, and keep their wire strings.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_refusals_are_typed_and_keep_their_wire_strings() {
@@ -567,7 +645,14 @@ async fn peer_refusals_are_typed_and_keep_their_wire_strings() {
         .fetch(FetchPeerFileInput::new(&minter.url, &forged))
         .await
         .unwrap_err();
-    assert_eq!(error.code, ToolErrorCode::Peer("handle_not_valid".into()));
+    assert_eq!(
+        error.code,
+        ToolErrorCode::Peer(PeerCode::Spec(Code::HandleNotValid))
+    );
+    assert_eq!(
+        error.code.peer_code().and_then(PeerCode::spec),
+        Some(Code::HandleNotValid)
+    );
     assert_eq!(error.code_str(), "handle_not_valid");
     assert_ne!(
         error.code,

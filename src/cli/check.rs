@@ -92,7 +92,8 @@ pub(crate) fn run(args: CheckArgs) -> ExitCode {
 /// The checks of a launch, in its order: the manifest (`E-MAN-003`), with a workdir the
 /// workdir itself (`E-CLI-001`), the handle lifetime (`E-CAP-008`), then with a workdir the
 /// export roots (`E-CAP-007`). The report: `{"check":"ok","manifest":{…},"tools":[…],"warnings":[…]}`, the
-/// manifest as [`Manifest::effective`] describes it.
+/// manifest as [`Manifest::effective`] describes it, each warning with its tokens redacted as
+/// `serve`'s warning lines have them.
 fn check(args: &CheckArgs) -> Result<serde_json::Value, LaunchError> {
     let parsed = read_manifest(&args.manifest, args.strict)?;
     let manifest = &parsed.manifest;
@@ -107,6 +108,12 @@ fn check(args: &CheckArgs) -> Result<serde_json::Value, LaunchError> {
         "check": "ok",
         "manifest": manifest.effective(),
         "tools": manifest.granted_tools(),
-        "warnings": parsed.warnings,
+        // Redacted as `serve` logs them: a key is the operator's text, but nothing
+        // token-shaped is repeated (D-6.5).
+        "warnings": parsed
+            .warnings
+            .iter()
+            .map(|warning| crate::redact::redact_tokens(warning).into_owned())
+            .collect::<Vec<_>>(),
     }))
 }

@@ -11,7 +11,8 @@ use std::task::{Context, Poll};
 
 /// The body of every response the [`Router`](crate::http::Router) gives: a file's bytes, a
 /// refusal's JSON, or a listing streamed chunk by chunk. Its length is always known up front
-/// (`content-length`, never chunked). It is an [`http_body::Body`], so hyper, tower and axum
+/// (`content-length`, never chunked). It is an
+/// [`http_body::Body`](https://docs.rs/http-body/1/http_body/trait.Body.html), so hyper, tower and axum
 /// send it as it is; an in-process caller reads it whole with [`bytes`](Self::bytes).
 ///
 /// ```

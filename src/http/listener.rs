@@ -66,16 +66,18 @@ const BLOCKING_MARGIN: usize = 2;
 /// ```
 #[derive(Debug, Clone)]
 pub struct ListenerConfig {
-    /// Connections served at once; more wait to be accepted.
+    /// Connections served at once; more wait to be accepted. Default 2,048.
     pub max_connections: usize,
-    /// A request head not complete within this is dropped.
+    /// A request head not complete within this is dropped. Default 10 s.
     pub header_read_timeout: Duration,
     /// The largest request head accepted (hyper answers 431 beyond it; minimum 8 KiB).
+    /// Default 16 KiB.
     pub max_head_bytes: usize,
-    /// How long in-flight responses may take to finish after shutdown begins.
+    /// How long in-flight responses may take to finish after shutdown begins. Default 5 s.
     pub drain_deadline: Duration,
     /// How long a response may make no progress (the client takes nothing) before its
     /// connection is dropped and its body's budget bytes come back (see `stall_guard`).
+    /// Default 60 s.
     pub send_timeout: Duration,
     /// What the `date` header of every answer says: the service's answers and the 505 the
     /// listener writes itself (default [`SystemClock`]). A service that sets its own `date`

@@ -83,6 +83,37 @@ pub(crate) fn refusal(
     response
 }
 
+/// The body of every `POST` to the agent card's JSON-RPC URL where no agent answers there
+/// (D-4.7.1): a JSON-RPC 2.0 error response, `-32601` (method not found). Its `id` is `null`:
+/// the router never reads a request body, so it cannot echo the request's id.
+pub(crate) const JSON_RPC_NO_AGENT: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"this capsule serves files only"}}"#;
+
+/// The answer to a `POST` to the card's JSON-RPC URL: [`JSON_RPC_NO_AGENT`], `200`,
+/// `application/json`. JSON-RPC over HTTP, as A2A's JSON-RPC binding and its SDKs use it,
+/// carries an error in a `200` response's body: a client reads the error object instead of
+/// failing on the HTTP status before reading it.
+pub(crate) fn json_rpc_no_agent() -> Response<PlaneBody> {
+    base(200, JSON, JSON_RPC_NO_AGENT.as_bytes().to_vec().into())
+}
+
+/// The agent card's own `405` (any method but `GET`): `method_not_allowed`, `allow: GET` and
+/// a message about the card, not about `/resources`.
+pub(crate) fn card_method_not_allowed() -> Response<PlaneBody> {
+    let body = serde_json::json!({
+        "error": Code::MethodNotAllowed.as_str(),
+        "message": "only GET is allowed on the agent card",
+    });
+    let mut response = base(
+        405,
+        JSON,
+        serde_json::to_vec(&body).unwrap_or_default().into(),
+    );
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static("GET"));
+    response
+}
+
 /// A JSON document (`200`): the listing and the agent card.
 pub(crate) fn json(body: Vec<u8>) -> Response<PlaneBody> {
     base(200, JSON, body.into())

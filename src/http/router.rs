@@ -139,6 +139,8 @@ pub(crate) struct Mounted {
     pub(crate) agent_card: Vec<u8>,
     /// The calls run on the blocking pool at once, shared by every clone of the router.
     pub(crate) lanes: crate::blocking::Lanes,
+    /// The path of the card's JSON-RPC URL (its `url`), as a request names it.
+    pub(crate) rpc_path: String,
 }
 
 /// Answers requests for the capsule's `/resources/` planes and its agent card. Cheap to clone
@@ -146,7 +148,8 @@ pub(crate) struct Mounted {
 ///
 /// Three ways to mount it:
 ///
-/// * as a [`tower_service::Service`] for `http::Request<B>` of any body type `B` (the body is
+/// * as a [`tower_service::Service`](https://docs.rs/tower-service/0.3/tower_service/trait.Service.html)
+///   for `http::Request<B>` of any body type `B` (the body is
 ///   never read): `Response = Response<PlaneBody>`, `Error = Infallible`, always ready. axum's
 ///   `Router::nest_service("/capsules/a", router)` hands it the path with the prefix cut off,
 ///   which is what it routes on;
@@ -218,7 +221,9 @@ impl fmt::Display for InvalidBasePath {
 
 impl std::error::Error for InvalidBasePath {}
 
-/// The future of the router's [`Service::call`]: it holds no part of the request (the headers
+/// The future of the router's
+/// [`Service::call`](https://docs.rs/tower-service/0.3/tower_service/trait.Service.html#tymethod.call):
+/// it holds no part of the request (the headers
 /// the planes read are copied out in `call`, the body is dropped there), so it is `Send` and
 /// `'static` whatever the body type.
 pub type RouterFuture =
@@ -230,6 +235,8 @@ struct Asking {
     method: Method,
     /// The raw path relative to the plane (the base path cut off; empty when outside it).
     path: String,
+    /// Whether the path is the card's JSON-RPC endpoint ([`Router::is_rpc_endpoint`]).
+    rpc_endpoint: bool,
     headers: Headers,
 }
 
@@ -265,6 +272,7 @@ impl Asking {
         Asking {
             method: request.method().clone(),
             path: router.local_path(request.uri().path()).to_owned(),
+            rpc_endpoint: router.is_rpc_endpoint(request.uri().path()),
             headers: Headers {
                 audience: values(AUDIENCE),
                 proof: values(PROOF),
@@ -368,6 +376,22 @@ impl Router {
         }
     }
 
+    /// Whether `raw_path` (the whole request path, before the base path is cut) names the
+    /// JSON-RPC endpoint the agent card advertises: the path of the card's `url`, or the root
+    /// of the router's mount (`/` without a base path, the base path itself with one), which is
+    /// where that URL leads when something in front of the router (axum's `nest_service`, a
+    /// proxy) cuts a prefix the router never sees.
+    fn is_rpc_endpoint(&self, raw_path: &str) -> bool {
+        let path = strip_query(raw_path);
+        if path == self.mounted.rpc_path {
+            return true;
+        }
+        match self.base.as_deref() {
+            None => path == "/",
+            Some(base) => matches!(path.strip_prefix(base), Some("" | "/")),
+        }
+    }
+
     /// Whether this router answers `raw_path`, its base path considered: what
     /// [`claims`](Self::claims) says of the path relative to the base, `false` outside it.
     pub fn answers(&self, raw_path: &str) -> bool {
@@ -415,10 +439,11 @@ impl Router {
         let Asking {
             method,
             path,
+            rpc_endpoint,
             headers,
         } = asking;
         let generation = self.mounted.generation.current();
-        let call = self.call_for(&method, &path, headers);
+        let call = self.call_for(&method, &path, rpc_endpoint, headers);
         self.run(call, generation, method, path).await
     }
 
@@ -443,6 +468,7 @@ impl Router {
         audience: &[&[u8]],
         proof: &[&[u8]],
     ) -> Response<PlaneBody> {
+        let rpc_endpoint = self.is_rpc_endpoint(raw_path);
         let raw_path = self.local_path(raw_path);
         let owned = |values: &[&[u8]]| values.iter().map(|v| v.to_vec()).collect();
         let headers = Headers {
@@ -451,7 +477,7 @@ impl Router {
             if_none_match: IfNoneMatch::absent(),
         };
         let generation = self.mounted.generation.current();
-        let call = self.call_for(method, raw_path, headers);
+        let call = self.call_for(method, raw_path, rpc_endpoint, headers);
         let response = self.answer_blocking(call, generation, &Claim::sole(), None);
         self.finish(response, method, raw_path)
     }
@@ -459,8 +485,16 @@ impl Router {
     /// The plane call `method` on `raw_path` (relative to the base path) makes, or its outcome
     /// when it needs none. Routing is on the raw path (D-4.2); on a plane route the method is
     /// checked first, then the plane (both in [`admit`]); a read's path is decoded here, once,
-    /// and its plane gets the decoded [`RelPath`].
-    fn call_for(&self, method: &Method, raw_path: &str, headers: Headers) -> Call {
+    /// and its plane gets the decoded [`RelPath`]. A `POST` to the card's JSON-RPC endpoint
+    /// (`rpc_endpoint`) that no route of the router's claims gets the JSON-RPC error of a
+    /// capsule that answers no agent call.
+    fn call_for(
+        &self,
+        method: &Method,
+        raw_path: &str,
+        rpc_endpoint: bool,
+        headers: Headers,
+    ) -> Call {
         let files = || {
             admit(
                 method,
@@ -469,6 +503,9 @@ impl Router {
             )
         };
         match Route::of(raw_path) {
+            Route::Foreign if rpc_endpoint && method == Method::POST => {
+                Call::Answered(Outcome::NoAgent)
+            }
             Route::Foreign => Call::Answered(Outcome::Foreign),
             Route::AgentCard => Call::Answered(Outcome::AgentCard {
                 method_allowed: method == Method::GET,
@@ -751,7 +788,8 @@ impl Router {
             } => return response::json(self.mounted.agent_card.clone()),
             Outcome::AgentCard {
                 method_allowed: false,
-            } => return response::refusal(Code::MethodNotAllowed, None, None),
+            } => return response::card_method_not_allowed(),
+            Outcome::NoAgent => return response::json_rpc_no_agent(),
             Outcome::Listing(result) => {
                 let (body, outcome, reason) =
                     Body::of(result.map(|(scope, listing)| Body::Listing(scope, listing)));
@@ -964,8 +1002,11 @@ struct RedeemFacts {
 enum Outcome<'p> {
     /// No route of the router's: `404`, no trace line.
     Foreign,
-    /// The agent card for `GET`, else `405`; no trace line.
+    /// The agent card for `GET`, else `405` with `allow: GET`; no trace line.
     AgentCard { method_allowed: bool },
+    /// A `POST` to the card's JSON-RPC endpoint: the JSON-RPC error `-32601` (D-4.7.1); no
+    /// trace line.
+    NoAgent,
     /// The listing route: `resource_list`.
     Listing(Result<(&'p ExportScope, Listing), Refusal>),
     /// The read route and any other route under `/resources`: `resource_read`, recording
@@ -999,7 +1040,7 @@ impl Outcome<'_> {
                     ..outcome
                 },
             },
-            other @ (Outcome::Foreign | Outcome::AgentCard { .. }) => other,
+            other @ (Outcome::Foreign | Outcome::AgentCard { .. } | Outcome::NoAgent) => other,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! created: `E-MAN-003` (malformed), `E-CAP-008` (a persistent capsule's handle lifetime) and
 //! `E-CAP-007` (an export root that escapes the workdir).
 
+mod depth;
 mod error;
 mod yaml;
 

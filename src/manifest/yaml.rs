@@ -8,7 +8,7 @@
 //! knows which paths the manifest reads ([`known_keys`](super::known_keys)): what cannot be
 //! represented is refused there, naming the field, and kept as text anywhere else.
 
-use super::{LaunchError, Res, child_path, known_keys};
+use super::{LaunchError, Res, child_path, depth, known_keys};
 use serde::de::{self, Deserialize, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess};
 use serde_json::Value;
 use std::fmt;
@@ -35,11 +35,25 @@ enum Node {
 /// document, well-formed YAML, within the parser's nesting limit); everything under unknown
 /// keys is then accepted as it is.
 ///
+/// The nesting depth is checked first, by a scan linear in the text ([`depth`]): the parser's
+/// own limit applies only after it has read the whole document, in time that grows faster than
+/// the text.
+///
 /// # Errors
 /// `E-MAN-003` naming the field (or `manifest`) that YAML or JSON cannot carry: a key given
 /// twice in one mapping, a non-finite number or an integer over 64 bits where the manifest
-/// reads a value; or `manifest` with the line and column of text that is not YAML.
+/// reads a value; or `manifest` with the line and column of text that is not YAML, or where it
+/// nests deeper than [`depth::MAX_DEPTH`] levels.
 pub(super) fn manifest_value(text: &str) -> Res<Value> {
+    if let Some((line, column)) = depth::first_too_deep(text, depth::MAX_DEPTH) {
+        return Err(LaunchError::malformed(
+            "manifest",
+            format!(
+                "YAML nested too deeply at line {line} column {column} (more than {} levels)",
+                depth::MAX_DEPTH
+            ),
+        ));
+    }
     let node: Node = serde_norway::from_str(text)
         .map_err(|e| LaunchError::malformed("manifest", unreadable(&e)))?;
     json_of(node, Some(""))
@@ -80,7 +94,8 @@ fn unreadable(e: &serde_norway::Error) -> String {
 /// * a tagged value (`!x read-only`, `exports: !x {…}`) is refused where the manifest reads it,
 ///   and kept as `{"!x": value}` elsewhere.
 ///
-/// The parser bounds the nesting depth, so the recursion is bounded too.
+/// The depth scan ([`depth`]) and then the parser bound the nesting depth, so the recursion is
+/// bounded too.
 fn json_of(node: Node, at: Option<&str>) -> Res<Value> {
     let unrepresentable = |text: String, accepted: &str| match at {
         Some(field) => Err(LaunchError::malformed(

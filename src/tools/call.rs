@@ -76,7 +76,8 @@ impl CallOptions {
     }
 }
 
-/// Whether a session has ended, shared by the inventory and every call it started.
+/// Whether a session has ended, shared by the inventory and every call it started (or, for the
+/// capsule's own end, by the capsule and its tools).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SessionEnd(Arc<AtomicBool>);
 

@@ -10,13 +10,15 @@ use std::fmt;
 ///
 /// ```
 /// use resource_plane::refusal::Code;
-/// use resource_plane::tools::ToolErrorCode;
+/// use resource_plane::tools::{PeerCode, ToolErrorCode};
 ///
 /// assert_eq!(ToolErrorCode::from(Code::InvalidTtl).as_str(), "invalid_ttl");
 /// assert_eq!(ToolErrorCode::Http(502).as_str(), "http_502");
 /// let peer = ToolErrorCode::peer("handle_expired").unwrap();
 /// assert_eq!(peer, "handle_expired");
 /// assert_eq!(peer.code(), None, "the peer's word, not one of ours");
+/// // ...matched as a typed value, not as a string.
+/// assert_eq!(peer.peer_code(), Some(&PeerCode::Spec(Code::HandleExpired)));
 /// assert_eq!(ToolErrorCode::peer("Evil Code!"), None);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -25,10 +27,10 @@ pub enum ToolErrorCode {
     /// A refusal of this capsule: `invalid_input`, `peer_unreachable`, `io_error`, ... (the
     /// tools' vocabulary of `docs/spec/contract.md`, every code in [`Code`]).
     Code(Code),
-    /// The peer refused a redeem with its own JSON `error` code, recorded as the peer wrote it:
-    /// 1 to 64 bytes of `[a-z0-9_]`, never `ok` (see [`peer`](Self::peer)). It may spell one
-    /// of our codes (`handle_not_valid`, `handle_expired`): it is still the peer's word.
-    Peer(String),
+    /// The peer refused a redeem with its own JSON `error` code (see [`peer`](Self::peer)):
+    /// one of the specification's codes as a typed [`PeerCode::Spec`], any other as
+    /// [`PeerCode::Other`]. It is the peer's word even when it spells one of ours.
+    Peer(PeerCode),
     /// The peer answered a redeem with this non-200 HTTP status and no usable code:
     /// `http_<status>`.
     Http(u16),
@@ -42,20 +44,22 @@ impl ToolErrorCode {
     /// [`MAX_PEER_CODE`](Self::MAX_PEER_CODE) bytes of `[a-z0-9_]`, and not `ok` (reserved for
     /// success). `None` otherwise: the caller then records `http_<status>`.
     pub fn peer(code: &str) -> Option<Self> {
-        let looks_like_one = !code.is_empty()
-            && code.len() <= Self::MAX_PEER_CODE
-            && code != "ok"
-            && code
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        looks_like_one.then(|| ToolErrorCode::Peer(code.to_owned()))
+        PeerCode::parse(code).map(ToolErrorCode::Peer)
+    }
+
+    /// The peer's refusal code, when this is one.
+    pub fn peer_code(&self) -> Option<&PeerCode> {
+        match self {
+            ToolErrorCode::Peer(code) => Some(code),
+            ToolErrorCode::Code(_) | ToolErrorCode::Http(_) => None,
+        }
     }
 
     /// The wire string: `invalid_input`, the peer's code, `http_502`.
     pub fn as_str(&self) -> Cow<'_, str> {
         match self {
             ToolErrorCode::Code(code) => Cow::Borrowed(code.as_str()),
-            ToolErrorCode::Peer(code) => Cow::Borrowed(code),
+            ToolErrorCode::Peer(code) => Cow::Borrowed(code.as_str()),
             ToolErrorCode::Http(status) => Cow::Owned(format!("http_{status}")),
         }
     }
@@ -69,6 +73,71 @@ impl ToolErrorCode {
     }
 }
 
+/// A refusal code a peer answered a redeem with (D-10.3), typed: one of the specification's
+/// codes, which a caller matches as a [`Code`], or any other code the peer wrote.
+///
+/// Only text that looks like a code is read as one ([`parse`](Self::parse): 1 to 64 bytes of
+/// `[a-z0-9_]`, never `ok`, the same rule `pull` reads a remote capsule's code by); anything
+/// else makes the outcome `http_<status>` ([`ToolErrorCode::Http`]).
+///
+/// ```
+/// use resource_plane::Code;
+/// use resource_plane::tools::PeerCode;
+///
+/// match PeerCode::parse("handle_expired") {
+///     Some(PeerCode::Spec(Code::HandleExpired)) => {} // ask the peer for a fresh handle
+///     other => panic!("{other:?}"),
+/// }
+/// let other = PeerCode::parse("quota_exceeded_2").unwrap();
+/// assert_eq!(other, PeerCode::Other("quota_exceeded_2".into()));
+/// assert_eq!(other.as_str(), "quota_exceeded_2");
+/// assert_eq!(PeerCode::parse("ok"), None);
+/// assert_eq!(PeerCode::parse("<html>"), None);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PeerCode {
+    /// A code of the specification (`handle_not_valid`, `handle_expired`, `not_found`, ...).
+    Spec(Code),
+    /// Any other code, as the peer wrote it.
+    Other(String),
+}
+
+impl PeerCode {
+    /// `text` as a peer's code, or `None` when it does not look like one.
+    pub fn parse(text: &str) -> Option<PeerCode> {
+        if !crate::refusal::looks_like_code(text) {
+            return None;
+        }
+        Some(match Code::from_wire(text) {
+            Some(code) => PeerCode::Spec(code),
+            None => PeerCode::Other(text.to_owned()),
+        })
+    }
+
+    /// The code as the peer wrote it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            PeerCode::Spec(code) => code.as_str(),
+            PeerCode::Other(text) => text,
+        }
+    }
+
+    /// The specification's code, when the peer answered one.
+    pub fn spec(&self) -> Option<Code> {
+        match self {
+            PeerCode::Spec(code) => Some(*code),
+            PeerCode::Other(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for PeerCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl From<Code> for ToolErrorCode {
     fn from(code: Code) -> Self {
         ToolErrorCode::Code(code)
@@ -79,7 +148,7 @@ impl fmt::Display for ToolErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ToolErrorCode::Code(code) => f.write_str(code.as_str()),
-            ToolErrorCode::Peer(code) => f.write_str(code),
+            ToolErrorCode::Peer(code) => f.write_str(code.as_str()),
             ToolErrorCode::Http(status) => write!(f, "http_{status}"),
         }
     }
@@ -199,10 +268,17 @@ mod tests {
 
     #[test]
     fn peer_codes_are_kept_only_when_they_look_like_codes() {
-        for good in ["handle_not_valid", "x", "e42", &"a".repeat(64)] {
+        for good in ["x", "e42", "quota_2", &"a".repeat(64)] {
             assert_eq!(
                 ToolErrorCode::peer(good),
-                Some(ToolErrorCode::Peer(good.to_owned()))
+                Some(ToolErrorCode::Peer(PeerCode::Other(good.to_owned())))
+            );
+        }
+        for code in Code::ALL {
+            assert_eq!(
+                ToolErrorCode::peer(code.as_str()),
+                Some(ToolErrorCode::Peer(PeerCode::Spec(code))),
+                "{code}"
             );
         }
         for bad in ["", "ok", "Evil", "a-b", "a b", "é", &"a".repeat(65)] {

@@ -6,7 +6,7 @@
 //! signed for this handle, now, with a fresh nonce (D-14.3), on every redeem: a minter that
 //! does not know proofs ignores the header.
 
-use super::call::{DEADLINE_MESSAGE, within};
+use super::call::{DEADLINE_MESSAGE, SessionEnd, within};
 use super::{
     CallOptions, SCHEMA_DIALECT, Tool, ToolError, ToolErrorCode, ToolFuture, checked_text,
     json_object, json_text,
@@ -46,7 +46,10 @@ const MAX_BASENAME: usize = 120;
 /// Refusal codes: `invalid_input`, `malformed_handle`, `peer_not_allowed`,
 /// `peer_unreachable`, the peer's own refusal code or `http_<status>`
 /// ([`ToolErrorCode::Peer`], [`ToolErrorCode::Http`]), `too_large`, `etag_mismatch`,
-/// `path_refused`, and `io_error` (landing, the trace (D-6.4), a deadline).
+/// `path_refused`, `io_error` (landing, the trace (D-6.4), a deadline), and `session_ended`
+/// once the capsule's session has ended ([`Capsule::end_session`](crate::Capsule::end_session),
+/// D-12.1): such a call does nothing and writes no trace line, and a redeem whose proof the
+/// session's end overtakes (the identity key is gone) fails the same way.
 ///
 /// ```
 /// use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
@@ -96,6 +99,8 @@ pub struct FetchPeerFile {
     identity: Option<(Arc<dyn IdentityKey>, Arc<dyn Clock>)>,
     /// Where each proof's nonce comes from.
     random: Arc<dyn Random>,
+    /// Raised when the capsule's session ends.
+    ended: SessionEnd,
 }
 
 /// A refusal of this tool: a code (maybe the peer's own), its public message and trace detail.
@@ -154,7 +159,14 @@ impl FetchPeerFile {
             timeouts,
             identity: None,
             random: Arc::new(OsRandom),
+            ended: SessionEnd::default(),
         }
+    }
+
+    /// The same tool refusing every call with `session_ended` once `ended` is raised.
+    pub(crate) fn ending_with(mut self, ended: SessionEnd) -> Self {
+        self.ended = ended;
+        self
     }
 
     /// The same tool drawing each proof's nonce from `random` instead of the OS source.
@@ -177,7 +189,7 @@ impl FetchPeerFile {
     /// The `x-murmur-proof` value for a redeem of `handle_id` now, when this fetcher has a key.
     ///
     /// # Errors
-    /// `io_error` once the session has ended and the key is gone.
+    /// `session_ended` once the session has ended and the key is gone.
     fn proof_header(&self, handle_id: &str) -> Result<Option<HeaderValue>, Failure> {
         let Some((identity, clock)) = &self.identity else {
             return Ok(None);
@@ -190,7 +202,7 @@ impl FetchPeerFile {
         )
         .ok_or_else(|| {
             Failure::of(
-                Code::IoError,
+                Code::SessionEnded,
                 "the session has ended; the identity key is gone",
             )
         })?;
@@ -217,6 +229,9 @@ impl FetchPeerFile {
         input: FetchPeerFileInput,
         options: CallOptions,
     ) -> Result<FetchPeerFileOutput, ToolError> {
+        if self.ended.ended() {
+            return Err(ToolError::of(Code::SessionEnded));
+        }
         let peer_text = checked_text(&input.peer, "peer")?;
         let token = checked_text(&input.handle, "handle")?;
         let handle_id = crate::hex::handle_id(&token);
@@ -661,9 +676,10 @@ mod tests {
 
     #[test]
     fn peer_codes() {
+        use super::super::PeerCode;
         assert_eq!(
             peer_refusal(403, br#"{"error":"handle_not_valid"}"#).code,
-            ToolErrorCode::Peer("handle_not_valid".into())
+            ToolErrorCode::Peer(PeerCode::Spec(Code::HandleNotValid))
         );
         assert_eq!(peer_refusal(502, b"<html>").code, ToolErrorCode::Http(502));
         assert_eq!(

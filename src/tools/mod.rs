@@ -59,14 +59,14 @@ mod fetch_peer_file;
 mod share_file;
 
 pub use call::CallOptions;
-pub use error::{ToolError, ToolErrorCode};
+pub use error::{PeerCode, ToolError, ToolErrorCode};
 pub use fetch_peer_file::{
     FetchPeerFile, FetchPeerFileInput, FetchPeerFileOutput, LANDING_DIR, sanitised_basename,
 };
 pub use share_file::{ShareFile, ShareFileInput, ShareFileOutput, Ttl};
 
 use crate::refusal::Code;
-use call::SessionEnd;
+pub(crate) use call::SessionEnd;
 use serde_json::{Value, json};
 use std::any::Any;
 use std::collections::BTreeMap;

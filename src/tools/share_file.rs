@@ -8,7 +8,7 @@
 //! card with `peer_not_authenticated`. The result's `audience`, and the trace line's, stay the
 //! plain audience; the line's `audience_proof` says which binding was minted.
 
-use super::call::{DEADLINE_MESSAGE, within};
+use super::call::{DEADLINE_MESSAGE, SessionEnd, within};
 use super::{
     CallOptions, SCHEMA_DIALECT, Tool, ToolError, ToolFuture, checked_text, json_object, json_text,
 };
@@ -31,8 +31,10 @@ const CARD_MAX_BYTES: u64 = 64 * 1024;
 ///
 /// Refusal codes: `invalid_input`, `invalid_ttl`, the path codes (`not_found`,
 /// `outside_root`, `symlink_refused`, `not_a_regular_file`, `io_error`), `peer_unreachable`,
-/// `peer_not_authenticated`, and `io_error` past a deadline or when the trace cannot be
-/// written (D-6.4).
+/// `peer_not_authenticated`, `io_error` past a deadline or when the trace cannot be written
+/// (D-6.4), and `session_ended` once the capsule's session has ended
+/// ([`Capsule::end_session`](crate::Capsule::end_session), D-12.1): such a call does nothing
+/// and writes no trace line, and a mint the session's end overtakes fails the same way.
 ///
 /// ```
 /// use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
@@ -77,6 +79,8 @@ pub struct ShareFile {
     max_ttl_secs: u64,
     timeouts: PeerTimeouts,
     require_peer_proof: bool,
+    /// Raised when the capsule's session ends.
+    ended: SessionEnd,
 }
 
 struct Attempt {
@@ -107,7 +111,14 @@ impl ShareFile {
             max_ttl_secs,
             timeouts,
             require_peer_proof: false,
+            ended: SessionEnd::default(),
         }
+    }
+
+    /// The same tool refusing every call with `session_ended` once `ended` is raised.
+    pub(crate) fn ending_with(mut self, ended: SessionEnd) -> Self {
+        self.ended = ended;
+        self
     }
 
     /// The same tool minting only for peers whose card publishes an identity key when
@@ -135,6 +146,9 @@ impl ShareFile {
         input: ShareFileInput,
         options: CallOptions,
     ) -> Result<ShareFileOutput, ToolError> {
+        if self.ended.ended() {
+            return Err(ToolError::of(Code::SessionEnded));
+        }
         let path = checked_text(&input.path, "path")?;
         let peer_text = checked_text(&input.peer, "peer")?;
         let peer = Address::parse_peer(&peer_text).map_err(|accepted| {
@@ -288,7 +302,15 @@ impl ShareFile {
             }
             None => audience,
         };
-        self.plane.mint(&target, &mac_audience, ttl_secs)
+        let minted = self.plane.mint(&target, &mac_audience, ttl_secs);
+        match minted {
+            // Whatever the plane answered, a mint the session's end overtook is that.
+            Err(refusal) if self.ended.ended() => Err(Refusal::new(
+                Code::SessionEnded,
+                format!("the session ended during the mint ({})", refusal.reason),
+            )),
+            minted => minted,
+        }
     }
 }
 

@@ -203,10 +203,7 @@ impl Answer {
         let body = self.read_capped(64 * 1024).await.ok()??;
         let value: serde_json::Value = serde_json::from_slice(&body).ok()?;
         let code = value.get("error")?.as_str()?;
-        let plain = !code.is_empty()
-            && code.len() <= 64
-            && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
-        plain.then(|| code.to_owned())
+        crate::refusal::looks_like_code(code).then(|| code.to_owned())
     }
 }
 
