@@ -574,6 +574,18 @@ fn listings_that_cannot_be_had_exit_2_and_create_nothing() {
                 .without_length(),
             "longer than the 268435456 bytes a listing may have",
         ),
+        (
+            // D-17.1: the etag is the body's sha256; one naming another body discredits it.
+            Canned::json(200, &listing(vec![], 10)).header(
+                "etag",
+                &format!("\"sha256:{}\"", sha256_hex(b"another body")),
+            ),
+            "its etag is not the sha256 of its body",
+        ),
+        (
+            Canned::json(200, &listing(vec![], 10)).header("etag", "\"sha256:\u{e9}\""),
+            "its etag is not the sha256 of its body",
+        ),
     ] {
         let hostile = Hostile::start(vec![("/resources/files", vec![canned.clone()])]);
         let run = pull(&[&hostile.url(), mirror_arg]);
@@ -673,6 +685,8 @@ fn a_hostile_listing_writes_nothing_outside_dir_and_is_reported_exactly() {
             vec![Canned::json(200, &listing(entries, 10))],
         ),
         ("/resources/files/good.txt", vec![Canned::file(good)]),
+        // A backslash is an ordinary character of a Linux name: `a\b` is one file.
+        ("/resources/files/a%5Cb", vec![Canned::file(good)]),
         (
             "/resources/files/mismatch.txt",
             // Same length and the listed etag, other bytes.
@@ -728,7 +742,6 @@ fn a_hostile_listing_writes_nothing_outside_dir_and_is_reported_exactly() {
         ("../x", "path_refused: `..` path component".to_owned()),
         ("/etc/passwd", "path_refused: absolute path".to_owned()),
         ("a//b", "path_refused: empty path component".to_owned()),
-        ("a\\b", "path_refused: backslash in path".to_owned()),
         ("a\0b", "path_refused: NUL byte in path".to_owned()),
         ("", "path_refused: empty path".to_owned()),
         ("sub/./x", "path_refused: `.` path component".to_owned()),
@@ -779,14 +792,15 @@ fn a_hostile_listing_writes_nothing_outside_dir_and_is_reported_exactly() {
         .collect();
     assert_eq!(
         run.summary(),
-        json!({"pull": "partial", "listed": 22, "downloaded": 3, "unchanged": 0, "deleted": 0,
-               "failed": failed, "bytes": 4 + 7 + 4})
+        json!({"pull": "partial", "listed": 22, "downloaded": 4, "unchanged": 0, "deleted": 0,
+               "failed": failed, "bytes": 4 + 4 + 7 + 4})
     );
 
-    // Nothing outside DIR changed; DIR holds exactly the three good files and the old link.
+    // Nothing outside DIR changed; DIR holds exactly the four good files and the old link.
     assert_eq!(snapshot(&outside), before_outside);
     let inside: BTreeMap<String, String> = [
         ("good.txt", "file good".to_owned()),
+        ("a\\b", "file good".to_owned()),
         ("planted.txt", "file planted".to_owned()),
         ("nested", "dir".to_owned()),
         ("nested/deep", "dir".to_owned()),
@@ -810,6 +824,7 @@ fn a_hostile_listing_writes_nothing_outside_dir_and_is_reported_exactly() {
         "/resources/files",
         "/resources/files",
         "/resources/files/good.txt",
+        "/resources/files/a%5Cb",
         "/resources/files/planted.txt",
         "/resources/files/nested/deep/ok.txt",
         "/resources/files/redirect.txt",
@@ -845,7 +860,7 @@ fn a_hostile_listing_writes_nothing_outside_dir_and_is_reported_exactly() {
             &summary["unchanged"],
             &summary["bytes"]
         ),
-        (&json!(0), &json!(3), &json!(0))
+        (&json!(0), &json!(4), &json!(0))
     );
 }
 
@@ -1019,4 +1034,306 @@ fn https_is_verified_against_the_given_ca() {
                "failed": [], "bytes": body.len()})
     );
     assert_eq!(std::fs::read(mirror.join("t.txt")).expect("read"), body);
+}
+
+// =============================================================================================
+// Names, signals and what a killed run leaves (D-16.1)
+// =============================================================================================
+
+#[test]
+fn a_backslash_is_an_ordinary_character_and_a_clean_second_run_exits_0() {
+    let (_dir, root) = scratch();
+    let files: Vec<(&str, &[u8])> = vec![
+        ("back\\slash.txt", b"back"),
+        ("dir\\name/in\\side.txt", b"inside"),
+        ("..\\up.txt", b"not a parent"),
+        ("plain.txt", b"plain"),
+    ];
+    for (path, bytes) in &files {
+        write(&root.join("wd/out").join(path), bytes);
+    }
+    let serve = serve(&root, FILES_MANIFEST);
+    let mirror = root.join("mirror");
+    let mirror_arg = mirror.to_str().expect("utf-8 path");
+    let total: usize = files.iter().map(|(_, b)| b.len()).sum();
+
+    let first = pull(&[serve.url(), mirror_arg]);
+    assert_eq!(first.code(), Some(0), "stderr: {}", first.stderr);
+    assert_eq!(
+        first.summary(),
+        json!({"pull": "ok", "listed": 4, "downloaded": 4, "unchanged": 0, "deleted": 0,
+               "failed": [], "bytes": total})
+    );
+    assert_eq!(snapshot(&mirror), snapshot(&root.join("wd/out")));
+    assert_eq!(
+        std::fs::read(mirror.join("back\\slash.txt")).expect("landed under its own name"),
+        b"back"
+    );
+
+    let second = pull(&[serve.url(), mirror_arg, "--delete"]);
+    assert_eq!(second.code(), Some(0), "stderr: {}", second.stderr);
+    assert_eq!(
+        second.summary(),
+        json!({"pull": "ok", "listed": 4, "downloaded": 0, "unchanged": 4, "deleted": 0,
+               "failed": [], "bytes": 0})
+    );
+    assert_eq!(snapshot(&mirror), snapshot(&root.join("wd/out")));
+}
+
+/// A server whose listing names one file of `size` bytes, whose body it sends `first` bytes of
+/// and then holds the connection open without another byte for up to a minute. The body
+/// matches nothing, so a file could never land from it.
+fn stalling_server(size: usize, first: usize) -> Hostile {
+    let body = vec![b's'; size];
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let thread_log = log.clone();
+    let listing_body = listing(vec![listed("big.bin", &body)], 1 << 30).to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let Some(target) = read_head(&mut stream) else {
+                continue;
+            };
+            thread_log.lock().expect("log").push(target.clone());
+            let listing_body = listing_body.clone();
+            std::thread::spawn(move || {
+                if target == "/resources/files" {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{listing_body}",
+                        listing_body.len()
+                    );
+                } else {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nconnection: close\r\netag: \"sha256:{}\"\r\ncontent-length: {size}\r\n\r\n",
+                        sha256_hex(&vec![b's'; size])
+                    );
+                    let _ = stream.write_all(&vec![b's'; first]);
+                    let _ = stream.flush();
+                    std::thread::sleep(Duration::from_secs(60));
+                }
+            });
+        }
+    });
+    Hostile { port, log }
+}
+
+/// Reads a request's head; its target.
+fn read_head(stream: &mut impl Read) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+        if head.len() > 64 * 1024 {
+            return None;
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    head.split(' ').nth(1).map(str::to_owned)
+}
+
+/// Every path beneath `dir` whose last name ends in `.pull-part`.
+fn part_files(dir: &Path) -> Vec<String> {
+    snapshot(dir)
+        .into_keys()
+        .filter(|path| path.ends_with(".pull-part"))
+        .collect()
+}
+
+/// A pull started in the background, its output read as it comes.
+struct Running {
+    child: std::process::Child,
+    stdout: std::sync::mpsc::Receiver<String>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Running {
+    fn start(args: &[&str]) -> Running {
+        let mut child = Command::new(BIN)
+            .arg("pull")
+            .args(args)
+            .env_remove("RESOURCE_PLANE_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn pull");
+        let out = child.stdout.take().expect("stdout");
+        let (send, stdout) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { return };
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut err = child.stderr.take().expect("stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = err.read_to_string(&mut text);
+            text
+        });
+        Running {
+            child,
+            stdout,
+            stderr: Some(stderr),
+        }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), signal)
+            .expect("kill(2)");
+    }
+
+    /// The next stdout line, parsed, within `timeout`.
+    fn line(&self, timeout: Duration) -> Value {
+        let line = self
+            .stdout
+            .recv_timeout(timeout)
+            .unwrap_or_else(|e| panic!("no stdout line within {timeout:?}: {e}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
+    }
+
+    /// Waits for the end (within [`RUN_TIMEOUT`]): the status, the stdout lines not yet read,
+    /// and stderr.
+    fn finish(mut self) -> (std::process::ExitStatus, Vec<String>, String) {
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the pull did not end within {RUN_TIMEOUT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let rest: Vec<String> = self.stdout.iter().collect();
+        let stderr = self.stderr.take().expect("stderr reader");
+        (status, rest, stderr.join().expect("stderr reader"))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until `ready` holds, polling, within `timeout`.
+fn eventually(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGINT and SIGTERM in the middle of a file: the run ends with the shell's status for the
+/// signal, prints no summary, and leaves neither the file nor its temporary file.
+#[test]
+fn sigint_and_sigterm_mid_file_remove_the_temporary_file_and_exit_130_and_143() {
+    use rustix::process::Signal;
+    for (signal, status) in [(Signal::INT, 130), (Signal::TERM, 143)] {
+        let (_dir, root) = scratch();
+        let server = stalling_server(8 << 20, 512 << 10);
+        let mirror = root.join("mirror");
+        let running = Running::start(&[&server.url(), mirror.to_str().expect("utf-8")]);
+        // The download is under way once its temporary file holds the bytes sent so far.
+        eventually("a temporary file with bytes", RUN_TIMEOUT, || {
+            part_files(&mirror).iter().any(|part| {
+                std::fs::metadata(mirror.join(part)).is_ok_and(|m| m.len() >= 512 << 10)
+            })
+        });
+        running.signal(signal);
+        let (exit, stdout, stderr) = running.finish();
+        assert_eq!(exit.code(), Some(status), "{signal:?}; stderr: {stderr}");
+        assert!(stdout.is_empty(), "no summary after a stop: {stdout:?}");
+        assert!(stderr.contains("received; stopped"), "{signal:?}: {stderr}");
+        assert_eq!(part_files(&mirror), Vec::<String>::new(), "{signal:?}");
+        assert!(!mirror.join("big.bin").exists());
+    }
+}
+
+/// A killed run (SIGKILL, no chance to clean) leaves its temporary file; the next run removes
+/// such files of its exact naming, wherever they are beneath DIR, and nothing else: a file
+/// that merely resembles one, or one the export itself holds, stays.
+#[test]
+fn the_next_run_removes_what_a_killed_run_left_and_nothing_else() {
+    let (_dir, root) = scratch();
+    let mirror = root.join("mirror");
+    let server = stalling_server(8 << 20, 256 << 10);
+    let running = Running::start(&[&server.url(), mirror.to_str().expect("utf-8")]);
+    eventually("a temporary file", RUN_TIMEOUT, || {
+        !part_files(&mirror).is_empty()
+    });
+    running.signal(rustix::process::Signal::KILL);
+    let (exit, _, _) = running.finish();
+    assert_eq!(exit.code(), None, "killed");
+    let left = part_files(&mirror);
+    assert_eq!(left.len(), 1, "the killed run's part file: {left:?}");
+
+    // More of the same naming beneath DIR, and near misses that are not ours.
+    let hex = "0123456789abcdef0123456789abcdef";
+    let ours = format!("sub/.{hex}.pull-part");
+    write(&mirror.join(&ours), b"left by a killed run");
+    let near = [
+        format!(".{}.pull-part", hex.to_uppercase()),
+        format!(".{}.pull-part", &hex[1..]),
+        format!(".{hex}0.pull-part"),
+        format!(".{hex}.pull-part.bak"),
+        format!("{hex}.pull-part"),
+        "notes.pull-part".to_owned(),
+    ];
+    for name in &near {
+        write(&mirror.join(name), b"mine");
+    }
+    let listed_part = format!("sub/.{}.pull-part", "f".repeat(32));
+    write(&root.join("wd/out/a.txt"), b"a");
+    write(&root.join("wd/out").join(&listed_part), b"the export's own");
+    let serve = serve(&root, FILES_MANIFEST);
+
+    let run = pull(&[serve.url(), mirror.to_str().expect("utf-8")]);
+    assert_eq!(run.code(), Some(0), "stderr: {}", run.stderr);
+    assert_eq!(
+        run.summary(),
+        json!({"pull": "ok", "listed": 2, "downloaded": 2, "unchanged": 0, "deleted": 0,
+               "failed": [], "bytes": 1 + 16})
+    );
+    assert!(
+        run.stderr
+            .contains("removed 2 temporary file(s) an interrupted run left in DIR"),
+        "{}",
+        run.stderr
+    );
+    let mut expected: Vec<String> = near
+        .iter()
+        .filter(|name| name.ends_with(".pull-part"))
+        .cloned()
+        .collect();
+    expected.push(listed_part.clone());
+    expected.sort();
+    assert_eq!(part_files(&mirror), expected);
+    for name in &near {
+        assert_eq!(std::fs::read(mirror.join(name)).expect("kept"), b"mine");
+    }
+
+    // The export's own file of that naming is mirrored, not taken for a leftover.
+    let again = pull(&[serve.url(), mirror.to_str().expect("utf-8")]);
+    assert_eq!(again.code(), Some(0), "stderr: {}", again.stderr);
+    assert_eq!(
+        again.summary(),
+        json!({"pull": "ok", "listed": 2, "downloaded": 0, "unchanged": 2, "deleted": 0,
+               "failed": [], "bytes": 0})
+    );
+    assert_eq!(again.stderr, "");
 }
