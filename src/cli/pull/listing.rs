@@ -143,17 +143,18 @@ struct RawListing {
     max_bytes: Option<u64>,
 }
 
-/// An entry's shape: only `path` is typed here, so that an entry with a usable path and a bad
-/// field is refused alone, by that path.
+/// An entry's shape (a listing's, or an added or modified file of a watch event's): only
+/// `path` is typed here, so that an entry with a usable path and a bad field is refused alone,
+/// by that path.
 #[derive(Deserialize)]
-struct RawEntry {
-    path: String,
+pub(crate) struct RawEntry {
+    pub(crate) path: String,
     #[serde(default)]
-    size_bytes: Value,
+    pub(crate) size_bytes: Value,
     #[serde(default)]
-    mtime_ms: Value,
+    pub(crate) mtime_ms: Value,
     #[serde(default)]
-    sha256: Value,
+    pub(crate) sha256: Value,
 }
 
 fn is_sha256_hex(text: &str) -> bool {
@@ -161,7 +162,11 @@ fn is_sha256_hex(text: &str) -> bool {
 }
 
 /// Judges one entry's fields other than collisions.
-fn judge(raw: RawEntry) -> Result<Entry, Refused> {
+///
+/// # Errors
+/// [`Refused`] by the path rules of [`check_path`] (`path_refused`), then by the field types
+/// (`malformed_entry`).
+pub(crate) fn judge(raw: RawEntry) -> Result<Entry, Refused> {
     let refuse = |code: &str, text: &str| Refused {
         path: raw.path.clone(),
         why: format!("{code}: {text}"),

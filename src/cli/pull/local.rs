@@ -397,6 +397,35 @@ impl MirrorDir {
             .map_err(|e| io_error(format_args!("remove {shown}"), e))
     }
 
+    /// Removes the regular file at the listed `path` when one is there (a watched removal):
+    /// `Ok(false)` when nothing is, or a directory on the way is missing. Never follows a
+    /// symlink and never removes anything but a regular file.
+    ///
+    /// # Errors
+    /// `local_path_refused` when a directory on the way is a symlink or not a directory, or
+    /// something other than a regular file stands at `path`; `io_error` otherwise.
+    pub(crate) fn remove_if_present(&self, path: &EntryPath) -> Result<bool, LocalError> {
+        let Some(dir) = self.parent_of(path, false)? else {
+            return Ok(false);
+        };
+        let name = last_component(path);
+        let stat = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(Errno::NOENT) => return Ok(false),
+            Err(e) => return Err(io_error(format_args!("stat {path}"), e)),
+        };
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(refused(format!(
+                "{path} is not a regular file here; it is not removed"
+            )));
+        }
+        match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+            Ok(()) => Ok(true),
+            Err(Errno::NOENT) => Ok(false),
+            Err(e) => Err(io_error(format_args!("remove {path}"), e)),
+        }
+    }
+
     /// Removes each directory above the `removed` files that is now empty, deepest first,
     /// never the root; a directory that still holds anything stays.
     pub(crate) fn prune(&self, removed: &[Vec<Vec<u8>>]) {
@@ -716,6 +745,34 @@ mod tests {
             Ok(true),
             "the lock ends with its holder"
         );
+    }
+
+    #[test]
+    fn a_watched_removal_takes_only_a_regular_file() {
+        let scratch = tempfile::tempdir().unwrap();
+        let outside = scratch.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("x"), b"keep").unwrap();
+        let root = scratch.path().join("mirror");
+        std::fs::create_dir_all(root.join("d/inner")).unwrap();
+        std::fs::write(root.join("f"), b"f").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("x"), root.join("filelink")).unwrap();
+        let dir = MirrorDir::open_or_create(&root).unwrap();
+        assert_eq!(dir.remove_if_present(&path("f")), Ok(true));
+        assert!(!root.join("f").exists());
+        assert_eq!(dir.remove_if_present(&path("f")), Ok(false));
+        assert_eq!(dir.remove_if_present(&path("missing/deeper")), Ok(false));
+        for refused in ["d", "link/x", "filelink"] {
+            assert_eq!(
+                dir.remove_if_present(&path(refused)).unwrap_err().code,
+                "local_path_refused",
+                "{refused}"
+            );
+        }
+        assert!(root.join("d/inner").is_dir());
+        assert!(outside.join("x").exists());
+        assert!(std::fs::symlink_metadata(root.join("filelink")).is_ok());
     }
 
     #[test]

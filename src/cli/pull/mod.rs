@@ -19,13 +19,16 @@
 //! `--watch` follows the stream after the first pass ([`watch`]) until SIGINT or SIGTERM, which
 //! end it after the files in flight with status 0.
 
+mod change;
 mod etag;
 mod fetch;
 mod listing;
 mod local;
 mod progress;
 mod remote;
+mod sse;
 mod stop;
+mod watch;
 
 use crate::manifest::LaunchError;
 use etag::Etag;
@@ -61,7 +64,9 @@ pub(crate) struct PullArgs {
     /// PEM certificates trusted for an https URL, added to the system's roots.
     #[arg(long)]
     ca: Vec<PathBuf>,
-    #[arg(skip)]
+    /// After the first pass, follow the export's watch stream and apply each change as it
+    /// comes, until SIGINT or SIGTERM.
+    #[arg(long)]
     watch: bool,
 }
 
@@ -94,12 +99,15 @@ pub(crate) async fn run(args: PullArgs) -> ExitCode {
         }
     };
     let summary = session.pass(listing, etag).await;
-    if !args.watch && stop.signal().is_some() {
-        return stopped(&stop, false);
+    if !summary.complete {
+        return stopped(&stop, args.watch);
     }
     if let Err(e) = crate::cli::print_line(&summary.to_json()) {
         crate::cli::log::say!("error: cannot write the summary to stdout: {e}");
         return ExitCode::FAILURE;
+    }
+    if args.watch {
+        return watch::follow(&session, summary).await;
     }
     if summary.failed.is_empty() {
         ExitCode::SUCCESS
@@ -138,6 +146,8 @@ struct Summary {
     etag: Etag,
     /// That listing's `max_bytes`.
     max_bytes: Option<u64>,
+    /// Whether every entry was answered: a stop leaves a pass unfinished.
+    complete: bool,
 }
 
 impl Summary {
@@ -151,6 +161,7 @@ impl Summary {
             bytes: 0,
             etag,
             max_bytes: listing.max_bytes,
+            complete: true,
         }
     }
 
@@ -277,6 +288,7 @@ impl Session {
             summary.failed.extend(failed);
         }
         let context = self.context(listing.max_bytes, progress.clone());
+        let wanted = listing.entries.len();
         let first = fetch::mirror_all(&context, listing.entries, self.jobs, false).await;
         let (retry, settled): (Vec<_>, Vec<_>) = first
             .into_iter()
@@ -284,12 +296,19 @@ impl Session {
         let mut outcomes = settled;
         if !retry.is_empty() {
             if self.stop.winding_down() {
-                outcomes.extend(retry);
+                summary.complete = false;
             } else {
                 outcomes.extend(fetch::retry_once(&context, retry, self.jobs).await);
             }
         }
         progress.finish();
+        let answered = outcomes
+            .iter()
+            .filter(|(_, outcome)| !matches!(outcome, Outcome::Stopped))
+            .count();
+        if answered < wanted {
+            summary.complete = false;
+        }
         for (path, outcome) in outcomes {
             match outcome {
                 Outcome::Unchanged => summary.unchanged += 1,

@@ -231,6 +231,11 @@ impl Remote {
         }
     }
 
+    /// How long any one wait may last.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// The capsule this client speaks to.
     pub(crate) fn origin(&self) -> &Origin {
         &self.origin
