@@ -1337,3 +1337,509 @@ fn the_next_run_removes_what_a_killed_run_left_and_nothing_else() {
     );
     assert_eq!(again.stderr, "");
 }
+
+// =============================================================================================
+// --watch against a scripted watch stream (D-17.3)
+// =============================================================================================
+
+type Files = BTreeMap<String, Vec<u8>>;
+
+fn files(entries: &[(&str, &[u8])]) -> Files {
+    entries
+        .iter()
+        .map(|(path, bytes)| ((*path).to_owned(), bytes.to_vec()))
+        .collect()
+}
+
+/// The listing body `serve` would send for `files`, and its etag (`"sha256:<body's hash>"`).
+fn listing_of(files: &Files) -> (String, String) {
+    let entries: Vec<Value> = files
+        .iter()
+        .map(|(path, bytes)| listed(path, bytes))
+        .collect();
+    let body = listing(entries, 1 << 30).to_string();
+    let etag = format!("\"sha256:{}\"", sha256_hex(body.as_bytes()));
+    (body, etag)
+}
+
+fn etag_of(files: &Files) -> String {
+    listing_of(files).1
+}
+
+/// The changes from `before` to `after`, sorted by path, as D-17.3 writes them.
+fn diff(before: &Files, after: &Files) -> Vec<Value> {
+    let mut paths: Vec<&String> = before.keys().chain(after.keys()).collect();
+    paths.sort();
+    paths.dedup();
+    paths
+        .into_iter()
+        .filter_map(|path| match (before.get(path), after.get(path)) {
+            (None, Some(bytes)) => Some(change(path, "added", bytes)),
+            (Some(old), Some(new)) if old != new => Some(change(path, "modified", new)),
+            (Some(_), None) => Some(json!({"path": path, "change": "removed"})),
+            _ => None,
+        })
+        .collect()
+}
+
+fn change(path: &str, kind: &str, bytes: &[u8]) -> Value {
+    let mut entry = listed(path, bytes);
+    entry["change"] = json!(kind);
+    entry
+}
+
+/// A `change` event from the listing of `before` to that of `after`.
+fn change_event(before: &Files, after: &Files) -> String {
+    change_event_with(&etag_of(before), &etag_of(after), diff(before, after))
+}
+
+fn change_event_with(from: &str, to: &str, changes: Vec<Value>) -> String {
+    let data = json!({"from": from, "etag": to, "generation": 0, "changes": changes});
+    format!("event: change\nid: {to}\ndata: {data}\n\n")
+}
+
+/// One step of a scripted watch stream.
+enum Step {
+    /// The export becomes these files (listing and reads answer from them from now on).
+    Export(Files),
+    /// Bytes sent on the stream.
+    Send(String),
+    /// Many bytes sent on the stream.
+    SendBytes(Vec<u8>),
+    /// The stream stays open, silent, until the client leaves (or a minute passes).
+    Hold,
+}
+
+/// A file read that stalls after `first` bytes until `go` is set.
+struct Stall {
+    path: String,
+    first: usize,
+    go: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A capsule whose export the test sets and whose watch streams it scripts: one script per
+/// watch request, in order (a request past the last script gets a silent held stream). It
+/// records every request target and each watch request's `Last-Event-ID`.
+struct Scripted {
+    port: u16,
+    log: Arc<Mutex<Vec<String>>>,
+    last_event_ids: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl Scripted {
+    fn start(export: Files, scripts: Vec<Vec<Step>>, stall: Option<Stall>) -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let export = Arc::new(Mutex::new(export));
+        let scripts = Arc::new(Mutex::new(
+            scripts
+                .into_iter()
+                .collect::<std::collections::VecDeque<_>>(),
+        ));
+        let stall = Arc::new(stall);
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let ids: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let (thread_log, thread_ids) = (log.clone(), ids.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let Some((target, headers)) = read_request(&mut stream) else {
+                    continue;
+                };
+                thread_log.lock().expect("log").push(target.clone());
+                let (export, stall) = (export.clone(), stall.clone());
+                if target == "/resources/files?watch=1" {
+                    thread_ids
+                        .lock()
+                        .expect("ids")
+                        .push(headers.get("last-event-id").cloned());
+                    let script = scripts.lock().expect("scripts").pop_front();
+                    std::thread::spawn(move || {
+                        play(stream, script.unwrap_or_else(|| vec![Step::Hold]), &export);
+                    });
+                } else {
+                    std::thread::spawn(move || serve_export(stream, &target, &export, &stall));
+                }
+            }
+        });
+        Scripted {
+            port,
+            log,
+            last_event_ids: ids,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn listings(&self) -> usize {
+        let log = self.log.lock().expect("log");
+        log.iter().filter(|t| *t == "/resources/files").count()
+    }
+
+    fn last_event_ids(&self) -> Vec<Option<String>> {
+        self.last_event_ids.lock().expect("ids").clone()
+    }
+}
+
+/// A request's target and headers (names lowercased).
+fn read_request(stream: &mut impl Read) -> Option<(String, HashMap<String, String>)> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = head.split("\r\n");
+    let target = lines.next()?.split(' ').nth(1)?.to_owned();
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    Some((target, headers))
+}
+
+fn play(mut stream: TcpStream, script: Vec<Step>, export: &Mutex<Files>) {
+    let _ = stream.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-store\r\nconnection: close\r\n\r\n",
+    );
+    for step in script {
+        let sent = match step {
+            Step::Export(files) => {
+                *export.lock().expect("export") = files;
+                Ok(())
+            }
+            Step::Send(text) => stream.write_all(text.as_bytes()),
+            Step::SendBytes(bytes) => stream.write_all(&bytes),
+            Step::Hold => {
+                // Until the client closes its end (a read sees the end) or a minute passes.
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+                let _ = stream.read(&mut [0u8; 1]);
+                return;
+            }
+        };
+        if sent.is_err() {
+            return;
+        }
+        let _ = stream.flush();
+    }
+}
+
+fn serve_export(mut stream: TcpStream, target: &str, export: &Mutex<Files>, stall: &Option<Stall>) {
+    let files = export.lock().expect("export").clone();
+    if target == "/resources/files" {
+        let (body, etag) = listing_of(&files);
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-type: application/json\r\netag: {etag}\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        return;
+    }
+    let path = target.strip_prefix("/resources/files/").unwrap_or_default();
+    let Some(bytes) = files.get(path) else {
+        let _ = stream
+            .write_all(b"HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+        return;
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nconnection: close\r\netag: \"sha256:{}\"\r\ncontent-length: {}\r\n\r\n",
+        sha256_hex(bytes),
+        bytes.len()
+    );
+    let mut rest = bytes.as_slice();
+    if let Some(stall) = stall.as_ref().filter(|s| s.path == path) {
+        let _ = stream.write_all(&rest[..stall.first]);
+        let _ = stream.flush();
+        rest = &rest[stall.first..];
+        while !stall.go.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let _ = stream.write_all(rest);
+}
+
+/// What the mirror holds, as `Files` (regular files only; no directory may be empty).
+fn mirrored(dir: &Path) -> Files {
+    snapshot(dir)
+        .into_iter()
+        .filter_map(|(path, what)| {
+            let bytes = what.strip_prefix("file ")?;
+            Some((path, bytes.as_bytes().to_vec()))
+        })
+        .collect()
+}
+
+fn watch_line(etag: &str, downloaded: u64, deleted: u64, failed: Value) -> Value {
+    json!({"watch": etag, "downloaded": downloaded, "deleted": deleted, "failed": failed})
+}
+
+/// The mirror follows changes, resumes a dropped stream from the last event it applied (a
+/// half-sent event is not applied), lists again on `reset`, not on a `listing` event naming
+/// its own listing, and ends with status 0 on SIGTERM.
+#[test]
+fn watch_applies_changes_resumes_after_a_drop_and_lists_again_on_reset() {
+    let (_dir, root) = scratch();
+    let s0 = files(&[("a.txt", b"one"), ("old.txt", b"old")]);
+    let s1 = files(&[("a.txt", b"two"), ("b/c.txt", b"see"), ("old.txt", b"old")]);
+    let s2 = files(&[("a.txt", b"two"), ("b/c.txt", b"see"), ("d.txt", b"dee")]);
+    let never = files(&[("a.txt", b"never applied")]);
+    let s3 = files(&[("a.txt", b"three"), ("d.txt", b"dee"), ("e.txt", b"e")]);
+    let s4 = files(&[
+        ("a.txt", b"three"),
+        ("d.txt", b"dee"),
+        ("e.txt", b"e"),
+        ("f/g.txt", b"gee"),
+    ]);
+    let s5 = files(&[("f/g.txt", b"gee")]);
+    let e5 = etag_of(&s5);
+    let half = change_event(&s2, &never);
+    let half = half[..half.len() / 2].to_owned();
+    let (e0, e1, e2, e3, e4) = (
+        etag_of(&s0),
+        etag_of(&s1),
+        etag_of(&s2),
+        etag_of(&s3),
+        etag_of(&s4),
+    );
+    let server = Scripted::start(
+        s0.clone(),
+        vec![
+            vec![
+                Step::Send(": keep-alive\n\n".into()),
+                Step::Export(s1.clone()),
+                Step::Send(change_event(&s0, &s1)),
+                Step::Export(s2.clone()),
+                Step::Send(change_event(&s1, &s2)),
+                Step::Send(half),
+            ],
+            vec![
+                Step::Export(s3.clone()),
+                Step::Send(format!("event: reset\ndata: {}\n\n", json!({"etag": e3}))),
+                Step::Hold,
+            ],
+            vec![
+                Step::Send(format!(
+                    "event: listing\nid: {e3}\ndata: {}\n\n",
+                    json!({"etag": e3, "entry_count": 3})
+                )),
+                Step::Export(s4.clone()),
+                Step::Send(change_event(&s3, &s4)),
+                // A listing event naming another listing: no resume is possible from it.
+                Step::Export(s5.clone()),
+                Step::Send(format!(
+                    "event: listing\nid: {e5}\ndata: {}\n\n",
+                    json!({"etag": e5, "entry_count": 1})
+                )),
+                Step::Hold,
+            ],
+        ],
+        None,
+    );
+    let mirror = root.join("mirror");
+    let running = Running::start(&[
+        &server.url(),
+        mirror.to_str().expect("utf-8"),
+        "--watch",
+        "--delete",
+    ]);
+    let wait = Duration::from_secs(20);
+    assert_eq!(
+        running.line(wait),
+        json!({"pull": "ok", "listed": 2, "downloaded": 2, "unchanged": 0, "deleted": 0,
+               "failed": [], "bytes": 6})
+    );
+    assert_eq!(running.line(wait), watch_line(&e1, 2, 0, json!([])));
+    assert_eq!(running.line(wait), watch_line(&e2, 1, 1, json!([])));
+    // The reset's full pass: a.txt and e.txt fetched, b/c.txt deleted, d.txt unchanged.
+    assert_eq!(running.line(wait), watch_line(&e3, 2, 1, json!([])));
+    assert_eq!(running.line(wait), watch_line(&e4, 1, 0, json!([])));
+    assert_eq!(running.line(wait), watch_line(&e5, 0, 3, json!([])));
+    assert_eq!(mirrored(&mirror), s5);
+    eventually("the fourth stream", wait, || {
+        server.last_event_ids().len() == 4
+    });
+    assert_eq!(
+        server.last_event_ids(),
+        [Some(e0), Some(e2), Some(e3), Some(e5)],
+        "each stream opened from the last listing the mirror reached"
+    );
+    assert_eq!(
+        server.listings(),
+        3,
+        "the first pass, the reset's and the other listing's; none for its own listing"
+    );
+
+    running.signal(rustix::process::Signal::TERM);
+    let (exit, rest, stderr) = running.finish();
+    assert_eq!(exit.code(), Some(0), "stderr: {stderr}");
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(
+        stderr.contains("SIGTERM received; the watch ended"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("reset"), "{stderr}");
+    assert_eq!(part_files(&mirror), Vec::<String>::new());
+}
+
+/// Hostile events are refused without writing outside DIR: malformed data and an event from
+/// another listing lead to a full pass, paths escaping DIR are refused alone, and a line past
+/// the limit is not buffered.
+#[test]
+fn watch_refuses_hostile_events_cleanly() {
+    let (_dir, root) = scratch();
+    let s0 = files(&[("a.txt", b"a")]);
+    let s1 = files(&[("a.txt", b"a"), ("ok.txt", b"ok")]);
+    let (e0, e1) = (etag_of(&s0), etag_of(&s1));
+    let evil = b"evil".as_slice();
+    let mut changes = diff(&s0, &s1);
+    changes.push(change("../escape.txt", "added", evil));
+    changes.push(change("/tmp/abs.txt", "modified", evil));
+    changes.push(json!({"path": "sub/../../a.txt", "change": "removed"}));
+    let oversized = [b"data: ".as_slice(), &vec![b'x'; 17 << 20]].concat();
+    let server = Scripted::start(
+        s0.clone(),
+        vec![
+            vec![Step::Send(format!(
+                "event: change\nid: {e1}\ndata: {{not json\n\n"
+            ))],
+            vec![
+                Step::Export(s1.clone()),
+                Step::Send(change_event_with(&e0, &e1, changes)),
+                Step::SendBytes(oversized),
+            ],
+            vec![Step::Send(change_event_with(&e0, &e1, diff(&s0, &s1)))],
+            vec![Step::Send(format!(
+                "event: change\nid: {e0}\ndata: {}\n\n",
+                json!({"from": e1, "etag": e1, "generation": 0, "changes": []})
+            ))],
+        ],
+        None,
+    );
+    let mirror = root.join("mirror");
+    let running = Running::start(&[
+        &server.url(),
+        mirror.to_str().expect("utf-8"),
+        "--watch",
+        "--delete",
+    ]);
+    let wait = Duration::from_secs(20);
+    assert_eq!(running.line(wait)["pull"], "ok");
+    // Malformed data: nothing applied, a full pass finds nothing to do.
+    assert_eq!(running.line(wait), watch_line(&e0, 0, 0, json!([])));
+    assert_eq!(
+        running.line(wait),
+        watch_line(
+            &e1,
+            1,
+            0,
+            json!([
+                {"path": "../escape.txt", "why": "path_refused: `..` path component"},
+                {"path": "/tmp/abs.txt", "why": "path_refused: absolute path"},
+                {"path": "sub/../../a.txt", "why": "path_refused: `..` path component"},
+            ])
+        )
+    );
+    // The oversized line, the event from a listing the mirror left, the id that is not the
+    // event's etag: each a full pass that finds nothing to do.
+    for _ in 0..3 {
+        assert_eq!(running.line(wait), watch_line(&e1, 0, 0, json!([])));
+    }
+    // Reopened from where the mirror is, after a backoff.
+    eventually("the fifth stream", wait, || {
+        server.last_event_ids().len() == 5
+    });
+    running.signal(rustix::process::Signal::INT);
+    let (exit, _, stderr) = running.finish();
+    assert_eq!(exit.code(), Some(0), "stderr: {stderr}");
+    for said in [
+        "a `change` event cannot be applied: not the event's shape",
+        "the stream cannot be read: a line longer than 16777216 bytes",
+        &format!("a `change` event applies to {e0}, not to the mirror's listing"),
+        "a `change` event's id is not its etag",
+    ] {
+        assert!(stderr.contains(said), "{said:?} not in {stderr}");
+    }
+    assert_eq!(mirrored(&mirror), s1);
+    assert!(!root.join("escape.txt").exists());
+    assert_eq!(
+        server.last_event_ids(),
+        [
+            Some(e0.clone()),
+            Some(e0),
+            Some(e1.clone()),
+            Some(e1.clone()),
+            Some(e1)
+        ]
+    );
+}
+
+/// A signal during a watched download lets that file land whole, then ends the watch with
+/// status 0 and no temporary file; a second signal drops the file in flight instead.
+#[test]
+fn a_signal_ends_a_watch_after_the_file_in_flight() {
+    watch_signalled_mid_file(false);
+    watch_signalled_mid_file(true);
+}
+
+fn watch_signalled_mid_file(twice: bool) {
+    let (_dir, root) = scratch();
+    let s0 = files(&[("a.txt", b"a")]);
+    let big: Vec<u8> = (0..4 << 20).map(|i| (i % 253) as u8).collect();
+    let mut s1 = s0.clone();
+    s1.insert("big.bin".into(), big.clone());
+    let go = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = Scripted::start(
+        s0.clone(),
+        vec![vec![
+            Step::Export(s1.clone()),
+            Step::Send(change_event(&s0, &s1)),
+            Step::Hold,
+        ]],
+        Some(Stall {
+            path: "big.bin".into(),
+            first: 1 << 20,
+            go: go.clone(),
+        }),
+    );
+    let mirror = root.join("mirror");
+    let mut running = Running::start(&[&server.url(), mirror.to_str().expect("utf-8"), "--watch"]);
+    assert_eq!(running.line(Duration::from_secs(20))["pull"], "ok");
+    eventually("the big file under way", RUN_TIMEOUT, || {
+        part_files(&mirror)
+            .iter()
+            .any(|part| std::fs::metadata(mirror.join(part)).is_ok_and(|m| m.len() >= 1 << 20))
+    });
+    running.signal(rustix::process::Signal::INT);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        running.child.try_wait().expect("try_wait").is_none(),
+        "the watch waits for the file in flight"
+    );
+    if twice {
+        running.signal(rustix::process::Signal::TERM);
+        let (exit, rest, stderr) = running.finish();
+        go.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(exit.code(), Some(0), "stderr: {stderr}");
+        assert!(
+            rest.is_empty(),
+            "an unfinished batch prints no line: {rest:?}"
+        );
+        assert!(!mirror.join("big.bin").exists());
+    } else {
+        go.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            running.line(Duration::from_secs(20)),
+            watch_line(&etag_of(&s1), 1, 0, json!([]))
+        );
+        let (exit, _, stderr) = running.finish();
+        assert_eq!(exit.code(), Some(0), "stderr: {stderr}");
+        assert_eq!(std::fs::read(mirror.join("big.bin")).expect("landed"), big);
+    }
+    assert_eq!(part_files(&mirror), Vec::<String>::new());
+}
