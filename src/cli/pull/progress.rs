@@ -59,15 +59,15 @@ impl Progress {
         progress
     }
 
-    /// Counts one entry's outcome.
+    /// Counts one entry's outcome; an entry a stop dropped is not done.
     pub(crate) fn done(&self, outcome: &Outcome) {
-        self.done.fetch_add(1, Ordering::Relaxed);
         let counter = match outcome {
             Outcome::Unchanged => &self.unchanged,
             Outcome::Downloaded(_) => &self.downloaded,
             Outcome::Failed(_) => &self.failed,
             Outcome::Stopped => return,
         };
+        self.done.fetch_add(1, Ordering::Relaxed);
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
