@@ -1254,6 +1254,18 @@ fn sigint_and_sigterm_mid_file_remove_the_temporary_file_and_exit_130_and_143() 
                 std::fs::metadata(mirror.join(part)).is_ok_and(|m| m.len() >= 512 << 10)
             })
         });
+        // A second pull into the same DIR meanwhile must not take the temporary file in
+        // flight for a killed run's: the first holds DIR's lock.
+        let in_flight = part_files(&mirror);
+        let empty = Hostile::start(vec![(
+            "/resources/files",
+            vec![Canned::json(200, &listing(vec![], 10))],
+        )]);
+        let beside = pull(&[&empty.url(), mirror.to_str().expect("utf-8")]);
+        assert_eq!(beside.code(), Some(0), "stderr: {}", beside.stderr);
+        assert_eq!(beside.stderr, "", "nothing removed, nothing to say");
+        assert_eq!(part_files(&mirror), in_flight);
+
         running.signal(signal);
         let (exit, stdout, stderr) = running.finish();
         assert_eq!(exit.code(), Some(status), "{signal:?}; stderr: {stderr}");
