@@ -12,10 +12,11 @@
 //!
 //! A dropped stream (closed, broken, silent past the idle limit, not a `200` event stream) is
 //! reopened from the last applied event after a backoff (250 ms doubling to 30 s, back to the
-//! start once an event applies). A `reset`, a `listing` naming another listing than the
-//! mirror's, or an event that cannot be applied (not its shape, a `from` that is not the
-//! mirror's, an `id` that is not its `etag`, a line or event over the limits) leads to a full
-//! pass instead, printed as a watch line with its etag, and the stream is reopened from there.
+//! start once an event applies or after a stream that stayed open a minute). A `reset`, a
+//! `listing` naming another listing than the mirror's, or an event that cannot be applied (not
+//! its shape, a `from` that is not the mirror's, an `id` that is not its `etag`, a line or event
+//! over the limits) leads to a full pass instead, printed as a watch line with its etag, and the
+//! stream is reopened from there after the same backoff.
 //! SIGINT or SIGTERM end the watch once the files in flight have landed; a second signal drops
 //! them (their temporary files with them).
 
@@ -48,6 +49,10 @@ const BACKOFF_FIRST: Duration = Duration::from_millis(250);
 
 /// The longest wait before a stream is reopened.
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// How long a stream must have stayed open for its end to count as the server's usual cut
+/// (D-17.3 ends streams after an hour) rather than a failure: the next wait is the first again.
+const HEALTHY: Duration = Duration::from_secs(60);
 
 /// The waits between attempts to reopen the stream.
 #[derive(Debug)]
@@ -235,6 +240,7 @@ async fn stream(session: &Session, at: &mut At, backoff: &mut Backoff) -> Left {
         return Left::Dropped(StreamError::NotAStream);
     }
     answer.set_idle_timeout(IDLE_FLOOR.max(remote.timeout()));
+    let opened_at = std::time::Instant::now();
     let mut parser = Parser::new(LIMITS);
     let mut events = Vec::new();
     loop {
@@ -245,8 +251,15 @@ async fn stream(session: &Session, at: &mut At, backoff: &mut Backoff) -> Left {
         };
         let chunk = match chunk {
             Ok(Some(chunk)) => chunk,
-            Ok(None) => return Left::Dropped(StreamError::Ended),
-            Err(e) => return Left::Dropped(StreamError::Remote(e)),
+            ended => {
+                if opened_at.elapsed() >= HEALTHY {
+                    backoff.reset();
+                }
+                return Left::Dropped(match ended {
+                    Err(e) => StreamError::Remote(e),
+                    Ok(_) => StreamError::Ended,
+                });
+            }
         };
         if let Err(e) = parser.feed(&chunk, &mut events) {
             return Left::Relist(Reason::Unreadable(e));
