@@ -127,7 +127,7 @@ fn stopped(stop: &Stop, watching: bool) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     crate::cli::log::say!(
-        "pull: {} received; stopped, the download in flight dropped (nothing partial kept)",
+        "pull: {} received; stopped, no partial file kept (a rerun carries on)",
         signal.name()
     );
     ExitCode::from(signal.exit_status())
