@@ -574,6 +574,18 @@ fn listings_that_cannot_be_had_exit_2_and_create_nothing() {
                 .without_length(),
             "longer than the 268435456 bytes a listing may have",
         ),
+        (
+            // D-17.1: the etag is the body's sha256; one naming another body discredits it.
+            Canned::json(200, &listing(vec![], 10)).header(
+                "etag",
+                &format!("\"sha256:{}\"", sha256_hex(b"another body")),
+            ),
+            "its etag is not the sha256 of its body",
+        ),
+        (
+            Canned::json(200, &listing(vec![], 10)).header("etag", "\"sha256:\u{e9}\""),
+            "its etag is not the sha256 of its body",
+        ),
     ] {
         let hostile = Hostile::start(vec![("/resources/files", vec![canned.clone()])]);
         let run = pull(&[&hostile.url(), mirror_arg]);
@@ -673,6 +685,8 @@ fn a_hostile_listing_writes_nothing_outside_dir_and_is_reported_exactly() {
             vec![Canned::json(200, &listing(entries, 10))],
         ),
         ("/resources/files/good.txt", vec![Canned::file(good)]),
+        // A backslash is an ordinary character of a Linux name: `a\b` is one file.
+        ("/resources/files/a%5Cb", vec![Canned::file(good)]),
         (
             "/resources/files/mismatch.txt",
             // Same length and the listed etag, other bytes.
@@ -728,7 +742,6 @@ fn a_hostile_listing_writes_nothing_outside_dir_and_is_reported_exactly() {
         ("../x", "path_refused: `..` path component".to_owned()),
         ("/etc/passwd", "path_refused: absolute path".to_owned()),
         ("a//b", "path_refused: empty path component".to_owned()),
-        ("a\\b", "path_refused: backslash in path".to_owned()),
         ("a\0b", "path_refused: NUL byte in path".to_owned()),
         ("", "path_refused: empty path".to_owned()),
         ("sub/./x", "path_refused: `.` path component".to_owned()),
@@ -779,14 +792,15 @@ fn a_hostile_listing_writes_nothing_outside_dir_and_is_reported_exactly() {
         .collect();
     assert_eq!(
         run.summary(),
-        json!({"pull": "partial", "listed": 22, "downloaded": 3, "unchanged": 0, "deleted": 0,
-               "failed": failed, "bytes": 4 + 7 + 4})
+        json!({"pull": "partial", "listed": 22, "downloaded": 4, "unchanged": 0, "deleted": 0,
+               "failed": failed, "bytes": 4 + 4 + 7 + 4})
     );
 
-    // Nothing outside DIR changed; DIR holds exactly the three good files and the old link.
+    // Nothing outside DIR changed; DIR holds exactly the four good files and the old link.
     assert_eq!(snapshot(&outside), before_outside);
     let inside: BTreeMap<String, String> = [
         ("good.txt", "file good".to_owned()),
+        ("a\\b", "file good".to_owned()),
         ("planted.txt", "file planted".to_owned()),
         ("nested", "dir".to_owned()),
         ("nested/deep", "dir".to_owned()),
@@ -810,6 +824,7 @@ fn a_hostile_listing_writes_nothing_outside_dir_and_is_reported_exactly() {
         "/resources/files",
         "/resources/files",
         "/resources/files/good.txt",
+        "/resources/files/a%5Cb",
         "/resources/files/planted.txt",
         "/resources/files/nested/deep/ok.txt",
         "/resources/files/redirect.txt",
@@ -845,7 +860,7 @@ fn a_hostile_listing_writes_nothing_outside_dir_and_is_reported_exactly() {
             &summary["unchanged"],
             &summary["bytes"]
         ),
-        (&json!(0), &json!(3), &json!(0))
+        (&json!(0), &json!(4), &json!(0))
     );
 }
 
@@ -1019,4 +1034,824 @@ fn https_is_verified_against_the_given_ca() {
                "failed": [], "bytes": body.len()})
     );
     assert_eq!(std::fs::read(mirror.join("t.txt")).expect("read"), body);
+}
+
+// =============================================================================================
+// Names, signals and what a killed run leaves (D-16.1)
+// =============================================================================================
+
+#[test]
+fn a_backslash_is_an_ordinary_character_and_a_clean_second_run_exits_0() {
+    let (_dir, root) = scratch();
+    let files: Vec<(&str, &[u8])> = vec![
+        ("back\\slash.txt", b"back"),
+        ("dir\\name/in\\side.txt", b"inside"),
+        ("..\\up.txt", b"not a parent"),
+        ("plain.txt", b"plain"),
+    ];
+    for (path, bytes) in &files {
+        write(&root.join("wd/out").join(path), bytes);
+    }
+    let serve = serve(&root, FILES_MANIFEST);
+    let mirror = root.join("mirror");
+    let mirror_arg = mirror.to_str().expect("utf-8 path");
+    let total: usize = files.iter().map(|(_, b)| b.len()).sum();
+
+    let first = pull(&[serve.url(), mirror_arg]);
+    assert_eq!(first.code(), Some(0), "stderr: {}", first.stderr);
+    assert_eq!(
+        first.summary(),
+        json!({"pull": "ok", "listed": 4, "downloaded": 4, "unchanged": 0, "deleted": 0,
+               "failed": [], "bytes": total})
+    );
+    assert_eq!(snapshot(&mirror), snapshot(&root.join("wd/out")));
+    assert_eq!(
+        std::fs::read(mirror.join("back\\slash.txt")).expect("landed under its own name"),
+        b"back"
+    );
+
+    let second = pull(&[serve.url(), mirror_arg, "--delete"]);
+    assert_eq!(second.code(), Some(0), "stderr: {}", second.stderr);
+    assert_eq!(
+        second.summary(),
+        json!({"pull": "ok", "listed": 4, "downloaded": 0, "unchanged": 4, "deleted": 0,
+               "failed": [], "bytes": 0})
+    );
+    assert_eq!(snapshot(&mirror), snapshot(&root.join("wd/out")));
+}
+
+/// A server whose listing names one file of `size` bytes, whose body it sends `first` bytes of
+/// and then holds the connection open without another byte for up to a minute. The body
+/// matches nothing, so a file could never land from it.
+fn stalling_server(size: usize, first: usize) -> Hostile {
+    let body = vec![b's'; size];
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let thread_log = log.clone();
+    let listing_body = listing(vec![listed("big.bin", &body)], 1 << 30).to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let Some(target) = read_head(&mut stream) else {
+                continue;
+            };
+            thread_log.lock().expect("log").push(target.clone());
+            let listing_body = listing_body.clone();
+            std::thread::spawn(move || {
+                if target == "/resources/files" {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{listing_body}",
+                        listing_body.len()
+                    );
+                } else {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nconnection: close\r\netag: \"sha256:{}\"\r\ncontent-length: {size}\r\n\r\n",
+                        sha256_hex(&vec![b's'; size])
+                    );
+                    let _ = stream.write_all(&vec![b's'; first]);
+                    let _ = stream.flush();
+                    std::thread::sleep(Duration::from_secs(60));
+                }
+            });
+        }
+    });
+    Hostile { port, log }
+}
+
+/// Reads a request's head; its target.
+fn read_head(stream: &mut impl Read) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+        if head.len() > 64 * 1024 {
+            return None;
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    head.split(' ').nth(1).map(str::to_owned)
+}
+
+/// Every path beneath `dir` whose last name ends in `.pull-part`.
+fn part_files(dir: &Path) -> Vec<String> {
+    snapshot(dir)
+        .into_keys()
+        .filter(|path| path.ends_with(".pull-part"))
+        .collect()
+}
+
+/// A pull started in the background, its output read as it comes.
+struct Running {
+    child: std::process::Child,
+    stdout: std::sync::mpsc::Receiver<String>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Running {
+    fn start(args: &[&str]) -> Running {
+        let mut child = Command::new(BIN)
+            .arg("pull")
+            .args(args)
+            .env_remove("RESOURCE_PLANE_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn pull");
+        let out = child.stdout.take().expect("stdout");
+        let (send, stdout) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { return };
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut err = child.stderr.take().expect("stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = err.read_to_string(&mut text);
+            text
+        });
+        Running {
+            child,
+            stdout,
+            stderr: Some(stderr),
+        }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), signal)
+            .expect("kill(2)");
+    }
+
+    /// The next stdout line, parsed, within `timeout`.
+    fn line(&self, timeout: Duration) -> Value {
+        let line = self
+            .stdout
+            .recv_timeout(timeout)
+            .unwrap_or_else(|e| panic!("no stdout line within {timeout:?}: {e}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
+    }
+
+    /// Waits for the end (within [`RUN_TIMEOUT`]): the status, the stdout lines not yet read,
+    /// and stderr.
+    fn finish(mut self) -> (std::process::ExitStatus, Vec<String>, String) {
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the pull did not end within {RUN_TIMEOUT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let rest: Vec<String> = self.stdout.iter().collect();
+        let stderr = self.stderr.take().expect("stderr reader");
+        (status, rest, stderr.join().expect("stderr reader"))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until `ready` holds, polling, within `timeout`.
+fn eventually(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGINT and SIGTERM in the middle of a file: the run ends with the shell's status for the
+/// signal, prints no summary, and leaves neither the file nor its temporary file.
+#[test]
+fn sigint_and_sigterm_mid_file_remove_the_temporary_file_and_exit_130_and_143() {
+    use rustix::process::Signal;
+    for (signal, status) in [(Signal::INT, 130), (Signal::TERM, 143)] {
+        let (_dir, root) = scratch();
+        let server = stalling_server(8 << 20, 512 << 10);
+        let mirror = root.join("mirror");
+        let running = Running::start(&[&server.url(), mirror.to_str().expect("utf-8")]);
+        // The download is under way once its temporary file holds the bytes sent so far.
+        eventually("a temporary file with bytes", RUN_TIMEOUT, || {
+            part_files(&mirror).iter().any(|part| {
+                std::fs::metadata(mirror.join(part)).is_ok_and(|m| m.len() >= 512 << 10)
+            })
+        });
+        // A second pull into the same DIR meanwhile must not take the temporary file in
+        // flight for a killed run's: the first holds DIR's lock.
+        let in_flight = part_files(&mirror);
+        let empty = Hostile::start(vec![(
+            "/resources/files",
+            vec![Canned::json(200, &listing(vec![], 10))],
+        )]);
+        let beside = pull(&[&empty.url(), mirror.to_str().expect("utf-8")]);
+        assert_eq!(beside.code(), Some(0), "stderr: {}", beside.stderr);
+        assert_eq!(beside.stderr, "", "nothing removed, nothing to say");
+        assert_eq!(part_files(&mirror), in_flight);
+
+        running.signal(signal);
+        let (exit, stdout, stderr) = running.finish();
+        assert_eq!(exit.code(), Some(status), "{signal:?}; stderr: {stderr}");
+        assert!(stdout.is_empty(), "no summary after a stop: {stdout:?}");
+        assert!(stderr.contains("received; stopped"), "{signal:?}: {stderr}");
+        assert_eq!(part_files(&mirror), Vec::<String>::new(), "{signal:?}");
+        assert!(!mirror.join("big.bin").exists());
+    }
+}
+
+/// A killed run (SIGKILL, no chance to clean) leaves its temporary file; the next run removes
+/// such files of its exact naming, wherever they are beneath DIR, and nothing else: a file
+/// that merely resembles one, or one the export itself holds, stays.
+#[test]
+fn the_next_run_removes_what_a_killed_run_left_and_nothing_else() {
+    let (_dir, root) = scratch();
+    let mirror = root.join("mirror");
+    let server = stalling_server(8 << 20, 256 << 10);
+    let running = Running::start(&[&server.url(), mirror.to_str().expect("utf-8")]);
+    eventually("a temporary file", RUN_TIMEOUT, || {
+        !part_files(&mirror).is_empty()
+    });
+    running.signal(rustix::process::Signal::KILL);
+    let (exit, _, _) = running.finish();
+    assert_eq!(exit.code(), None, "killed");
+    let left = part_files(&mirror);
+    assert_eq!(left.len(), 1, "the killed run's part file: {left:?}");
+
+    // More of the same naming beneath DIR, and near misses that are not ours.
+    let hex = "0123456789abcdef0123456789abcdef";
+    let ours = format!("sub/.{hex}.pull-part");
+    write(&mirror.join(&ours), b"left by a killed run");
+    let near = [
+        format!(".{}.pull-part", hex.to_uppercase()),
+        format!(".{}.pull-part", &hex[1..]),
+        format!(".{hex}0.pull-part"),
+        format!(".{hex}.pull-part.bak"),
+        format!("{hex}.pull-part"),
+        "notes.pull-part".to_owned(),
+    ];
+    for name in &near {
+        write(&mirror.join(name), b"mine");
+    }
+    let listed_part = format!("sub/.{}.pull-part", "f".repeat(32));
+    write(&root.join("wd/out/a.txt"), b"a");
+    write(&root.join("wd/out").join(&listed_part), b"the export's own");
+    let serve = serve(&root, FILES_MANIFEST);
+
+    let run = pull(&[serve.url(), mirror.to_str().expect("utf-8")]);
+    assert_eq!(run.code(), Some(0), "stderr: {}", run.stderr);
+    assert_eq!(
+        run.summary(),
+        json!({"pull": "ok", "listed": 2, "downloaded": 2, "unchanged": 0, "deleted": 0,
+               "failed": [], "bytes": 1 + 16})
+    );
+    assert!(
+        run.stderr
+            .contains("removed 2 temporary file(s) an interrupted run left in DIR"),
+        "{}",
+        run.stderr
+    );
+    let mut expected: Vec<String> = near
+        .iter()
+        .filter(|name| name.ends_with(".pull-part"))
+        .cloned()
+        .collect();
+    expected.push(listed_part.clone());
+    expected.sort();
+    assert_eq!(part_files(&mirror), expected);
+    for name in &near {
+        assert_eq!(std::fs::read(mirror.join(name)).expect("kept"), b"mine");
+    }
+
+    // The export's own file of that naming is mirrored, not taken for a leftover.
+    let again = pull(&[serve.url(), mirror.to_str().expect("utf-8")]);
+    assert_eq!(again.code(), Some(0), "stderr: {}", again.stderr);
+    assert_eq!(
+        again.summary(),
+        json!({"pull": "ok", "listed": 2, "downloaded": 0, "unchanged": 2, "deleted": 0,
+               "failed": [], "bytes": 0})
+    );
+    assert_eq!(again.stderr, "");
+}
+
+// =============================================================================================
+// --watch against a scripted watch stream (D-17.3)
+// =============================================================================================
+
+type Files = BTreeMap<String, Vec<u8>>;
+
+fn files(entries: &[(&str, &[u8])]) -> Files {
+    entries
+        .iter()
+        .map(|(path, bytes)| ((*path).to_owned(), bytes.to_vec()))
+        .collect()
+}
+
+/// The listing body `serve` would send for `files`, and its etag (`"sha256:<body's hash>"`).
+fn listing_of(files: &Files) -> (String, String) {
+    let entries: Vec<Value> = files
+        .iter()
+        .map(|(path, bytes)| listed(path, bytes))
+        .collect();
+    let body = listing(entries, 1 << 30).to_string();
+    let etag = format!("\"sha256:{}\"", sha256_hex(body.as_bytes()));
+    (body, etag)
+}
+
+fn etag_of(files: &Files) -> String {
+    listing_of(files).1
+}
+
+/// The changes from `before` to `after`, sorted by path, as D-17.3 writes them.
+fn diff(before: &Files, after: &Files) -> Vec<Value> {
+    let mut paths: Vec<&String> = before.keys().chain(after.keys()).collect();
+    paths.sort();
+    paths.dedup();
+    paths
+        .into_iter()
+        .filter_map(|path| match (before.get(path), after.get(path)) {
+            (None, Some(bytes)) => Some(change(path, "added", bytes)),
+            (Some(old), Some(new)) if old != new => Some(change(path, "modified", new)),
+            (Some(_), None) => Some(json!({"path": path, "change": "removed"})),
+            _ => None,
+        })
+        .collect()
+}
+
+fn change(path: &str, kind: &str, bytes: &[u8]) -> Value {
+    let mut entry = listed(path, bytes);
+    entry["change"] = json!(kind);
+    entry
+}
+
+/// A `change` event from the listing of `before` to that of `after`.
+fn change_event(before: &Files, after: &Files) -> String {
+    change_event_with(&etag_of(before), &etag_of(after), diff(before, after))
+}
+
+fn change_event_with(from: &str, to: &str, changes: Vec<Value>) -> String {
+    let data = json!({"from": from, "etag": to, "generation": 0, "changes": changes});
+    format!("event: change\nid: {to}\ndata: {data}\n\n")
+}
+
+/// One step of a scripted watch stream.
+enum Step {
+    /// The export becomes these files (listing and reads answer from them from now on).
+    Export(Files),
+    /// Bytes sent on the stream.
+    Send(String),
+    /// Many bytes sent on the stream.
+    SendBytes(Vec<u8>),
+    /// The stream stays open, silent, until the client leaves (or a minute passes).
+    Hold,
+}
+
+/// A file read that stalls after `first` bytes until `go` is set.
+struct Stall {
+    path: String,
+    first: usize,
+    go: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A capsule whose export the test sets and whose watch streams it scripts: one script per
+/// watch request, in order (a request past the last script gets a silent held stream). It
+/// records every request target and each watch request's `Last-Event-ID`.
+struct Scripted {
+    port: u16,
+    log: Arc<Mutex<Vec<String>>>,
+    last_event_ids: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl Scripted {
+    fn start(export: Files, scripts: Vec<Vec<Step>>, stall: Option<Stall>) -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let export = Arc::new(Mutex::new(export));
+        let scripts = Arc::new(Mutex::new(
+            scripts
+                .into_iter()
+                .collect::<std::collections::VecDeque<_>>(),
+        ));
+        let stall = Arc::new(stall);
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let ids: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let (thread_log, thread_ids) = (log.clone(), ids.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let Some((target, headers)) = read_request(&mut stream) else {
+                    continue;
+                };
+                thread_log.lock().expect("log").push(target.clone());
+                let (export, stall) = (export.clone(), stall.clone());
+                if target == "/resources/files?watch=1" {
+                    thread_ids
+                        .lock()
+                        .expect("ids")
+                        .push(headers.get("last-event-id").cloned());
+                    let script = scripts.lock().expect("scripts").pop_front();
+                    std::thread::spawn(move || {
+                        play(stream, script.unwrap_or_else(|| vec![Step::Hold]), &export);
+                    });
+                } else {
+                    std::thread::spawn(move || serve_export(stream, &target, &export, &stall));
+                }
+            }
+        });
+        Scripted {
+            port,
+            log,
+            last_event_ids: ids,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn listings(&self) -> usize {
+        let log = self.log.lock().expect("log");
+        log.iter().filter(|t| *t == "/resources/files").count()
+    }
+
+    fn last_event_ids(&self) -> Vec<Option<String>> {
+        self.last_event_ids.lock().expect("ids").clone()
+    }
+}
+
+/// A request's target and headers (names lowercased).
+fn read_request(stream: &mut impl Read) -> Option<(String, HashMap<String, String>)> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = head.split("\r\n");
+    let target = lines.next()?.split(' ').nth(1)?.to_owned();
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    Some((target, headers))
+}
+
+fn play(mut stream: TcpStream, script: Vec<Step>, export: &Mutex<Files>) {
+    let _ = stream.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-store\r\nconnection: close\r\n\r\n",
+    );
+    for step in script {
+        let sent = match step {
+            Step::Export(files) => {
+                *export.lock().expect("export") = files;
+                Ok(())
+            }
+            Step::Send(text) => stream.write_all(text.as_bytes()),
+            Step::SendBytes(bytes) => stream.write_all(&bytes),
+            Step::Hold => {
+                // Until the client closes its end (a read sees the end) or a minute passes.
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+                let _ = stream.read(&mut [0u8; 1]);
+                return;
+            }
+        };
+        if sent.is_err() {
+            return;
+        }
+        let _ = stream.flush();
+    }
+}
+
+fn serve_export(mut stream: TcpStream, target: &str, export: &Mutex<Files>, stall: &Option<Stall>) {
+    let files = export.lock().expect("export").clone();
+    if target == "/resources/files" {
+        let (body, etag) = listing_of(&files);
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-type: application/json\r\netag: {etag}\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        return;
+    }
+    let path = target.strip_prefix("/resources/files/").unwrap_or_default();
+    let Some(bytes) = files.get(path) else {
+        let _ = stream
+            .write_all(b"HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+        return;
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nconnection: close\r\netag: \"sha256:{}\"\r\ncontent-length: {}\r\n\r\n",
+        sha256_hex(bytes),
+        bytes.len()
+    );
+    let mut rest = bytes.as_slice();
+    if let Some(stall) = stall.as_ref().filter(|s| s.path == path) {
+        let _ = stream.write_all(&rest[..stall.first]);
+        let _ = stream.flush();
+        rest = &rest[stall.first..];
+        while !stall.go.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let _ = stream.write_all(rest);
+}
+
+/// What the mirror holds, as `Files` (regular files only; no directory may be empty).
+fn mirrored(dir: &Path) -> Files {
+    snapshot(dir)
+        .into_iter()
+        .filter_map(|(path, what)| {
+            let bytes = what.strip_prefix("file ")?;
+            Some((path, bytes.as_bytes().to_vec()))
+        })
+        .collect()
+}
+
+fn watch_line(etag: &str, downloaded: u64, deleted: u64, failed: Value) -> Value {
+    json!({"watch": etag, "downloaded": downloaded, "deleted": deleted, "failed": failed})
+}
+
+/// The mirror follows changes, resumes a dropped stream from the last event it applied (a
+/// half-sent event is not applied), lists again on `reset`, not on a `listing` event naming
+/// its own listing, and ends with status 0 on SIGTERM.
+#[test]
+fn watch_applies_changes_resumes_after_a_drop_and_lists_again_on_reset() {
+    let (_dir, root) = scratch();
+    let s0 = files(&[("a.txt", b"one"), ("old.txt", b"old")]);
+    let s1 = files(&[("a.txt", b"two"), ("b/c.txt", b"see"), ("old.txt", b"old")]);
+    let s2 = files(&[("a.txt", b"two"), ("b/c.txt", b"see"), ("d.txt", b"dee")]);
+    let never = files(&[("a.txt", b"never applied")]);
+    let s3 = files(&[("a.txt", b"three"), ("d.txt", b"dee"), ("e.txt", b"e")]);
+    let s4 = files(&[
+        ("a.txt", b"three"),
+        ("d.txt", b"dee"),
+        ("e.txt", b"e"),
+        ("f/g.txt", b"gee"),
+    ]);
+    let s5 = files(&[("f/g.txt", b"gee")]);
+    let e5 = etag_of(&s5);
+    let half = change_event(&s2, &never);
+    let half = half[..half.len() / 2].to_owned();
+    let (e0, e1, e2, e3, e4) = (
+        etag_of(&s0),
+        etag_of(&s1),
+        etag_of(&s2),
+        etag_of(&s3),
+        etag_of(&s4),
+    );
+    let server = Scripted::start(
+        s0.clone(),
+        vec![
+            vec![
+                Step::Send(": keep-alive\n\n".into()),
+                Step::Export(s1.clone()),
+                Step::Send(change_event(&s0, &s1)),
+                Step::Export(s2.clone()),
+                Step::Send(change_event(&s1, &s2)),
+                Step::Send(half),
+            ],
+            vec![
+                Step::Export(s3.clone()),
+                Step::Send(format!("event: reset\ndata: {}\n\n", json!({"etag": e3}))),
+                Step::Hold,
+            ],
+            vec![
+                Step::Send(format!(
+                    "event: listing\nid: {e3}\ndata: {}\n\n",
+                    json!({"etag": e3, "entry_count": 3})
+                )),
+                Step::Export(s4.clone()),
+                Step::Send(change_event(&s3, &s4)),
+                // A listing event naming another listing: no resume is possible from it.
+                Step::Export(s5.clone()),
+                Step::Send(format!(
+                    "event: listing\nid: {e5}\ndata: {}\n\n",
+                    json!({"etag": e5, "entry_count": 1})
+                )),
+                Step::Hold,
+            ],
+        ],
+        None,
+    );
+    let mirror = root.join("mirror");
+    let running = Running::start(&[
+        &server.url(),
+        mirror.to_str().expect("utf-8"),
+        "--watch",
+        "--delete",
+    ]);
+    let wait = Duration::from_secs(20);
+    assert_eq!(
+        running.line(wait),
+        json!({"pull": "ok", "listed": 2, "downloaded": 2, "unchanged": 0, "deleted": 0,
+               "failed": [], "bytes": 6})
+    );
+    assert_eq!(running.line(wait), watch_line(&e1, 2, 0, json!([])));
+    assert_eq!(running.line(wait), watch_line(&e2, 1, 1, json!([])));
+    // The reset's full pass: a.txt and e.txt fetched, b/c.txt deleted, d.txt unchanged.
+    assert_eq!(running.line(wait), watch_line(&e3, 2, 1, json!([])));
+    assert_eq!(running.line(wait), watch_line(&e4, 1, 0, json!([])));
+    assert_eq!(running.line(wait), watch_line(&e5, 0, 3, json!([])));
+    assert_eq!(mirrored(&mirror), s5);
+    eventually("the fourth stream", wait, || {
+        server.last_event_ids().len() == 4
+    });
+    assert_eq!(
+        server.last_event_ids(),
+        [Some(e0), Some(e2), Some(e3), Some(e5)],
+        "each stream opened from the last listing the mirror reached"
+    );
+    assert_eq!(
+        server.listings(),
+        3,
+        "the first pass, the reset's and the other listing's; none for its own listing"
+    );
+
+    running.signal(rustix::process::Signal::TERM);
+    let (exit, rest, stderr) = running.finish();
+    assert_eq!(exit.code(), Some(0), "stderr: {stderr}");
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(
+        stderr.contains("SIGTERM received; the watch ended"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("reset"), "{stderr}");
+    assert_eq!(part_files(&mirror), Vec::<String>::new());
+}
+
+/// Hostile events are refused without writing outside DIR: malformed data and an event from
+/// another listing lead to a full pass, paths escaping DIR are refused alone, and a line past
+/// the limit is not buffered.
+#[test]
+fn watch_refuses_hostile_events_cleanly() {
+    let (_dir, root) = scratch();
+    let s0 = files(&[("a.txt", b"a")]);
+    let s1 = files(&[("a.txt", b"a"), ("ok.txt", b"ok")]);
+    let (e0, e1) = (etag_of(&s0), etag_of(&s1));
+    let evil = b"evil".as_slice();
+    let mut changes = diff(&s0, &s1);
+    changes.push(change("../escape.txt", "added", evil));
+    changes.push(change("/tmp/abs.txt", "modified", evil));
+    changes.push(json!({"path": "sub/../../a.txt", "change": "removed"}));
+    let oversized = [b"data: ".as_slice(), &vec![b'x'; 17 << 20]].concat();
+    let server = Scripted::start(
+        s0.clone(),
+        vec![
+            vec![Step::Send(format!(
+                "event: change\nid: {e1}\ndata: {{not json\n\n"
+            ))],
+            vec![
+                Step::Export(s1.clone()),
+                Step::Send(change_event_with(&e0, &e1, changes)),
+                Step::SendBytes(oversized),
+            ],
+            vec![Step::Send(change_event_with(&e0, &e1, diff(&s0, &s1)))],
+            vec![Step::Send(format!(
+                "event: change\nid: {e0}\ndata: {}\n\n",
+                json!({"from": e1, "etag": e1, "generation": 0, "changes": []})
+            ))],
+        ],
+        None,
+    );
+    let mirror = root.join("mirror");
+    let running = Running::start(&[
+        &server.url(),
+        mirror.to_str().expect("utf-8"),
+        "--watch",
+        "--delete",
+    ]);
+    let wait = Duration::from_secs(20);
+    assert_eq!(running.line(wait)["pull"], "ok");
+    // Malformed data: nothing applied, a full pass finds nothing to do.
+    assert_eq!(running.line(wait), watch_line(&e0, 0, 0, json!([])));
+    assert_eq!(
+        running.line(wait),
+        watch_line(
+            &e1,
+            1,
+            0,
+            json!([
+                {"path": "../escape.txt", "why": "path_refused: `..` path component"},
+                {"path": "/tmp/abs.txt", "why": "path_refused: absolute path"},
+                {"path": "sub/../../a.txt", "why": "path_refused: `..` path component"},
+            ])
+        )
+    );
+    // The oversized line, the event from a listing the mirror left, the id that is not the
+    // event's etag: each a full pass that finds nothing to do.
+    for _ in 0..3 {
+        assert_eq!(running.line(wait), watch_line(&e1, 0, 0, json!([])));
+    }
+    // Reopened from where the mirror is, after a backoff.
+    eventually("the fifth stream", wait, || {
+        server.last_event_ids().len() == 5
+    });
+    running.signal(rustix::process::Signal::INT);
+    let (exit, _, stderr) = running.finish();
+    assert_eq!(exit.code(), Some(0), "stderr: {stderr}");
+    for said in [
+        "a `change` event cannot be applied: not the event's shape",
+        "the stream cannot be read: a line longer than 16777216 bytes",
+        &format!("a `change` event applies to {e0}, not to the mirror's listing"),
+        "a `change` event's id is not its etag",
+    ] {
+        assert!(stderr.contains(said), "{said:?} not in {stderr}");
+    }
+    assert_eq!(mirrored(&mirror), s1);
+    assert!(!root.join("escape.txt").exists());
+    assert_eq!(
+        server.last_event_ids(),
+        [
+            Some(e0.clone()),
+            Some(e0),
+            Some(e1.clone()),
+            Some(e1.clone()),
+            Some(e1)
+        ]
+    );
+}
+
+/// A signal during a watched download lets that file land whole, then ends the watch with
+/// status 0 and no temporary file; a second signal drops the file in flight instead.
+#[test]
+fn a_signal_ends_a_watch_after_the_file_in_flight() {
+    watch_signalled_mid_file(false);
+    watch_signalled_mid_file(true);
+}
+
+fn watch_signalled_mid_file(twice: bool) {
+    let (_dir, root) = scratch();
+    let s0 = files(&[("a.txt", b"a")]);
+    let big: Vec<u8> = (0..4 << 20).map(|i| (i % 253) as u8).collect();
+    let mut s1 = s0.clone();
+    s1.insert("big.bin".into(), big.clone());
+    let go = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = Scripted::start(
+        s0.clone(),
+        vec![vec![
+            Step::Export(s1.clone()),
+            Step::Send(change_event(&s0, &s1)),
+            Step::Hold,
+        ]],
+        Some(Stall {
+            path: "big.bin".into(),
+            first: 1 << 20,
+            go: go.clone(),
+        }),
+    );
+    let mirror = root.join("mirror");
+    let mut running = Running::start(&[&server.url(), mirror.to_str().expect("utf-8"), "--watch"]);
+    assert_eq!(running.line(Duration::from_secs(20))["pull"], "ok");
+    eventually("the big file under way", RUN_TIMEOUT, || {
+        part_files(&mirror)
+            .iter()
+            .any(|part| std::fs::metadata(mirror.join(part)).is_ok_and(|m| m.len() >= 1 << 20))
+    });
+    running.signal(rustix::process::Signal::INT);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        running.child.try_wait().expect("try_wait").is_none(),
+        "the watch waits for the file in flight"
+    );
+    if twice {
+        running.signal(rustix::process::Signal::TERM);
+        let (exit, rest, stderr) = running.finish();
+        go.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(exit.code(), Some(0), "stderr: {stderr}");
+        assert!(
+            rest.is_empty(),
+            "an unfinished batch prints no line: {rest:?}"
+        );
+        assert!(!mirror.join("big.bin").exists());
+    } else {
+        go.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            running.line(Duration::from_secs(20)),
+            watch_line(&etag_of(&s1), 1, 0, json!([]))
+        );
+        let (exit, _, stderr) = running.finish();
+        assert_eq!(exit.code(), Some(0), "stderr: {stderr}");
+        assert_eq!(std::fs::read(mirror.join("big.bin")).expect("landed"), big);
+    }
+    assert_eq!(part_files(&mirror), Vec::<String>::new());
 }

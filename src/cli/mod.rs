@@ -54,7 +54,10 @@ enum Command {
     Check(check::CheckArgs),
     /// Run two capsules on loopback and exercise every step of the product.
     Demo,
-    /// Mirror a capsule's operator plane into a local directory.
+    /// Mirror a capsule's operator plane into a local directory; with --watch, keep it current.
+    ///
+    /// Exits 0 when nothing failed, 1 when something did, 2 when the listing cannot be had or
+    /// DIR cannot be used, 130 or 143 when SIGINT or SIGTERM stopped it (a watch ends with 0).
     Pull(pull::PullArgs),
 }
 

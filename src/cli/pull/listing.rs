@@ -23,8 +23,9 @@ pub(crate) const LISTING_MAX_BYTES: u64 = 256 * 1024 * 1024;
 const NAME_MAX: usize = 255;
 
 /// A listed path whose every component is a plain name: non-empty, not `.` or `..`, at most
-/// [`NAME_MAX`] bytes, with no `/`, NUL or backslash. Only [`check_path`] builds one, so a
-/// value of this type can be opened component by component beneath the mirror directory.
+/// [`NAME_MAX`] bytes, with no `/`, NUL or other path separator of the local system. Only
+/// [`check_path`] builds one, so a value of this type can be opened component by component
+/// beneath the mirror directory.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct EntryPath(String);
 
@@ -46,11 +47,20 @@ impl fmt::Display for EntryPath {
     }
 }
 
+/// Whether `c` separates path components on this system although it is not the listing's
+/// `/`. A backslash is an ordinary character in a Linux or other Unix file name, so a name
+/// holding one lands as it is; on a system where a backslash separates paths (Windows), the
+/// name would reach outside its component and is refused.
+fn is_local_separator(c: char) -> bool {
+    c != '/' && std::path::is_separator(c)
+}
+
 /// Why a listed path is refused: the text after `path_refused: ` in the run's `failed` list.
 ///
 /// # Errors
-/// The first rule `path` breaks, checked in this order: empty, absolute, NUL, backslash, an
-/// empty, `.` or `..` component, a component longer than 255 bytes.
+/// The first rule `path` breaks, checked in this order: empty, absolute, NUL, a path separator
+/// of the local system other than `/` (none on Unix; the backslash on Windows), an empty, `.`
+/// or `..` component, a component longer than 255 bytes.
 pub(crate) fn check_path(path: &str) -> Result<EntryPath, &'static str> {
     if path.is_empty() {
         return Err("empty path");
@@ -61,8 +71,8 @@ pub(crate) fn check_path(path: &str) -> Result<EntryPath, &'static str> {
     if path.contains('\0') {
         return Err("NUL byte in path");
     }
-    if path.contains('\\') {
-        return Err("backslash in path");
+    if path.chars().any(is_local_separator) {
+        return Err("a path separator of this system in a name");
     }
     for component in path.split('/') {
         match component {
@@ -133,17 +143,18 @@ struct RawListing {
     max_bytes: Option<u64>,
 }
 
-/// An entry's shape: only `path` is typed here, so that an entry with a usable path and a bad
-/// field is refused alone, by that path.
+/// An entry's shape (a listing's, or an added or modified file of a watch event's): only
+/// `path` is typed here, so that an entry with a usable path and a bad field is refused alone,
+/// by that path.
 #[derive(Deserialize)]
-struct RawEntry {
-    path: String,
+pub(crate) struct RawEntry {
+    pub(crate) path: String,
     #[serde(default)]
-    size_bytes: Value,
+    pub(crate) size_bytes: Value,
     #[serde(default)]
-    mtime_ms: Value,
+    pub(crate) mtime_ms: Value,
     #[serde(default)]
-    sha256: Value,
+    pub(crate) sha256: Value,
 }
 
 fn is_sha256_hex(text: &str) -> bool {
@@ -151,7 +162,11 @@ fn is_sha256_hex(text: &str) -> bool {
 }
 
 /// Judges one entry's fields other than collisions.
-fn judge(raw: RawEntry) -> Result<Entry, Refused> {
+///
+/// # Errors
+/// [`Refused`] by the path rules of [`check_path`] (`path_refused`), then by the field types
+/// (`malformed_entry`).
+pub(crate) fn judge(raw: RawEntry) -> Result<Entry, Refused> {
     let refuse = |code: &str, text: &str| Refused {
         path: raw.path.clone(),
         why: format!("{code}: {text}"),
@@ -306,6 +321,35 @@ mod tests {
         assert_eq!(path.components().collect::<Vec<_>>(), ["a", "b", "c"]);
     }
 
+    /// A backslash is an ordinary character of a Unix name: `back\slash.txt` is one file in
+    /// the mirror's root, and `..\x` one name beginning with two dots, never a parent.
+    #[cfg(unix)]
+    #[test]
+    fn backslashes_are_ordinary_characters_on_unix() {
+        for (path, components) in [
+            ("back\\slash.txt", vec!["back\\slash.txt"]),
+            ("..\\x", vec!["..\\x"]),
+            ("C:\\x", vec!["C:\\x"]),
+            ("a\\/b\\", vec!["a\\", "b\\"]),
+            ("\\", vec!["\\"]),
+        ] {
+            let checked = check_path(path).unwrap_or_else(|why| panic!("{path:?}: {why}"));
+            assert_eq!(checked.components().collect::<Vec<_>>(), components);
+        }
+    }
+
+    /// Where a backslash separates paths, a name holding one would escape its component.
+    #[cfg(windows)]
+    #[test]
+    fn backslashes_are_refused_where_they_separate_paths() {
+        for path in ["a\\b", "..\\x", "C:\\x"] {
+            assert_eq!(
+                check_path(path),
+                Err("a path separator of this system in a name")
+            );
+        }
+    }
+
     #[test]
     fn hostile_paths_are_refused_with_their_rule() {
         for (path, why) in [
@@ -313,9 +357,6 @@ mod tests {
             ("/etc/passwd", "absolute path"),
             ("/", "absolute path"),
             ("a\0b", "NUL byte in path"),
-            ("a\\b", "backslash in path"),
-            ("..\\x", "backslash in path"),
-            ("C:\\x", "backslash in path"),
             ("a//b", "empty path component"),
             ("a/", "empty path component"),
             ("./a", "`.` path component"),
@@ -354,12 +395,11 @@ mod tests {
             entry("../x"),
             entry("/etc/passwd"),
             entry("a//b"),
-            entry("a\\b"),
             entry("a\0b"),
             entry(""),
             entry("ok.txt"),
         ]);
-        assert_eq!(l.listed, 7);
+        assert_eq!(l.listed, 6);
         assert_eq!(accepted(&l), ["ok.txt"]);
         assert_eq!(
             refused(&l),
@@ -367,7 +407,6 @@ mod tests {
                 ("../x", "path_refused: `..` path component"),
                 ("/etc/passwd", "path_refused: absolute path"),
                 ("a//b", "path_refused: empty path component"),
-                ("a\\b", "path_refused: backslash in path"),
                 ("a\0b", "path_refused: NUL byte in path"),
                 ("", "path_refused: empty path"),
             ]

@@ -26,10 +26,25 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::CLOEXEC);
 
-/// The suffix of the pull's temporary files (`.<32 hex>.pull-part`); a run that dies leaves
-/// at most one per download in flight, which the next `--delete` removes like any file the
-/// listing does not name.
+/// The suffix of the pull's temporary files, named `.<32 lowercase hex>.pull-part`
+/// ([`is_temp_name`]). A run that is killed leaves at most one per download in flight; the
+/// next run that holds the directory alone removes them ([`MirrorDir::stale_parts`]).
 const TEMP_SUFFIX: &str = ".pull-part";
+
+/// How many hex digits a temporary name carries: 16 random bytes.
+const TEMP_HEX_DIGITS: usize = 32;
+
+/// Whether `name` is exactly a temporary name as [`MirrorDir::begin`] makes them: `.`, 32
+/// lowercase hex digits, `.pull-part`. Nothing else is ever taken for one.
+pub(crate) fn is_temp_name(name: &[u8]) -> bool {
+    let Some(rest) = name.strip_prefix(b".") else {
+        return false;
+    };
+    let Some(hex) = rest.strip_suffix(TEMP_SUFFIX.as_bytes()) else {
+        return false;
+    };
+    hex.len() == TEMP_HEX_DIGITS && hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
 
 /// A local refusal, reported in the run's `failed` list as `<code>: <text>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,7 +254,11 @@ impl MirrorDir {
         let dir = self
             .parent_of(path, true)?
             .ok_or_else(|| refused(format!("the directory of {path} is missing")))?;
-        let temp = format!(".{}{TEMP_SUFFIX}", crate::cli::random_hex::<16>());
+        let temp = format!(
+            ".{}{TEMP_SUFFIX}",
+            crate::cli::random_hex::<{ TEMP_HEX_DIGITS / 2 }>()
+        );
+        debug_assert!(is_temp_name(temp.as_bytes()));
         let fd = rustix::fs::openat(
             &dir,
             temp.as_str(),
@@ -263,7 +282,28 @@ impl MirrorDir {
         &self,
         keep: &std::collections::HashSet<String>,
     ) -> Vec<Vec<Vec<u8>>> {
-        let mut stale = Vec::new();
+        self.regular_files(|path| !join(path).is_some_and(|p| keep.contains(&p)))
+    }
+
+    /// Every regular file beneath the root named as this program names its temporary files
+    /// ([`is_temp_name`]) whose `/`-joined path is not in `keep` (an export may hold a file so
+    /// named: it is mirrored like any other). Only a run that holds the directory alone
+    /// ([`try_lock_sole`](Self::try_lock_sole)) may remove them: another run's are in flight.
+    pub(crate) fn stale_parts(
+        &self,
+        keep: &std::collections::HashSet<String>,
+    ) -> Vec<Vec<Vec<u8>>> {
+        self.regular_files(|path| {
+            path.last().is_some_and(|name| is_temp_name(name))
+                && !join(path).is_some_and(|p| keep.contains(&p))
+        })
+    }
+
+    /// The regular files beneath the root that `wanted` picks, as components, sorted.
+    /// Directories are walked without following any symlink; one that cannot be read is
+    /// skipped.
+    fn regular_files(&self, mut wanted: impl FnMut(&[Vec<u8>]) -> bool) -> Vec<Vec<Vec<u8>>> {
+        let mut found = Vec::new();
         let mut pending: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
         while let Some(dir_path) = pending.pop() {
             let Ok(dir) = self.open_dir(&dir_path) else {
@@ -288,18 +328,42 @@ impl MirrorDir {
                 child.push(name.to_vec());
                 match file_type {
                     FileType::Directory => pending.push(child),
-                    FileType::RegularFile => {
-                        let listed = join(&child).is_some_and(|p| keep.contains(&p));
-                        if !listed {
-                            stale.push(child);
-                        }
-                    }
+                    FileType::RegularFile if wanted(&child) => found.push(child),
                     _ => {}
                 }
             }
         }
-        stale.sort();
-        stale
+        found.sort();
+        found
+    }
+
+    /// Takes the directory's lock alone (`flock(2)`, exclusive, without waiting): `Ok(true)`
+    /// when no other pull holds it, so no temporary file beneath it is in flight and the
+    /// stale ones may go; `Ok(false)` when another pull holds it. The lock is the open
+    /// directory's and ends with it, so a killed run never leaves it held.
+    ///
+    /// # Errors
+    /// The OS error when the filesystem offers no locks.
+    pub(crate) fn try_lock_sole(&self) -> Result<bool, Errno> {
+        match rustix::fs::flock(
+            &self.root,
+            rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        ) {
+            Ok(()) => Ok(true),
+            Err(Errno::WOULDBLOCK) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Holds the directory's lock shared for the rest of the run (after
+    /// [`try_lock_sole`](Self::try_lock_sole), whether or not it succeeded), so that no later
+    /// run takes it alone while this one has temporary files in flight. Waits while another
+    /// run holds it alone (it is removing stale temporary files).
+    ///
+    /// # Errors
+    /// The OS error when the filesystem offers no locks.
+    pub(crate) fn lock_shared(&self) -> Result<(), Errno> {
+        rustix::fs::flock(&self.root, rustix::fs::FlockOperation::LockShared)
     }
 
     /// Opens the directory at `components` beneath the root, following no symlink.
@@ -331,6 +395,35 @@ impl MirrorDir {
         }
         rustix::fs::unlinkat(&dir, name.as_slice(), AtFlags::empty())
             .map_err(|e| io_error(format_args!("remove {shown}"), e))
+    }
+
+    /// Removes the regular file at the listed `path` when one is there (a watched removal):
+    /// `Ok(false)` when nothing is, or a directory on the way is missing. Never follows a
+    /// symlink and never removes anything but a regular file.
+    ///
+    /// # Errors
+    /// `local_path_refused` when a directory on the way is a symlink or not a directory, or
+    /// something other than a regular file stands at `path`; `io_error` otherwise.
+    pub(crate) fn remove_if_present(&self, path: &EntryPath) -> Result<bool, LocalError> {
+        let Some(dir) = self.parent_of(path, false)? else {
+            return Ok(false);
+        };
+        let name = last_component(path);
+        let stat = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(Errno::NOENT) => return Ok(false),
+            Err(e) => return Err(io_error(format_args!("stat {path}"), e)),
+        };
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(refused(format!(
+                "{path} is not a regular file here; it is not removed"
+            )));
+        }
+        match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+            Ok(()) => Ok(true),
+            Err(Errno::NOENT) => Ok(false),
+            Err(e) => Err(io_error(format_args!("remove {path}"), e)),
+        }
     }
 
     /// Removes each directory above the `removed` files that is now empty, deepest first,
@@ -587,6 +680,99 @@ mod tests {
         assert!(root.join("keep").exists());
         assert!(outside.join("o").exists());
         assert!(std::fs::symlink_metadata(root.join("link")).is_ok());
+    }
+
+    const PART: &str = ".0123456789abcdef0123456789abcdef.pull-part";
+
+    #[test]
+    fn temporary_names_are_recognised_exactly() {
+        assert!(is_temp_name(PART.as_bytes()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = MirrorDir::open_or_create(scratch.path()).unwrap();
+        let temp = dir.begin(&path("f")).unwrap();
+        assert!(is_temp_name(temp.temp.as_bytes()), "{}", temp.temp);
+        for near in [
+            "0123456789abcdef0123456789abcdef.pull-part",
+            ".0123456789ABCDEF0123456789abcdef.pull-part",
+            ".0123456789abcdef0123456789abcde.pull-part",
+            ".0123456789abcdef0123456789abcdef0.pull-part",
+            ".0123456789abcdef0123456789abcdeg.pull-part",
+            ".0123456789abcdef0123456789abcdef.pull-part.bak",
+            ".0123456789abcdef0123456789abcdef.pull-par",
+            ".0123456789abcdef0123456789abcdef-pull-part",
+            "x.pull-part",
+            ".pull-part",
+        ] {
+            assert!(!is_temp_name(near.as_bytes()), "{near}");
+        }
+    }
+
+    #[test]
+    fn stale_parts_are_only_exact_temporary_names_not_listed() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().join("mirror");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join(PART), b"p").unwrap();
+        std::fs::write(root.join("sub").join(PART), b"p").unwrap();
+        let listed_part = ".ffffffffffffffffffffffffffffffff.pull-part";
+        std::fs::write(root.join(listed_part), b"listed").unwrap();
+        std::fs::write(root.join("x.pull-part"), b"x").unwrap();
+        std::fs::create_dir(root.join("sub/.00000000000000000000000000000000.pull-part")).unwrap();
+        std::os::unix::fs::symlink(
+            root.join("x.pull-part"),
+            root.join(".11111111111111111111111111111111.pull-part"),
+        )
+        .unwrap();
+        let dir = MirrorDir::open_or_create(&root).unwrap();
+        let keep: HashSet<String> = [listed_part.to_owned()].into();
+        let parts: Vec<String> = dir.stale_parts(&keep).iter().map(|c| display(c)).collect();
+        assert_eq!(parts, [PART.to_owned(), format!("sub/{PART}")]);
+    }
+
+    #[test]
+    fn only_one_run_holds_the_directory_alone() {
+        let scratch = tempfile::tempdir().unwrap();
+        let first = MirrorDir::open_or_create(scratch.path()).unwrap();
+        let second = MirrorDir::open_or_create(scratch.path()).unwrap();
+        assert_eq!(first.try_lock_sole(), Ok(true));
+        first.lock_shared().unwrap();
+        // The first run is under way: the second must not take stale files for its own.
+        assert_eq!(second.try_lock_sole(), Ok(false));
+        second.lock_shared().unwrap();
+        drop(first);
+        assert_eq!(
+            second.try_lock_sole(),
+            Ok(true),
+            "the lock ends with its holder"
+        );
+    }
+
+    #[test]
+    fn a_watched_removal_takes_only_a_regular_file() {
+        let scratch = tempfile::tempdir().unwrap();
+        let outside = scratch.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("x"), b"keep").unwrap();
+        let root = scratch.path().join("mirror");
+        std::fs::create_dir_all(root.join("d/inner")).unwrap();
+        std::fs::write(root.join("f"), b"f").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("x"), root.join("filelink")).unwrap();
+        let dir = MirrorDir::open_or_create(&root).unwrap();
+        assert_eq!(dir.remove_if_present(&path("f")), Ok(true));
+        assert!(!root.join("f").exists());
+        assert_eq!(dir.remove_if_present(&path("f")), Ok(false));
+        assert_eq!(dir.remove_if_present(&path("missing/deeper")), Ok(false));
+        for refused in ["d", "link/x", "filelink"] {
+            assert_eq!(
+                dir.remove_if_present(&path(refused)).unwrap_err().code,
+                "local_path_refused",
+                "{refused}"
+            );
+        }
+        assert!(root.join("d/inner").is_dir());
+        assert!(outside.join("x").exists());
+        assert!(std::fs::symlink_metadata(root.join("filelink")).is_ok());
     }
 
     #[test]

@@ -66,6 +66,11 @@ impl Origin {
         format!("{}/resources/files", self.prefix)
     }
 
+    /// The watch stream's request target (D-17.3).
+    pub(crate) fn watch_target(&self) -> String {
+        format!("{}?watch=1", self.listing_target())
+    }
+
     /// A file's request target: each component percent-encoded on its own, so the server
     /// decodes exactly the listed path (D-2.2).
     pub(crate) fn file_target(&self, path: &EntryPath) -> String {
@@ -179,6 +184,11 @@ impl Answer {
         }
     }
 
+    /// Waits up to `timeout` for each of the body's chunks from now on.
+    pub(crate) fn set_idle_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
     /// The whole body, or `None` as soon as it (or its declared length) passes `cap` bytes.
     ///
     /// # Errors
@@ -218,17 +228,26 @@ impl Remote {
         }
     }
 
+    /// How long any one wait may last.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// The capsule this client speaks to.
     pub(crate) fn origin(&self) -> &Origin {
         &self.origin
     }
 
-    /// `GET <target>` on a fresh connection; the answer's head is in, its body not yet read.
-    /// A redirect is an answer like any other: never followed.
+    /// `GET <target>` with `headers` added, on a fresh connection; the answer's head is in,
+    /// its body not yet read. A redirect is an answer like any other: never followed.
     ///
     /// # Errors
     /// [`RemoteError`] when no answer head arrived.
-    pub(crate) async fn get(&self, target: &str) -> Result<Answer, RemoteError> {
+    pub(crate) async fn get(
+        &self,
+        target: &str,
+        headers: &[(http::header::HeaderName, &str)],
+    ) -> Result<Answer, RemoteError> {
         let address = &self.origin.address;
         let host = address
             .host
@@ -241,7 +260,11 @@ impl Remote {
             .map_err(|_| RemoteError::TimedOut("connect"))?
             .map_err(|e| RemoteError::Unreachable(format!("connect: {e}")))?;
         let _ = tcp.set_nodelay(true);
-        let request = Request::get(target)
+        let mut request = Request::get(target);
+        for (name, value) in headers {
+            request = request.header(name, *value);
+        }
+        let request = request
             .header(http::header::HOST, address.host_port())
             .header(http::header::CONNECTION, "close")
             .header(
