@@ -23,6 +23,7 @@ pub use condition::IfNoneMatch;
 pub(crate) use listing::ListingHead;
 pub use listing::{Listing, ListingBody, ListingEntry};
 pub use peer::HmacPeerPlane;
+pub use proof::Origin;
 pub(crate) use peer::{RedeemResume, normalise_audience};
 pub use reader::ServedFile;
 pub use replay::DEFAULT_REPLAY_CAPACITY;
@@ -315,6 +316,7 @@ impl RedeemOutcome {
 /// #     ExportScope { root: RootPath::parse("out/").unwrap(), max_bytes: 1 << 20, containment: Containment::Sealed },
 /// #     "ses_doc".into(),
 /// #     ByteBudget::new(1 << 20),
+/// #     resource_plane::planes::Origin::of_url("http://127.0.0.1:41234").unwrap(),
 /// # );
 /// let plane = Counted { inner, redeems: AtomicUsize::new(0) };
 /// let path = plane.resolve_for_mint("report.md").unwrap();
