@@ -1195,7 +1195,11 @@ async fn a_proof_relayed_to_the_minter_is_refused_and_the_direct_fetch_is_served
         .into_iter()
         .map(|l| l["outcome"].clone())
         .collect();
-    assert_eq!(redeems, ["handle_not_valid", "ok"]);
+    assert_eq!(
+        redeems,
+        ["handle_not_valid", "handle_not_valid", "ok"],
+        "the forged reference, the relayed proof, the direct fetch"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
