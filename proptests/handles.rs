@@ -492,24 +492,47 @@ const OTHER_PEER_SEED: [u8; 32] = [0x6f; 32];
 #[derive(Debug, Clone)]
 enum ProofMutation {
     Identity,
-    FlipTokenBit { at: prop::sample::Index, bit: u8 },
+    FlipTokenBit {
+        at: prop::sample::Index,
+        bit: u8,
+    },
     OtherAudience,
     NoProof,
     KeyedAudienceWithoutProof,
     OtherKeysProof,
     BoundKeyOtherSignature,
-    FlipSigBit { at: prop::sample::Index, bit: u8 },
-    ChangeT { delta: i64 },
-    ChangeN { at: usize, xor: u8 },
-    Stale { by: i64 },
-    Future { by: i64 },
+    FlipSigBit {
+        at: prop::sample::Index,
+        bit: u8,
+    },
+    ChangeT {
+        delta: i64,
+    },
+    ChangeN {
+        at: usize,
+        xor: u8,
+    },
+    Stale {
+        by: i64,
+    },
+    Future {
+        by: i64,
+    },
     Replay,
-    ChangeHeaderChar { at: prop::sample::Index, to: char },
-    TruncateHeader { at: prop::sample::Index },
+    ChangeHeaderChar {
+        at: prop::sample::Index,
+        to: char,
+    },
+    TruncateHeader {
+        at: prop::sample::Index,
+    },
     TwoHeaders,
     /// A proof the fetcher signed for another origin (a relay's): as signed, or with the
     /// minter's origin written over it after signing.
-    OtherOrigin { port: u16, rewritten: bool },
+    OtherOrigin {
+        port: u16,
+        rewritten: bool,
+    },
     /// A peer-proof v1 header: no `o`, signed by the v1 layout.
     V1Header,
 }
@@ -591,12 +614,14 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             audience: format!("{AUDIENCE}#ed25519:{key}"),
             ..sent(vec![], false)
         },
-        ProofMutation::OtherKeysProof => {
-            sent(vec![other.header(&other_key, ORIGIN, &id, &t_text, &n_text)], false)
-        }
-        ProofMutation::BoundKeyOtherSignature => {
-            sent(vec![other.header(&key, ORIGIN, &id, &t_text, &n_text)], true)
-        }
+        ProofMutation::OtherKeysProof => sent(
+            vec![other.header(&other_key, ORIGIN, &id, &t_text, &n_text)],
+            false,
+        ),
+        ProofMutation::BoundKeyOtherSignature => sent(
+            vec![other.header(&key, ORIGIN, &id, &t_text, &n_text)],
+            true,
+        ),
         ProofMutation::FlipSigBit { at, bit } => {
             let (head, sig) = good.rsplit_once("sig=").expect("sig");
             let mut raw = {
@@ -613,7 +638,9 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             let (_, sig) = good.rsplit_once("sig=").expect("sig");
             let t = (t + delta).to_string();
             sent(
-                vec![format!("ed25519;key={key};o={ORIGIN};t={t};n={n_text};sig={sig}")],
+                vec![format!(
+                    "ed25519;key={key};o={ORIGIN};t={t};n={n_text};sig={sig}"
+                )],
                 true,
             )
         }
@@ -623,7 +650,9 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             other[*at] ^= xor;
             let n = b64(other);
             sent(
-                vec![format!("ed25519;key={key};o={ORIGIN};t={t_text};n={n};sig={sig}")],
+                vec![format!(
+                    "ed25519;key={key};o={ORIGIN};t={t_text};n={n};sig={sig}"
+                )],
                 true,
             )
         }

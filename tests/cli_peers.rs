@@ -1003,7 +1003,13 @@ fn a_proof_relayed_by_a_hostile_peer_is_refused_and_the_direct_fetch_is_served()
         a.addr(),
         relay.peer()
     );
-    let mut b = spawn(&world, "b", &world.workdir("b"), &fetcher_yaml, "127.0.0.1:0");
+    let mut b = spawn(
+        &world,
+        "b",
+        &world.workdir("b"),
+        &fetcher_yaml,
+        "127.0.0.1:0",
+    );
     let (handle, handle_id) = share(&mut a, &b);
     assert_eq!(a.events("peer_handle_mint")[0]["audience_proof"], "ed25519");
 
@@ -1043,7 +1049,10 @@ fn a_proof_relayed_by_a_hostile_peer_is_refused_and_the_direct_fetch_is_served()
     // R replays token, audience and proof to A.
     let relayed = ask(
         &captured.target,
-        &[("x-murmur-audience", audience[0]), ("x-murmur-proof", proof)],
+        &[
+            ("x-murmur-audience", audience[0]),
+            ("x-murmur-proof", proof),
+        ],
     );
     relayed.assert_refusal(403, "handle_not_valid", "the relayed proof");
     let comparable = |reply: &support::http::Reply| {
@@ -1064,12 +1073,18 @@ fn a_proof_relayed_by_a_hostile_peer_is_refused_and_the_direct_fetch_is_served()
         comparable(&reference),
         "the relayed proof's refusal is byte-identical to a forgery's"
     );
-    assert_eq!(relayed.header("x-murmur-handle-id"), Some(handle_id.as_str()));
+    assert_eq!(
+        relayed.header("x-murmur-handle-id"),
+        Some(handle_id.as_str())
+    );
     let line = a.events("peer_handle_redeem").pop().expect("a redeem line");
     assert_eq!(line["outcome"], "handle_not_valid");
     assert_eq!(line["reason"], "proof addressed to another origin");
     assert_eq!(line["handle_id"], handle_id.as_str());
-    assert_eq!(line["path"], "report.md", "the MAC verified: the key is B's");
+    assert_eq!(
+        line["path"], "report.md",
+        "the MAC verified: the key is B's"
+    );
     assert_eq!(line["audience_proof"], "ed25519");
     assert!(
         proof.contains(&format!(";o=http://{};", relay.peer())),

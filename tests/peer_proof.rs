@@ -210,7 +210,12 @@ fn refused_cases() -> Vec<Case> {
             "sig: signed for another handle",
             &token,
             AUDIENCE,
-            vec![header(&s.key, &t, &n, &s.sig(ORIGIN, "0000000000000000", &t, &n))],
+            vec![header(
+                &s.key,
+                &t,
+                &n,
+                &s.sig(ORIGIN, "0000000000000000", &t, &n),
+            )],
             true,
             "signature",
         ),
@@ -413,7 +418,10 @@ fn every_proof_failure_is_the_same_403_and_its_line_names_the_check() {
         let reason = line["reason"].as_str().unwrap_or_default();
         assert!(reason.contains(case.reason), "{label}: reason {reason:?}");
         if case.reason == OTHER_ORIGIN {
-            assert_eq!(reason, OTHER_ORIGIN, "{label}: the reason is exactly the check's");
+            assert_eq!(
+                reason, OTHER_ORIGIN,
+                "{label}: the reason is exactly the check's"
+            );
         }
         if case.mac_ok {
             assert_eq!(line["path"], "report.md", "{label}: the MAC verified");
@@ -627,8 +635,7 @@ fn a_full_replay_memory_refuses_new_proofs_and_still_remembers_old_ones() {
     let redeem = |k: usize, n: u8| {
         let proof = signers[k].proof(ORIGIN, &tokens[k], clock.now_ms(), nonce(n));
         plane.redeem(
-            RedeemRequest::new(&tokens[k], &[AUDIENCE.as_bytes()])
-                .with_proof(&[proof.as_bytes()]),
+            RedeemRequest::new(&tokens[k], &[AUDIENCE.as_bytes()]).with_proof(&[proof.as_bytes()]),
         )
     };
     assert_eq!(reason(redeem(0, 1)), "ok");
@@ -724,7 +731,11 @@ fn one_key_over_its_share_is_refused_and_every_other_key_still_passes() {
         assert_eq!(shape(&refused), reference, "proof {n}: not byte-identical");
         assert_eq!(last_reason(), "proof replay memory full for this key");
     }
-    assert_eq!(plane.remembered_proofs(), SHARE, "refused proofs are not kept");
+    assert_eq!(
+        plane.remembered_proofs(),
+        SHARE,
+        "refused proofs are not kept"
+    );
     // Every other key's fresh proofs pass, up to its own share.
     for seed in 0x51..0x58u8 {
         let other = Signer::new([seed; 32]);
@@ -861,10 +872,7 @@ async fn a_malformed_key_extension_fails_the_mint_peer_unreachable() {
                 &URL_SAFE_NO_PAD.encode([1u8; 33])
             )]),
         ),
-        (
-            "no params",
-            json!([{"uri": PEER_PROOF_V2}]),
-        ),
+        ("no params", json!([{"uri": PEER_PROOF_V2}])),
         (
             "a key that is not a string",
             json!([{"uri": PEER_PROOF_V2, "params": {"alg": "Ed25519", "key": 5}}]),
@@ -914,7 +922,10 @@ async fn a_card_naming_only_the_v1_extension_is_keyless() {
         .await
         .expect("minted as for a keyless card");
     let token = shared["handle"].as_str().unwrap();
-    assert!(is_bound_to(token, AUDIENCE), "MAC'd over the plain audience");
+    assert!(
+        is_bound_to(token, AUDIENCE),
+        "MAC'd over the plain audience"
+    );
     assert!(!is_bound_to(token, &Signer::new(SEED).keyed(AUDIENCE)));
     assert_eq!(w.events_of("peer_handle_mint")[0]["audience_proof"], "none");
 
@@ -1171,11 +1182,18 @@ async fn a_proof_relayed_to_the_minter_is_refused_and_the_direct_fetch_is_served
         &[audience[0].as_bytes()],
         &[proof[0].as_bytes()],
     );
-    assert_eq!(shape(&replayed), reference, "the relayed proof: not byte-identical");
+    assert_eq!(
+        shape(&replayed),
+        reference,
+        "the relayed proof: not byte-identical"
+    );
     let line = minter.last_of("peer_handle_redeem");
     assert_eq!(line["outcome"], "handle_not_valid");
     assert_eq!(line["reason"], OTHER_ORIGIN);
-    assert_eq!(line["path"], "report.md", "the MAC verified: the key is the fetcher's");
+    assert_eq!(
+        line["path"], "report.md",
+        "the MAC verified: the key is the fetcher's"
+    );
     assert_eq!(line["audience_proof"], "ed25519");
     assert_eq!(line["bytes"], Value::Null);
 

@@ -23,8 +23,8 @@ pub use condition::IfNoneMatch;
 pub(crate) use listing::ListingHead;
 pub use listing::{Listing, ListingBody, ListingEntry};
 pub use peer::HmacPeerPlane;
-pub use proof::Origin;
 pub(crate) use peer::{RedeemResume, normalise_audience};
+pub use proof::Origin;
 pub use reader::ServedFile;
 pub use replay::DEFAULT_REPLAY_CAPACITY;
 pub use resource::OperatorPlane;
@@ -351,8 +351,8 @@ pub trait PeerPlane: Debug + Send + Sync {
 
     /// `GET /resources/peer/<token>`, checked in the order of D-7.2; with an `x-murmur-proof`
     /// (D-14.4), the MAC is checked over `<audience>#ed25519:<key from the header>` and the
-    /// proof's signature, freshness and nonce after it, a refused proof being
-    /// `handle_not_valid`. Blocking.
+    /// proof's origin (D-14.3.1: the plane's own), signature, freshness and nonce after it, a
+    /// refused proof being `handle_not_valid`. Blocking.
     ///
     /// A plane that does not know proofs may ignore `request.proof` and check the plain
     /// audience (D-14.3). Its refusals: `malformed_handle`, `missing_audience`,

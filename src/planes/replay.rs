@@ -213,7 +213,9 @@ mod tests {
         let memory = ReplayMemory::new(2);
         const C: [u8; 32] = [0xcc; 32];
         memory.admit(&A, "aaaaaaaaaaaaaaaa", &[1; 16], T).unwrap();
-        memory.admit(&B, "bbbbbbbbbbbbbbbb", &[2; 16], T + 1).unwrap();
+        memory
+            .admit(&B, "bbbbbbbbbbbbbbbb", &[2; 16], T + 1)
+            .unwrap();
         assert_eq!(
             memory.admit(&C, "cccccccccccccccc", &[3; 16], T + 2),
             Err(NotAdmitted::Full)
@@ -242,7 +244,11 @@ mod tests {
             n
         };
         for i in 0..share {
-            assert_eq!(memory.admit(&A, "aaaaaaaaaaaaaaaa", &n(i), T), Ok(()), "{i}");
+            assert_eq!(
+                memory.admit(&A, "aaaaaaaaaaaaaaaa", &n(i), T),
+                Ok(()),
+                "{i}"
+            );
         }
         assert_eq!(
             memory.admit(&A, "aaaaaaaaaaaaaaaa", &n(share), T),
@@ -264,7 +270,11 @@ mod tests {
             Ok(()),
             "another key's fresh proof passes"
         );
-        assert_eq!(memory.len(), share + 1, "the refused proofs were not remembered");
+        assert_eq!(
+            memory.len(),
+            share + 1,
+            "the refused proofs were not remembered"
+        );
         assert_eq!(memory.keys(), 2);
         // Once the window has passed, the key's share is free again, and its old pairs and
         // their count are gone.
@@ -287,7 +297,10 @@ mod tests {
         let key = |k: u8| [k; 32];
         for k in 0..8u8 {
             for i in 0..2u8 {
-                assert_eq!(memory.admit(&key(k), "aaaaaaaaaaaaaaaa", &[k * 2 + i; 16], T), Ok(()));
+                assert_eq!(
+                    memory.admit(&key(k), "aaaaaaaaaaaaaaaa", &[k * 2 + i; 16], T),
+                    Ok(())
+                );
             }
             assert_eq!(
                 memory.admit(&key(k), "aaaaaaaaaaaaaaaa", &[0xff; 16], T),

@@ -163,9 +163,7 @@ impl RecordingPeer {
                     .filter_map(|l| l.split_once(':'))
                     .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
                     .collect();
-                kept.lock()
-                    .unwrap()
-                    .push(Recorded { target, headers });
+                kept.lock().unwrap().push(Recorded { target, headers });
                 let response = format!(
                     "HTTP/1.1 {status} Refused\r\ncontent-type: application/json\r\n\
                      content-length: {}\r\nconnection: close\r\n\r\n{body}",

@@ -116,14 +116,27 @@ impl Signer {
 
     /// A proof header naming `key_text` as the key and `origin` as where it is sent, signed by
     /// this key.
-    pub fn header(&self, key_text: &str, origin: &str, handle_id: &str, t: &str, n: &str) -> String {
+    pub fn header(
+        &self,
+        key_text: &str,
+        origin: &str,
+        handle_id: &str,
+        t: &str,
+        n: &str,
+    ) -> String {
         let sig = self.sig(origin, handle_id, t, n);
         format!("ed25519;key={key_text};o={origin};t={t};n={n};sig={sig}")
     }
 
     /// A proof for `token` sent to `origin` at `t` with nonce `n`.
     pub fn proof(&self, origin: &str, token: &str, t: i64, n: [u8; 16]) -> String {
-        self.header(&self.key, origin, &handle_id(token), &t.to_string(), &b64(n))
+        self.header(
+            &self.key,
+            origin,
+            &handle_id(token),
+            &t.to_string(),
+            &b64(n),
+        )
     }
 
     /// An agent card naming `name` at `addr` and publishing this key.
