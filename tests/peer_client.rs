@@ -674,7 +674,10 @@ async fn https_share_and_fetch_end_to_end() {
         .fetch(&by_ip, &token)
         .await
         .expect_err("a proof for another origin than A's");
-    assert_eq!(refused.code, "handle_not_valid", "A answered over TLS: {refused:?}");
+    assert_eq!(
+        refused.code, "handle_not_valid",
+        "A answered over TLS: {refused:?}"
+    );
 
     let redeems = a.events_of("peer_handle_redeem");
     assert_eq!(redeems.len(), 2, "{redeems:#?}");

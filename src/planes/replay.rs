@@ -6,8 +6,9 @@
 //! pair that long ([`REPLAY_WINDOW_MS`]) and then forgets it. A clock that moves back only makes
 //! it keep pairs longer.
 //!
-//! The memory is bounded: at most its capacity of pairs (default [`DEFAULT_REPLAY_CAPACITY`],
-//! about 14 MiB at most) are held at once. A proof that would have to be remembered while the
+//! The memory is bounded: at most its capacity of pairs (default [`DEFAULT_REPLAY_CAPACITY`])
+//! are held at once: about 28 MiB at most for the default, counting the pairs, their order with
+//! the key of each, and a count per key (as many keys as pairs at worst). A proof that would have to be remembered while the
 //! memory is full is **refused**, not admitted by forgetting an older pair early: forgetting
 //! would let a copy of that pair redeem again, refusing only delays a fetcher that retries. Only
 //! a peer that holds a live handle and the key it was minted for can add pairs (the MAC, the
