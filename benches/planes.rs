@@ -22,14 +22,15 @@ use resource_plane::budget::ByteBudget;
 use resource_plane::page_aligned;
 use resource_plane::path::decode_request_path;
 use resource_plane::planes::{
-    ExportScope, HmacPeerPlane, IfNoneMatch, OperatorPlane, PeerPlane, ReadOutcome, RedeemRequest,
-    ResourcePlane, ServedFile, proof,
+    ExportScope, HmacPeerPlane, IfNoneMatch, OperatorPlane, Origin, PeerPlane, ReadOutcome,
+    RedeemRequest, ResourcePlane, ServedFile, proof,
 };
 use resource_plane::scope::{Containment, RootPath};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 const SIZES: [(&str, usize); 3] = [("4k", 4096), ("1m", 1 << 20), ("10m", 10 << 20)];
@@ -121,19 +122,53 @@ fn reads(c: &mut Criterion, w: &World) {
     }
 }
 
+/// The origin the bench's peer plane is reached at, and its proofs name.
+fn origin() -> Origin {
+    Origin::of_url("http://127.0.0.1:1").unwrap()
+}
+
 /// A peer plane over the bench world and a valid handle for `4k.bin`.
 fn peer_with_token(w: &World) -> (HmacPeerPlane, String) {
+    peer_on_clock(w, Arc::new(SystemClock))
+}
+
+/// A clock that moves [`STEP_MS`](SteppingClock::STEP_MS) forward at every reading, from the
+/// system's time when it was made. A minter remembers each accepted proof for 120 s of its
+/// clock and lets one key hold at most 16,384 of them (D-14.4.1); on this clock a loop
+/// signing and redeeming proofs with one key as fast as it can holds at most 6,000, as a peer
+/// redeeming at a steady 50 a second would.
+#[derive(Debug)]
+struct SteppingClock(AtomicI64);
+
+impl SteppingClock {
+    const STEP_MS: i64 = 10;
+
+    fn new() -> Self {
+        SteppingClock(AtomicI64::new(SystemClock.now_ms()))
+    }
+}
+
+impl Clock for SteppingClock {
+    fn now_ms(&self) -> i64 {
+        self.0.fetch_add(Self::STEP_MS, Ordering::Relaxed)
+    }
+}
+
+/// A peer plane over the bench world on `clock` and a valid handle for `4k.bin`, both living
+/// for a year of that clock.
+fn peer_on_clock(w: &World, clock: Arc<dyn Clock>) -> (HmacPeerPlane, String) {
     let peer = HmacPeerPlane::new(
         Arc::new(OsFilesystem::open(&w.workdir).unwrap()),
-        Arc::new(SystemClock),
+        clock,
         Arc::new(FixedKeyStore::new([9; 32])),
         scope("out"),
         "ses_bench".into(),
         ByteBudget::new(1 << 30),
+        origin(),
     );
     let target = peer.resolve_for_mint("4k.bin").unwrap();
     let token = peer
-        .mint(&target, "reader@127.0.0.1:1", 3600)
+        .mint(&target, "reader@127.0.0.1:1", YEAR_SECS)
         .unwrap()
         .token;
     (peer, token)
@@ -153,20 +188,36 @@ fn keyed_token(peer: &HmacPeerPlane, identity: &FixedIdentityKey) -> String {
     let key = resource_plane::audience::encode_key(&identity.public_key());
     let audience = resource_plane::audience::keyed("reader@127.0.0.1:1", &key);
     let target = peer.resolve_for_mint("4k.bin").unwrap();
-    peer.mint(&target, &audience, 3600).unwrap().token
+    peer.mint(&target, &audience, YEAR_SECS).unwrap().token
 }
 
-/// A fresh proof for `token` now: a new nonce per call, so none is a replay.
-fn fresh_proof(identity: &FixedIdentityKey, token: &str, counter: &mut u128) -> String {
+/// A handle's lifetime in the benches: a year, long past any run on any of their clocks.
+const YEAR_SECS: u64 = 365 * 24 * 3600;
+
+/// A fresh proof for `token` at `clock`'s time: a new nonce per call, so none is a replay.
+fn fresh_proof(
+    identity: &FixedIdentityKey,
+    clock: &dyn Clock,
+    token: &str,
+    counter: &mut u128,
+) -> String {
     *counter += 1;
     let id = resource_plane::hex::handle_id(token);
-    proof::header_value(identity, &id, SystemClock.now_ms(), &counter.to_le_bytes()).unwrap()
+    proof::header_value(
+        identity,
+        &origin(),
+        &id,
+        clock.now_ms(),
+        &counter.to_le_bytes(),
+    )
+    .unwrap()
 }
 
 /// D-14.5's bound, in one run: a proof-checked redeem beside a plain redeem of the same 4 KiB
 /// file. Each proof is signed in the batch setup, outside the measured time.
 fn redeem_proof(c: &mut Criterion, w: &World) {
-    let (peer, plain) = peer_with_token(w);
+    let clock = Arc::new(SteppingClock::new());
+    let (peer, plain) = peer_on_clock(w, clock.clone());
     let identity = FixedIdentityKey::new([5; 32]);
     let keyed = keyed_token(&peer, &identity);
     let mut counter = 0u128;
@@ -174,7 +225,7 @@ fn redeem_proof(c: &mut Criterion, w: &World) {
     group.bench_function("plain", |b| b.iter(|| redeem_plain(&peer, &plain).sha256));
     group.bench_function("proof", |b| {
         b.iter_batched(
-            || fresh_proof(&identity, &keyed, &mut counter),
+            || fresh_proof(&identity, clock.as_ref(), &keyed, &mut counter),
             |header| redeem_proved(&peer, &keyed, &header).sha256,
             BatchSize::SmallInput,
         )
@@ -185,13 +236,14 @@ fn redeem_proof(c: &mut Criterion, w: &World) {
 /// The proof's extra cost without drift between groups: proof-checked and plain redeems of the
 /// same file alternate in one loop, and their medians are compared.
 fn proof_overhead_interleaved(w: &World) {
-    let (peer, plain) = peer_with_token(w);
+    let clock = Arc::new(SteppingClock::new());
+    let (peer, plain) = peer_on_clock(w, clock.clone());
     let identity = FixedIdentityKey::new([5; 32]);
     let keyed = keyed_token(&peer, &identity);
     let mut counter = 0u128;
     let (mut proved, mut plains) = (Vec::new(), Vec::new());
     for i in 0..10_000 {
-        let header = fresh_proof(&identity, &keyed, &mut counter);
+        let header = fresh_proof(&identity, clock.as_ref(), &keyed, &mut counter);
         let mut time_proved = || {
             let start = std::time::Instant::now();
             std::hint::black_box(redeem_proved(&peer, &keyed, &header));

@@ -23,8 +23,9 @@
 //!   trace line's `path` is null.
 //!
 //! A second property (at the end of the file) does the same for handles minted for a keyed
-//! audience (D-14): only a fresh proof by the bound key passes, and every mutation of the token,
-//! the audience or the proof is refused without a filesystem call (mockall `times(0)`).
+//! audience (D-14): only a fresh proof by the bound key, addressed to the minter's origin, passes,
+//! and every mutation of the token, the audience or the proof is refused without a filesystem
+//! call (mockall `times(0)`).
 //!
 //! Case count: `RP_PROPTEST_CASES` (default 64).
 
@@ -39,14 +40,14 @@ use resource_plane::backends::{Filesystem, FsError, MemoryFilesystem, RootDir};
 use resource_plane::budget::ByteBudget;
 use resource_plane::path::RelPath;
 use resource_plane::planes::handle::assemble;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, RedeemRequest};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, Origin, PeerPlane, RedeemRequest};
 use resource_plane::scope::{Containment, RootPath};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use support::response::{Shape, error_code, shape};
 use support::tokens::{Signer, b64, segments, sign_b64 as sign};
-use support::world::{CountingFs, KEY, NOW_MS, SESSION, World};
+use support::world::{CountingFs, KEY, NOW_MS, SESSION, URL as ORIGIN, World};
 
 // ------------------------------------------------------------------------------------------------
 // Configuration and fixed world parameters
@@ -457,12 +458,16 @@ fn the_other_instance_token_is_well_formed_and_valid_at_its_own_instance() {
 // ------------------------------------------------------------------------------------------------
 //
 // A handle is MAC'd over `<AUDIENCE>#ed25519:<key>` for an Ed25519 key signed with *ring*
-// directly, and presented with a proof built by the layout of D-14.3. A generated mutation of the
-// token, the audience or the proof is then applied. Properties:
+// directly, and presented with a proof built by the layout of peer-proof v2 (D-14.3, D-14.3.1),
+// naming the world's origin. A generated mutation of the token, the audience or the proof is then
+// applied, among them a proof signed for another origin (what a relay receives), the same with
+// the minter's origin written over it, and a v1 header. Properties:
 // * the unchanged handle with a fresh proof is served, and only once per nonce;
 // * every mutation is refused `handle_not_valid` (or `malformed_handle` when the token no
 //   longer parses) by a plane whose mocked filesystem expects `open_root` `times(0)`, naming
 //   the path only when the MAC verified;
+// * a proof signed for another origin is refused as addressed to another origin, before its
+//   signature is checked;
 // * through the router, each of those refusals is byte-identical to a plain forgery's.
 
 mockall::mock! {
@@ -487,21 +492,49 @@ const OTHER_PEER_SEED: [u8; 32] = [0x6f; 32];
 #[derive(Debug, Clone)]
 enum ProofMutation {
     Identity,
-    FlipTokenBit { at: prop::sample::Index, bit: u8 },
+    FlipTokenBit {
+        at: prop::sample::Index,
+        bit: u8,
+    },
     OtherAudience,
     NoProof,
     KeyedAudienceWithoutProof,
     OtherKeysProof,
     BoundKeyOtherSignature,
-    FlipSigBit { at: prop::sample::Index, bit: u8 },
-    ChangeT { delta: i64 },
-    ChangeN { at: usize, xor: u8 },
-    Stale { by: i64 },
-    Future { by: i64 },
+    FlipSigBit {
+        at: prop::sample::Index,
+        bit: u8,
+    },
+    ChangeT {
+        delta: i64,
+    },
+    ChangeN {
+        at: usize,
+        xor: u8,
+    },
+    Stale {
+        by: i64,
+    },
+    Future {
+        by: i64,
+    },
     Replay,
-    ChangeHeaderChar { at: prop::sample::Index, to: char },
-    TruncateHeader { at: prop::sample::Index },
+    ChangeHeaderChar {
+        at: prop::sample::Index,
+        to: char,
+    },
+    TruncateHeader {
+        at: prop::sample::Index,
+    },
     TwoHeaders,
+    /// A proof the fetcher signed for another origin (a relay's): as signed, or with the
+    /// minter's origin written over it after signing.
+    OtherOrigin {
+        port: u16,
+        rewritten: bool,
+    },
+    /// A peer-proof v1 header: no `o`, signed by the v1 layout.
+    V1Header,
 }
 
 fn proof_mutation() -> impl Strategy<Value = ProofMutation> {
@@ -529,6 +562,10 @@ fn proof_mutation() -> impl Strategy<Value = ProofMutation> {
             .prop_map(|(at, to)| ProofMutation::ChangeHeaderChar { at, to }),
         1 => any::<prop::sample::Index>().prop_map(|at| ProofMutation::TruncateHeader { at }),
         1 => Just(ProofMutation::TwoHeaders),
+        2 => (1u16.., any::<bool>())
+            .prop_filter("another port than the minter's", |(port, _)| *port != 41234)
+            .prop_map(|(port, rewritten)| ProofMutation::OtherOrigin { port, rewritten }),
+        1 => Just(ProofMutation::V1Header),
     ]
 }
 
@@ -545,7 +582,7 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
     let (key, other_key) = (peer.key.clone(), other.key.clone());
     let id = resource_plane::hex::handle_id(token);
     let (t_text, n_text) = (t.to_string(), b64(n));
-    let good = peer.header(&key, &id, &t_text, &n_text);
+    let good = peer.header(&key, ORIGIN, &id, &t_text, &n_text);
     let sent = |proofs: Vec<String>, mac_ok| Presented {
         token: token.to_owned(),
         audience: AUDIENCE.to_owned(),
@@ -560,7 +597,7 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             bytes[i] ^= 1 << bit;
             let token = String::from_utf8(bytes).expect("ASCII stays ASCII");
             let id = resource_plane::hex::handle_id(&token);
-            let proof = peer.header(&key, &id, &t_text, &n_text);
+            let proof = peer.header(&key, ORIGIN, &id, &t_text, &n_text);
             Presented {
                 token,
                 audience: AUDIENCE.to_owned(),
@@ -577,12 +614,14 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             audience: format!("{AUDIENCE}#ed25519:{key}"),
             ..sent(vec![], false)
         },
-        ProofMutation::OtherKeysProof => {
-            sent(vec![other.header(&other_key, &id, &t_text, &n_text)], false)
-        }
-        ProofMutation::BoundKeyOtherSignature => {
-            sent(vec![other.header(&key, &id, &t_text, &n_text)], true)
-        }
+        ProofMutation::OtherKeysProof => sent(
+            vec![other.header(&other_key, ORIGIN, &id, &t_text, &n_text)],
+            false,
+        ),
+        ProofMutation::BoundKeyOtherSignature => sent(
+            vec![other.header(&key, ORIGIN, &id, &t_text, &n_text)],
+            true,
+        ),
         ProofMutation::FlipSigBit { at, bit } => {
             let (head, sig) = good.rsplit_once("sig=").expect("sig");
             let mut raw = {
@@ -599,7 +638,9 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             let (_, sig) = good.rsplit_once("sig=").expect("sig");
             let t = (t + delta).to_string();
             sent(
-                vec![format!("ed25519;key={key};t={t};n={n_text};sig={sig}")],
+                vec![format!(
+                    "ed25519;key={key};o={ORIGIN};t={t};n={n_text};sig={sig}"
+                )],
                 true,
             )
         }
@@ -609,16 +650,18 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             other[*at] ^= xor;
             let n = b64(other);
             sent(
-                vec![format!("ed25519;key={key};t={t_text};n={n};sig={sig}")],
+                vec![format!(
+                    "ed25519;key={key};o={ORIGIN};t={t_text};n={n};sig={sig}"
+                )],
                 true,
             )
         }
         ProofMutation::Stale { by } => sent(
-            vec![peer.header(&key, &id, &(t - by).to_string(), &n_text)],
+            vec![peer.header(&key, ORIGIN, &id, &(t - by).to_string(), &n_text)],
             true,
         ),
         ProofMutation::Future { by } => sent(
-            vec![peer.header(&key, &id, &(t + by).to_string(), &n_text)],
+            vec![peer.header(&key, ORIGIN, &id, &(t + by).to_string(), &n_text)],
             true,
         ),
         ProofMutation::ChangeHeaderChar { at, to } => {
@@ -644,6 +687,24 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
             sent(vec![good[..cut].to_owned()], cut >= key_end)
         }
         ProofMutation::TwoHeaders => sent(vec![good.clone(), good], false),
+        ProofMutation::OtherOrigin { port, rewritten } => {
+            let relay = format!("http://127.0.0.1:{port}");
+            let proof = peer.header(&key, &relay, &id, &t_text, &n_text);
+            let proof = if *rewritten {
+                proof.replace(&relay, ORIGIN)
+            } else {
+                proof
+            };
+            sent(vec![proof], true)
+        }
+        ProofMutation::V1Header => {
+            let v1 = format!("murmur-peer-redeem-v1\x1f{id}\x1f{t_text}\x1f{n_text}");
+            let sig = b64(peer.pair.sign(v1.as_bytes()).as_ref());
+            sent(
+                vec![format!("ed25519;key={key};t={t_text};n={n_text};sig={sig}")],
+                true,
+            )
+        }
     }
 }
 
@@ -666,6 +727,7 @@ fn mocked_plane(clock: &Arc<CountingClock>, opens: usize) -> HmacPeerPlane {
         scope(),
         SESSION.to_owned(),
         ByteBudget::new(1 << 24),
+        Origin::of_url(ORIGIN).unwrap(),
     )
 }
 
@@ -732,6 +794,18 @@ proptest! {
                     redeem.result.as_ref().err().is_some_and(|e| e.reason.contains("replayed")),
                     "a replay names the check"
                 );
+            }
+            if let ProofMutation::OtherOrigin { rewritten, .. } = m {
+                // The origin is checked before the signature: a proof naming another origin is
+                // refused for that; one whose `o` was rewritten to the minter's fails its
+                // signature.
+                let reason = redeem.result.as_ref().err().map(|e| e.reason.as_str());
+                let expected = if *rewritten {
+                    "proof signature does not verify"
+                } else {
+                    "proof addressed to another origin"
+                };
+                prop_assert_eq!(reason, Some(expected), "{:?}", m);
             }
             drop(plane); // the mock's times(..) is checked here too
 

@@ -10,8 +10,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
-/// The `uri` of the card extension that publishes a capsule's identity key (D-14.1).
-pub const PEER_PROOF_URI: &str = "urn:resource-plane:peer-proof:v1";
+/// The `uri` of the card extension that publishes a capsule's identity key for peer-proof v2
+/// (D-14.1, D-14.3.1). A card that names only an earlier version's `uri` publishes no key this
+/// crate reads: its proofs would not name the origin they are sent to.
+pub const PEER_PROOF_URI: &str = "urn:resource-plane:peer-proof:v2";
 /// The only `alg` that extension may name.
 pub const PEER_PROOF_ALG: &str = "Ed25519";
 /// What joins an audience and a key in a keyed handle's MAC audience (D-14.2).
@@ -354,6 +356,9 @@ mod tests {
             card(json!({"uri": PEER_PROOF_URI})),
             json!({"name":"a","url":"http://h:1","capabilities":"x"}),
             card(json!([{"uri": PEER_PROOF_URI.to_uppercase(), "params": {}}])),
+            // A v1 card: its key signs proofs that name no origin, so it is not read.
+            card(json!([{"uri": "urn:resource-plane:peer-proof:v1", "required": false,
+                         "params": {"alg": "Ed25519", "key": key}}])),
         ] {
             assert_eq!(peer_proof_key(&keyless), Ok(None), "{keyless}");
         }

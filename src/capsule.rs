@@ -17,7 +17,7 @@ pub use crate::generation::Generation;
 use crate::http::client::{PeerClient, PeerTimeouts};
 use crate::http::router::{FilesMount, Mount, Mounted, PeerMount, Router};
 use crate::manifest::{LaunchError, Manifest};
-use crate::planes::{HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
+use crate::planes::{HmacPeerPlane, OperatorPlane, Origin, PeerPlane, ResourcePlane};
 use crate::scope::{Containment, ExportScope};
 use crate::tools::{FetchPeerFile, SessionEnd, ShareFile, ToolInventory};
 use crate::trace::Tracer;
@@ -249,14 +249,12 @@ impl CapsuleConfig {
     setting_methods!();
 }
 
-/// `E-CLI-001` unless `url` is an http(s) URL with a host.
-fn check_url(url: &str) -> Result<(), LaunchError> {
-    match audience::url_address(url) {
-        Some(_) => Ok(()),
-        None => Err(LaunchError::AdvertisedUrl {
-            url: url.to_owned(),
-        }),
-    }
+/// The origin of `url` (where peers send redeems, D-14.3.1); `E-CLI-001` unless `url` is an
+/// http(s) URL with a host.
+fn check_url(url: &str) -> Result<Origin, LaunchError> {
+    Origin::of_url(url).ok_or_else(|| LaunchError::AdvertisedUrl {
+        url: url.to_owned(),
+    })
 }
 
 /// Builds a [`Capsule`] step by step: the backends, the configuration, and optionally a
@@ -408,7 +406,7 @@ impl<'m> CapsuleBuilder<'m> {
             });
         }
         manifest.check_launch(|root| Ok(fs.check_root(root)?))?;
-        check_url(&url)?;
+        let origin = check_url(&url)?;
         let audience = audience::audience(&manifest.name, &url).ok_or_else(|| {
             LaunchError::malformed("name", "a non-empty string without control characters")
         })?;
@@ -467,6 +465,7 @@ impl<'m> CapsuleBuilder<'m> {
                             },
                             session_id.clone(),
                             budget.clone(),
+                            origin.clone(),
                         )
                         .with_random(random.clone()),
                     );

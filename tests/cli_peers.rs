@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support::doubles::{CardServer, SilentPeer, closed_port};
+use support::doubles::{CardServer, RecordingPeer, SilentPeer, closed_port};
 use support::process::{Launch, Served, Stderr, Workdir, tree};
 use support::tokens::Signer;
 use support::{is_lower_hex, sha256_hex};
@@ -816,7 +816,7 @@ fn a_proved_share_and_fetch_and_a_third_party_refused_with_and_without_its_own_p
     assert_eq!(status, 200);
     let card: Value = serde_json::from_slice(&body).expect("a JSON card");
     let extension = &card["capabilities"]["extensions"][0];
-    assert_eq!(extension["uri"], "urn:resource-plane:peer-proof:v1");
+    assert_eq!(extension["uri"], "urn:resource-plane:peer-proof:v2");
     assert_eq!(extension["required"], false);
     assert_eq!(extension["params"]["alg"], "Ed25519");
     let b_key = extension["params"]["key"]
@@ -858,7 +858,7 @@ fn a_proved_share_and_fetch_and_a_third_party_refused_with_and_without_its_own_p
     let refused: Value = serde_json::from_slice(&refused).expect("JSON");
     assert_eq!(refused["error"], "handle_not_valid");
     let mallory = Signer::new([0x4d; 32]);
-    let proof = mallory.proof(&handle, now_ms(), [1; 16]);
+    let proof = mallory.proof(&origin(&a), &handle, now_ms(), [1; 16]);
     let (status, body) = http_get(
         &a.addr(),
         &path,
@@ -948,18 +948,19 @@ fn stale_future_and_replayed_proofs_are_refused_by_a_serve_process() {
             &[("x-murmur-audience", &audience), ("x-murmur-proof", proof)],
         )
     };
-    let fresh = key.proof(&handle, now_ms(), [7; 16]);
+    let a_origin = origin(&a);
+    let fresh = key.proof(&a_origin, &handle, now_ms(), [7; 16]);
     let (status, body) = redeem(&fresh);
     assert_eq!(status, 200);
     assert_eq!(body, REPORT);
     let (status, refused) = redeem(&fresh);
     assert_eq!(status, 403, "a replay");
     for (t, n) in [(now_ms() - 61_000, [8; 16]), (now_ms() + 61_000, [9; 16])] {
-        let (status, body) = redeem(&key.proof(&handle, t, n));
+        let (status, body) = redeem(&key.proof(&a_origin, &handle, t, n));
         assert_eq!(status, 403, "t = {t}");
         assert_eq!(body, refused, "byte-identical bodies");
     }
-    let (status, _) = redeem(&key.proof(&handle, now_ms(), [10; 16]));
+    let (status, _) = redeem(&key.proof(&a_origin, &handle, now_ms(), [10; 16]));
     assert_eq!(status, 200, "a fresh nonce still redeems");
     let lines = a.events("peer_handle_redeem");
     assert_eq!(
@@ -977,6 +978,133 @@ fn stale_future_and_replayed_proofs_are_refused_by_a_serve_process() {
         assert_eq!(line["audience_proof"], "ed25519", "{line}");
         assert!(line["reason"].as_str().unwrap().contains(check), "{line}");
     }
+}
+
+/// D-14.3.1, three capsules: minter A, fetcher B, and a hostile relay R on B's allow list. B,
+/// told to fetch A's handle from R, sends R the token, its audience and a proof; R replays all
+/// three to A and is refused with a 403 byte-identical to a forgery's (all but `date` and the
+/// handle id), A's line naming the origin check; B's own fetch from A is served.
+///
+/// Under peer-proof v1 the proof signed only the handle id, `t` and `n`: R's replay verified at
+/// A (the right key, fresh, a nonce A had never seen) and R got the file. Run against such a
+/// build (`RP_BIN`), this test fails.
+#[test]
+fn a_proof_relayed_by_a_hostile_peer_is_refused_and_the_direct_fetch_is_served() {
+    let world = Workdir::new("");
+    let mut a = spawn(
+        &world,
+        "a",
+        &minter_workdir(&world, "a"),
+        &minter_manifest(None),
+        "127.0.0.1:0",
+    );
+    let relay = RecordingPeer::new(404, r#"{"error":"not_found","message":"no such file"}"#);
+    let fetcher_yaml = format!(
+        "name: fetcher-b\ncapabilities:\n  peer_fetch: {{ allow: [\"{}\", \"{}\"] }}\n",
+        a.addr(),
+        relay.peer()
+    );
+    let mut b = spawn(
+        &world,
+        "b",
+        &world.workdir("b"),
+        &fetcher_yaml,
+        "127.0.0.1:0",
+    );
+    let (handle, handle_id) = share(&mut a, &b);
+    assert_eq!(a.events("peer_handle_mint")[0]["audience_proof"], "ed25519");
+
+    // B, told to fetch from R, sends R everything a redeem carries.
+    assert_eq!(
+        b.call_err(
+            "fetch-peer-file",
+            json!({"peer": relay.peer(), "handle": handle})
+        ),
+        "not_found"
+    );
+    let captured = relay.requests();
+    assert_eq!(captured.len(), 1, "{captured:?}");
+    let captured = &captured[0];
+    assert_eq!(captured.target, format!("/resources/peer/{handle}"));
+    let audience = captured.values("x-murmur-audience");
+    assert_eq!(audience, [b.audience()]);
+    let proof = captured.values("x-murmur-proof");
+    assert_eq!(proof.len(), 1, "{captured:?}");
+    let proof = proof[0];
+
+    // The reference: the same payload under an all-zero MAC, with B's audience and no proof.
+    let payload = handle.split('.').nth(1).expect("a payload segment");
+    let forged = format!("mh1.{payload}.{}", "A".repeat(43));
+    let ask = |target: &str, headers: &[(&str, &str)]| {
+        let host = a.addr();
+        let mut all = vec![("host", host.as_str()), ("connection", "close")];
+        all.extend_from_slice(headers);
+        support::http::request(a.addr().as_str(), "GET", target, &all)
+    };
+    let reference = ask(
+        &format!("/resources/peer/{forged}"),
+        &[("x-murmur-audience", b.audience())],
+    );
+    reference.assert_refusal(403, "handle_not_valid", "the forged reference");
+
+    // R replays token, audience and proof to A.
+    let relayed = ask(
+        &captured.target,
+        &[
+            ("x-murmur-audience", audience[0]),
+            ("x-murmur-proof", proof),
+        ],
+    );
+    relayed.assert_refusal(403, "handle_not_valid", "the relayed proof");
+    let comparable = |reply: &support::http::Reply| {
+        let mut headers: Vec<(String, String)> = reply
+            .sorted_headers()
+            .into_iter()
+            .filter(|(name, _)| name != "date")
+            .map(|(name, value)| match name.as_str() {
+                "x-murmur-handle-id" => (name, String::new()),
+                _ => (name, value),
+            })
+            .collect();
+        headers.sort();
+        (reply.status, headers, reply.body.clone())
+    };
+    assert_eq!(
+        comparable(&relayed),
+        comparable(&reference),
+        "the relayed proof's refusal is byte-identical to a forgery's"
+    );
+    assert_eq!(
+        relayed.header("x-murmur-handle-id"),
+        Some(handle_id.as_str())
+    );
+    let line = a.events("peer_handle_redeem").pop().expect("a redeem line");
+    assert_eq!(line["outcome"], "handle_not_valid");
+    assert_eq!(line["reason"], "proof addressed to another origin");
+    assert_eq!(line["handle_id"], handle_id.as_str());
+    assert_eq!(
+        line["path"], "report.md",
+        "the MAC verified: the key is B's"
+    );
+    assert_eq!(line["audience_proof"], "ed25519");
+    assert!(
+        proof.contains(&format!(";o=http://{};", relay.peer())),
+        "the proof names the relay it was sent to: {proof}"
+    );
+
+    // B's own fetch from A is served.
+    let fetched = b.call_ok(
+        "fetch-peer-file",
+        json!({"peer": a.addr(), "handle": handle}),
+    );
+    assert_eq!(fetched["sha256"], sha256_hex(REPORT));
+    assert_eq!(
+        outcomes(&a.events("peer_handle_redeem")),
+        ["handle_not_valid", "handle_not_valid", "ok"],
+        "the forgery, the relay, the direct fetch"
+    );
+    assert_eq!(b.events("peer_file_fetch")[1]["outcome"], "ok");
+    assert_trace_well_formed(&a);
 }
 
 /// D-14 interop: a keyless peer (a card without the extension, no proof header) is minted for
@@ -1102,6 +1230,11 @@ fn spawn(world: &Workdir, label: &str, workdir: &Path, manifest: &str, listen: &
         );
     }
     capsule
+}
+
+/// The origin peers reach `capsule` at, as a proof names it (D-14.3.1).
+fn origin(capsule: &Served) -> String {
+    format!("http://{}", capsule.addr())
 }
 
 fn now_ms() -> i64 {

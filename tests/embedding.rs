@@ -12,11 +12,11 @@ use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem, Rec
 use resource_plane::budget::ByteBudget;
 use resource_plane::path::RelPath;
 use resource_plane::planes::{
-    Cancel, ExportScope, HmacPeerPlane, IfNoneMatch, Listing, ListingEntry, Minted, PeerPlane,
-    ReadOutcome, RedeemOutcome, RedeemRequest, ResourcePlane, ServedFile,
+    Cancel, ExportScope, HmacPeerPlane, IfNoneMatch, Listing, ListingEntry, Minted, Origin,
+    PeerPlane, ReadOutcome, RedeemOutcome, RedeemRequest, ResourcePlane, ServedFile,
 };
 use resource_plane::scope::{Containment, RootPath};
-use resource_plane::test_util::{self, TEST_SESSION_ID, TEST_START_MS, TestCapsule};
+use resource_plane::test_util::{self, TEST_SESSION_ID, TEST_START_MS, TEST_URL, TestCapsule};
 use resource_plane::{Backends, Capsule, CapsuleConfig, Code, LaunchError, Manifest, Refusal};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -373,6 +373,7 @@ fn a_runtime_peer_plane_mints_and_redeems_through_the_capsule() {
             },
             TEST_SESSION_ID.to_owned(),
             ByteBudget::new(1 << 20),
+            Origin::of_url(TEST_URL).unwrap(),
         ),
         mints: AtomicUsize::new(0),
         redeems: AtomicUsize::new(0),
@@ -509,6 +510,7 @@ fn a_replacement_plane_needs_its_export_declared() {
             },
             TEST_SESSION_ID.to_owned(),
             ByteBudget::new(1),
+            Origin::of_url(TEST_URL).unwrap(),
         ),
         mints: AtomicUsize::new(0),
         redeems: AtomicUsize::new(0),

@@ -645,7 +645,9 @@ async fn https_share_and_fetch_end_to_end() {
     let id = handle_id(&token);
     assert_eq!(shared["handle_id"], id.as_str());
 
-    // B redeems over https, by name and by IP SAN.
+    // B redeems over https by the name A advertises. By A's IP SAN the TLS handshake succeeds,
+    // but B's proof then names `https://127.0.0.1:<port>`, not the origin A advertises, and A
+    // refuses it (D-14.3.1): a minter accepts proofs for its advertised origin only.
     let by_name = format!("https://localhost:{port_a}");
     let fetched = b
         .fetch(&by_name, &token)
@@ -668,19 +670,28 @@ async fn https_share_and_fetch_end_to_end() {
         "the bytes landed"
     );
     let by_ip = format!("https://127.0.0.1:{port_a}");
-    let again = b.fetch(&by_ip, &token).await.expect("https fetch by IP");
-    assert_eq!(again["path"], stored.as_str());
+    let refused = b
+        .fetch(&by_ip, &token)
+        .await
+        .expect_err("a proof for another origin than A's");
+    assert_eq!(
+        refused.code, "handle_not_valid",
+        "A answered over TLS: {refused:?}"
+    );
 
     let redeems = a.events_of("peer_handle_redeem");
     assert_eq!(redeems.len(), 2, "{redeems:#?}");
     for redeem in &redeems {
-        assert_eq!(redeem["outcome"], "ok", "{redeem}");
         assert_eq!(redeem["audience_asserted"], audience.as_str());
         assert_eq!(redeem["handle_id"], id.as_str());
     }
+    assert_eq!(redeems[0]["outcome"], "ok");
+    assert_eq!(redeems[1]["outcome"], "handle_not_valid");
+    assert_eq!(redeems[1]["reason"], "proof addressed to another origin");
     let fetches = b.events_of("peer_file_fetch");
     assert_eq!(fetches.len(), 2);
-    assert!(fetches.iter().all(|f| f["outcome"] == "ok"), "{fetches:#?}");
+    assert_eq!(fetches[0]["outcome"], "ok", "{fetches:#?}");
+    assert_eq!(fetches[1]["outcome"], "handle_not_valid", "{fetches:#?}");
     a.assert_trace_has_no_token();
     b.assert_trace_has_no_token();
 }

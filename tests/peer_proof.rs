@@ -5,13 +5,18 @@
 //!    with a fresh `x-murmur-proof` signed by that key; every mutation (token, audience, key,
 //!    signature, `t`, `n`, replay, stale, future, malformed, repeated header) is the
 //!    byte-identical `403 handle_not_valid` of D-7.3, its trace line naming the check that
-//!    failed, and never reaches the filesystem (mocked with `times(0)`);
-//! 2. the bounded replay memory refuses at its cap rather than forgetting;
+//!    failed, and never reaches the filesystem (mocked with `times(0)`). A proof names the origin it was sent to (peer-proof v2, D-14.3.1): one naming another
+//!    origin, the proof a hostile relay received, is refused the same way, its line saying
+//!    `proof addressed to another origin`;
+//! 2. the bounded replay memory refuses at its cap rather than forgetting, and no key holds more
+//!    than an eighth of it while every other key's proofs still pass (D-14.4.1);
 //! 3. mint: `share-file` against a card responder binds a keyed card's key, fails a malformed
-//!    key extension `peer_unreachable`, and refuses keyless cards under `require_peer_proof`;
+//!    key extension `peer_unreachable`, treats a card naming only the v1 extension as keyless,
+//!    and refuses keyless cards under `require_peer_proof`;
 //! 4. interop: a keyless fetcher redeems what was minted for its keyless card; our keyed
 //!    fetcher redeems from a minter that ignores the proof header; two capsules of this crate
-//!    prove end to end.
+//!    prove end to end; a fetcher told to fetch from a hostile relay signs a proof the relay
+//!    cannot spend at the real minter.
 //!
 //! Handles and proofs are built by `tests/support/tokens.rs` from the spec's layouts (HMAC
 //! through `FixedKeyStore`, Ed25519 through *ring* directly), not through the crate's codecs.
@@ -28,15 +33,17 @@ use resource_plane::backends::{
     MemoryFilesystem, SystemClock,
 };
 use resource_plane::budget::ByteBudget;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, RedeemOutcome, RedeemRequest};
+use resource_plane::planes::{
+    ExportScope, HmacPeerPlane, Origin, PeerPlane, RedeemOutcome, RedeemRequest,
+};
 use resource_plane::scope::{Containment, RootPath};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use support::doubles::CardServer;
+use support::doubles::{CardServer, RecordingPeer};
 use support::response::shape;
 use support::sha256_hex;
-use support::tokens::{Signer, forge, handle_id};
-use support::world::{KEY, NOW_MS as NOW, SESSION, World, bind};
+use support::tokens::{PEER_PROOF_V2, Signer, forge, handle_id};
+use support::world::{KEY, NOW_MS as NOW, SESSION, URL as ORIGIN, World, bind};
 
 // ------------------------------------------------------------------------------------------------
 // Fixtures
@@ -47,6 +54,8 @@ const MTIME: i64 = 1_787_577_000_123;
 const REPORT: &[u8] = b"# report\nproved, then served\n";
 const SEED: [u8; 32] = [0x11; 32];
 const OTHER_SEED: [u8; 32] = [0x22; 32];
+/// The trace reason of a proof whose `o` is not the minter's origin (D-14.3.1).
+const OTHER_ORIGIN: &str = "proof addressed to another origin";
 const MINTER_YAML: &str = "name: minter\nexports:\n  peer_files: { root: out/, max_ttl: 1h }\n";
 
 // ------------------------------------------------------------------------------------------------
@@ -57,7 +66,7 @@ const MINTER_YAML: &str = "name: minter\nexports:\n  peer_files: { root: out/, m
 fn a_fresh_proof_by_the_bound_key_redeems_and_is_traced_ed25519() {
     let w = redeem_world();
     let token = keyed_token();
-    let proof = signer().proof(&token, NOW, nonce(1));
+    let proof = signer().proof(ORIGIN, &token, NOW, nonce(1));
     let response = w.peer_proved(&token, &[AUDIENCE], &[&proof]);
     assert_eq!(response.status(), 200);
     assert_eq!(&response.body().bytes()[..], REPORT);
@@ -79,7 +88,7 @@ fn a_fresh_proof_by_the_bound_key_redeems_and_is_traced_ed25519() {
     );
     // Either edge of the freshness window passes, with fresh nonces.
     for (i, t) in [(2, NOW - 60_000), (3, NOW + 60_000)] {
-        let proof = signer().proof(&token, t, nonce(i));
+        let proof = signer().proof(ORIGIN, &token, t, nonce(i));
         assert_eq!(
             w.peer_proved(&token, &[AUDIENCE], &[&proof]).status(),
             200,
@@ -87,7 +96,7 @@ fn a_fresh_proof_by_the_bound_key_redeems_and_is_traced_ed25519() {
         );
     }
     // The audience is matched as any audience is: trimmed and lowercased.
-    let proof = signer().proof(&token, NOW, nonce(4));
+    let proof = signer().proof(ORIGIN, &token, NOW, nonce(4));
     let respelt = w.peer_proved(&token, &[" READER@127.0.0.1:9000 "], &[&proof]);
     assert_eq!(respelt.status(), 200);
 }
@@ -103,7 +112,7 @@ fn a_plain_handle_redeems_without_a_proof_as_before_and_is_traced_none() {
     assert_eq!(line["path"], "report.md");
     // The same handle with a proof: the MAC is then over a keyed audience, which it was not
     // minted for.
-    let proof = signer().proof(&token, NOW, nonce(1));
+    let proof = signer().proof(ORIGIN, &token, NOW, nonce(1));
     assert_eq!(w.peer_proved(&token, &[AUDIENCE], &[&proof]).status(), 403);
     assert_eq!(
         w.last_of("peer_handle_redeem")["audience_proof"],
@@ -128,9 +137,9 @@ fn refused_cases() -> Vec<Case> {
     let token = keyed_token();
     let id = handle_id(&token);
     let other = Signer::new(OTHER_SEED);
-    let good = s.proof(&token, NOW, nonce(9));
+    let good = s.proof(ORIGIN, &token, NOW, nonce(9));
     let (t, n) = (NOW.to_string(), URL_SAFE_NO_PAD.encode(nonce(9)));
-    let sig = s.sig(&id, &t, &n);
+    let sig = s.sig(ORIGIN, &id, &t, &n);
     let mut flipped_sig = URL_SAFE_NO_PAD.decode(&sig).unwrap();
     flipped_sig[10] ^= 0x01;
     let flipped_sig = URL_SAFE_NO_PAD.encode(flipped_sig);
@@ -142,8 +151,12 @@ fn refused_cases() -> Vec<Case> {
         b'A'
     };
     let flipped_mac = String::from_utf8(flipped_mac).unwrap();
-    let header =
-        |key: &str, t: &str, n: &str, sig: &str| format!("ed25519;key={key};t={t};n={n};sig={sig}");
+    let header = |key: &str, t: &str, n: &str, sig: &str| {
+        format!("ed25519;key={key};o={ORIGIN};t={t};n={n};sig={sig}")
+    };
+    // The origin a hostile relay listens at: what a fetcher told to fetch from it signs.
+    let relay = "http://127.0.0.1:41235";
+    let relayed = s.header(&s.key, relay, &id, &t, &n);
     let case = |label, token: &str, audience: &str, proofs: Vec<String>, mac_ok, reason| Case {
         label,
         token: token.to_owned(),
@@ -157,7 +170,7 @@ fn refused_cases() -> Vec<Case> {
             "token: a MAC character changed",
             &flipped_mac,
             AUDIENCE,
-            vec![s.proof(&flipped_mac, NOW, nonce(1))],
+            vec![s.proof(ORIGIN, &flipped_mac, NOW, nonce(1))],
             false,
             "MAC",
         ),
@@ -173,7 +186,7 @@ fn refused_cases() -> Vec<Case> {
             "key: another key's good proof",
             &token,
             AUDIENCE,
-            vec![other.proof(&token, NOW, nonce(1))],
+            vec![other.proof(ORIGIN, &token, NOW, nonce(1))],
             false,
             "MAC",
         ),
@@ -181,7 +194,7 @@ fn refused_cases() -> Vec<Case> {
             "key: the bound key named, another key's signature",
             &token,
             AUDIENCE,
-            vec![header(&s.key, &t, &n, &other.sig(&id, &t, &n))],
+            vec![header(&s.key, &t, &n, &other.sig(ORIGIN, &id, &t, &n))],
             true,
             "signature",
         ),
@@ -197,9 +210,82 @@ fn refused_cases() -> Vec<Case> {
             "sig: signed for another handle",
             &token,
             AUDIENCE,
-            vec![header(&s.key, &t, &n, &s.sig("0000000000000000", &t, &n))],
+            vec![header(
+                &s.key,
+                &t,
+                &n,
+                &s.sig(ORIGIN, "0000000000000000", &t, &n),
+            )],
             true,
             "signature",
+        ),
+        case(
+            "o: another origin, the proof a relay received",
+            &token,
+            AUDIENCE,
+            vec![relayed.clone()],
+            true,
+            "proof addressed to another origin",
+        ),
+        case(
+            "o: another origin, and a signature by another key (the origin is checked first)",
+            &token,
+            AUDIENCE,
+            vec![other.header(&s.key, relay, &id, &t, &n)],
+            true,
+            "proof addressed to another origin",
+        ),
+        case(
+            "o: the minter's origin written over a signature for the relay's",
+            &token,
+            AUDIENCE,
+            vec![relayed.replace(relay, ORIGIN)],
+            true,
+            "signature",
+        ),
+        case(
+            "o: the same host on another port",
+            &token,
+            AUDIENCE,
+            vec![s.header(&s.key, "http://127.0.0.1:41236", &id, &t, &n)],
+            true,
+            "proof addressed to another origin",
+        ),
+        case(
+            "o: https for the minter's http",
+            &token,
+            AUDIENCE,
+            vec![s.header(&s.key, "https://127.0.0.1:41234", &id, &t, &n)],
+            true,
+            "proof addressed to another origin",
+        ),
+        case(
+            "o: absent, a peer-proof v1 header signed by the v1 layout",
+            &token,
+            AUDIENCE,
+            vec![{
+                let v1 = format!("murmur-peer-redeem-v1\x1f{id}\x1f{t}\x1f{n}");
+                let v1_sig = URL_SAFE_NO_PAD.encode(s.pair.sign(v1.as_bytes()).as_ref());
+                format!("ed25519;key={};t={t};n={n};sig={v1_sig}", s.key)
+            }],
+            true,
+            "malformed",
+        ),
+        case(
+            "o: without its port",
+            &token,
+            AUDIENCE,
+            vec![s.header(&s.key, "http://127.0.0.1", &id, &t, &n)],
+            true,
+            "malformed",
+        ),
+        case(
+            "o: in capitals",
+            &token,
+            AUDIENCE,
+            vec![s.header(&s.key, "HTTP://127.0.0.1:41234", &id, &t, &n)],
+            true,
+            "malformed",
         ),
         case(
             "t: changed after signing",
@@ -221,7 +307,7 @@ fn refused_cases() -> Vec<Case> {
             "stale: t 60.001 s behind",
             &token,
             AUDIENCE,
-            vec![s.proof(&token, NOW - 60_001, nonce(2))],
+            vec![s.proof(ORIGIN, &token, NOW - 60_001, nonce(2))],
             true,
             "fresh",
         ),
@@ -229,7 +315,7 @@ fn refused_cases() -> Vec<Case> {
             "future: t 60.001 s ahead",
             &token,
             AUDIENCE,
-            vec![s.proof(&token, NOW + 60_001, nonce(3))],
+            vec![s.proof(ORIGIN, &token, NOW + 60_001, nonce(3))],
             true,
             "fresh",
         ),
@@ -237,7 +323,7 @@ fn refused_cases() -> Vec<Case> {
             "stale: t = 0",
             &token,
             AUDIENCE,
-            vec![s.proof(&token, 0, nonce(4))],
+            vec![s.proof(ORIGIN, &token, 0, nonce(4))],
             true,
             "fresh",
         ),
@@ -301,7 +387,7 @@ fn refused_cases() -> Vec<Case> {
             "two proof headers, both good",
             &token,
             AUDIENCE,
-            vec![good.clone(), s.proof(&token, NOW, nonce(5))],
+            vec![good.clone(), s.proof(ORIGIN, &token, NOW, nonce(5))],
             false,
             "more than once",
         ),
@@ -331,6 +417,12 @@ fn every_proof_failure_is_the_same_403_and_its_line_names_the_check() {
         assert_eq!(line["bytes"], Value::Null, "{label}");
         let reason = line["reason"].as_str().unwrap_or_default();
         assert!(reason.contains(case.reason), "{label}: reason {reason:?}");
+        if case.reason == OTHER_ORIGIN {
+            assert_eq!(
+                reason, OTHER_ORIGIN,
+                "{label}: the reason is exactly the check's"
+            );
+        }
         if case.mac_ok {
             assert_eq!(line["path"], "report.md", "{label}: the MAC verified");
             assert_eq!(line["audience_proof"], "ed25519", "{label}");
@@ -345,7 +437,7 @@ fn every_proof_failure_is_the_same_403_and_its_line_names_the_check() {
     }
     // None of them spent the good proof's nonce: it still redeems once, then is a replay.
     let token = keyed_token();
-    let good = signer().proof(&token, NOW, nonce(9));
+    let good = signer().proof(ORIGIN, &token, NOW, nonce(9));
     assert_eq!(w.peer_proved(&token, &[AUDIENCE], &[&good]).status(), 200);
     let replay = w.peer_proved(&token, &[AUDIENCE], &[&good]);
     assert_eq!(shape(&replay), reference, "replay: not byte-identical");
@@ -367,7 +459,7 @@ fn every_proof_failure_is_the_same_403_and_its_line_names_the_check() {
 fn the_proof_is_checked_before_the_expiry() {
     let w = redeem_world();
     let expired = token_for(&signer().keyed(AUDIENCE), "report.md", NOW - 1);
-    let fresh = signer().proof(&expired, NOW, nonce(1));
+    let fresh = signer().proof(ORIGIN, &expired, NOW, nonce(1));
     let response = w.peer_proved(&expired, &[AUDIENCE], &[&fresh]);
     assert_eq!(
         response.status(),
@@ -375,7 +467,7 @@ fn the_proof_is_checked_before_the_expiry() {
         "a good proof reaches the expiry check"
     );
     assert_eq!(w.last_of("peer_handle_redeem")["audience_proof"], "ed25519");
-    let stale = signer().proof(&expired, NOW - 61_000, nonce(2));
+    let stale = signer().proof(ORIGIN, &expired, NOW - 61_000, nonce(2));
     assert_eq!(
         w.peer_proved(&expired, &[AUDIENCE], &[&stale]).status(),
         403,
@@ -461,6 +553,7 @@ fn mocked_plane(opens: usize, reads: usize) -> HmacPeerPlane {
         scope(),
         SESSION.to_owned(),
         ByteBudget::new(1 << 20),
+        Origin::of_url(ORIGIN).unwrap(),
     )
 }
 
@@ -483,7 +576,7 @@ fn refused_proofs_never_reach_the_filesystem() {
     }
     // A replay: the first redeem reaches the filesystem once; its copy does not.
     let token = keyed_token();
-    let good = signer().proof(&token, NOW, nonce(1));
+    let good = signer().proof(ORIGIN, &token, NOW, nonce(1));
     let replayed = Case {
         label: "replay",
         token,
@@ -506,50 +599,166 @@ fn refused_proofs_never_reach_the_filesystem() {
     assert_eq!(again.audience_proof, Some("ed25519"));
 }
 
-#[test]
-fn a_full_replay_memory_refuses_new_proofs_and_still_remembers_old_ones() {
+/// A plane of [`SESSION`] over a memory workdir holding `out/report.md`, on `clock`, at
+/// [`ORIGIN`], remembering at most `capacity` accepted proofs.
+fn plane_remembering(clock: Arc<ManualClock>, capacity: usize) -> HmacPeerPlane {
     let fs = Arc::new(MemoryFilesystem::new());
     fs.add_file("out/report.md", REPORT, MTIME);
-    let clock = Arc::new(ManualClock::new(NOW));
-    let plane = HmacPeerPlane::new(
+    HmacPeerPlane::new(
         fs,
-        clock.clone(),
+        clock,
         Arc::new(FixedKeyStore::new(KEY)),
         scope(),
         SESSION.to_owned(),
         ByteBudget::new(1 << 20),
+        Origin::of_url(ORIGIN).unwrap(),
     )
-    .with_replay_capacity(2);
-    let s = Signer::new(SEED);
-    let token = token_for(&s.keyed(AUDIENCE), "report.md", NOW + 3_600_000);
-    let redeem = |n: u8| {
-        let proof = s.proof(&token, clock.now_ms(), nonce(n));
+    .with_replay_capacity(capacity)
+}
+
+/// A redeem's refusal reason, or `ok`.
+fn reason(r: RedeemOutcome) -> String {
+    r.result
+        .map(|_| String::from("ok"))
+        .unwrap_or_else(|e| e.reason)
+}
+
+#[test]
+fn a_full_replay_memory_refuses_new_proofs_and_still_remembers_old_ones() {
+    let clock = Arc::new(ManualClock::new(NOW));
+    // Two pairs in all, so one per key: three keys fill it.
+    let plane = plane_remembering(clock.clone(), 2);
+    let signers = [0x31, 0x32, 0x33].map(|b| Signer::new([b; 32]));
+    let tokens = signers
+        .each_ref()
+        .map(|s| token_for(&s.keyed(AUDIENCE), "report.md", NOW + 3_600_000));
+    let redeem = |k: usize, n: u8| {
+        let proof = signers[k].proof(ORIGIN, &tokens[k], clock.now_ms(), nonce(n));
         plane.redeem(
-            RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]).with_proof(&[proof.as_bytes()]),
+            RedeemRequest::new(&tokens[k], &[AUDIENCE.as_bytes()]).with_proof(&[proof.as_bytes()]),
         )
     };
-    let reason = |r: RedeemOutcome| {
-        r.result
-            .map(|_| String::from("ok"))
-            .unwrap_or_else(|e| e.reason)
-    };
-    assert_eq!(reason(redeem(1)), "ok");
-    assert_eq!(reason(redeem(2)), "ok");
+    assert_eq!(reason(redeem(0, 1)), "ok");
+    assert_eq!(reason(redeem(1, 2)), "ok");
     assert_eq!(plane.remembered_proofs(), 2);
-    assert!(
-        reason(redeem(3)).contains("full"),
+    assert_eq!(
+        reason(redeem(2, 3)),
+        "proof not remembered: the replay memory is full",
         "at the cap a new proof is refused"
     );
-    let copy = s.proof(&token, NOW, nonce(1));
-    let replay = plane
-        .redeem(RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]).with_proof(&[copy.as_bytes()]));
+    let copy = signers[0].proof(ORIGIN, &tokens[0], NOW, nonce(1));
+    let replay = plane.redeem(
+        RedeemRequest::new(&tokens[0], &[AUDIENCE.as_bytes()]).with_proof(&[copy.as_bytes()]),
+    );
     assert!(
         reason(replay).contains("replayed"),
         "nothing was forgotten to make room"
     );
     // Once the first pairs' window has passed, there is room again.
     clock.advance(120_001);
-    assert_eq!(reason(redeem(3)), "ok");
+    assert_eq!(reason(redeem(2, 3)), "ok");
+    assert_eq!(plane.remembered_proofs(), 1);
+}
+
+/// D-14.4.1 through a capsule's router: a key that holds its eighth of the replay memory has its
+/// next proof refused with the byte-identical 403 (trace reason exactly `proof replay memory
+/// full for this key`), while other keys' fresh proofs still redeem, and the memory never holds
+/// more than its capacity. The plane remembers 64 proofs (8 per key) so the test signs few.
+#[test]
+fn one_key_over_its_share_is_refused_and_every_other_key_still_passes() {
+    const CAPACITY: usize = 64;
+    const SHARE: usize = CAPACITY / 8;
+    let clock = Arc::new(ManualClock::new(NOW));
+    let plane = Arc::new(plane_remembering(clock.clone(), CAPACITY));
+    let trace = Arc::new(resource_plane::backends::RecordingTraceSink::new());
+    let manifest = resource_plane::Manifest::from_yaml(MINTER_YAML)
+        .unwrap()
+        .manifest;
+    let capsule = resource_plane::Capsule::builder(&manifest)
+        .filesystem({
+            let fs = MemoryFilesystem::new();
+            fs.add_file("out/report.md", REPORT, MTIME);
+            Arc::new(fs)
+        })
+        .clock(clock.clone())
+        .trace(trace.clone())
+        .advertised_url(ORIGIN)
+        .session_id(SESSION)
+        .peer_plane(plane.clone())
+        .launch()
+        .unwrap();
+    let router = capsule.router();
+    let greedy = Signer::new([0x41; 32]);
+    let greedy_token = token_for(&greedy.keyed(AUDIENCE), "report.md", NOW + 3_600_000);
+    let send = |signer: &Signer, token: &str, n: u16| {
+        let mut nonce = [0u8; 16];
+        nonce[..2].copy_from_slice(&n.to_le_bytes());
+        let proof = signer.proof(ORIGIN, token, clock.now_ms(), nonce);
+        router.respond_with_proof(
+            &Method::GET,
+            &format!("/resources/peer/{token}"),
+            &[AUDIENCE.as_bytes()],
+            &[proof.as_bytes()],
+        )
+    };
+    let last_reason = || {
+        trace
+            .events()
+            .into_iter()
+            .rfind(|e| e["event_type"] == "peer_handle_redeem")
+            .expect("a redeem line")["reason"]
+            .clone()
+    };
+    let forged = format!(
+        "mh1.{}.{}",
+        greedy_token.split('.').nth(1).unwrap(),
+        URL_SAFE_NO_PAD.encode([0u8; 32])
+    );
+    let reference = shape(&router.respond(
+        &Method::GET,
+        &format!("/resources/peer/{forged}"),
+        &[AUDIENCE.as_bytes()],
+    ));
+    assert_eq!(reference.status, 403, "the reference is a plain forgery");
+
+    for n in 0..SHARE as u16 {
+        assert_eq!(send(&greedy, &greedy_token, n).status(), 200, "proof {n}");
+    }
+    assert_eq!(plane.remembered_proofs(), SHARE);
+    // Its next proofs, fresh and well signed, are refused; the memory does not grow.
+    for n in SHARE as u16..SHARE as u16 + 20 {
+        let refused = send(&greedy, &greedy_token, n);
+        assert_eq!(shape(&refused), reference, "proof {n}: not byte-identical");
+        assert_eq!(last_reason(), "proof replay memory full for this key");
+    }
+    assert_eq!(
+        plane.remembered_proofs(),
+        SHARE,
+        "refused proofs are not kept"
+    );
+    // Every other key's fresh proofs pass, up to its own share.
+    for seed in 0x51..0x58u8 {
+        let other = Signer::new([seed; 32]);
+        let token = token_for(&other.keyed(AUDIENCE), "report.md", NOW + 3_600_000);
+        for n in 0..SHARE as u16 {
+            let served = send(&other, &token, n);
+            assert_eq!(served.status(), 200, "key {seed:#x}, proof {n}");
+            assert_eq!(&served.body().bytes()[..], REPORT);
+        }
+    }
+    // Eight keys at their share fill the memory, and it holds no more than its capacity.
+    assert_eq!(plane.remembered_proofs(), CAPACITY);
+    let ninth = Signer::new([0x61; 32]);
+    let token = token_for(&ninth.keyed(AUDIENCE), "report.md", NOW + 3_600_000);
+    assert_eq!(shape(&send(&ninth, &token, 0)), reference);
+    assert_eq!(
+        last_reason(),
+        "proof not remembered: the replay memory is full"
+    );
+    assert_eq!(plane.remembered_proofs(), CAPACITY);
+    // Once the window has passed, the greedy key redeems again.
+    clock.advance(120_001);
+    assert_eq!(send(&greedy, &greedy_token, 1_000).status(), 200);
     assert_eq!(plane.remembered_proofs(), 1);
 }
 
@@ -572,7 +781,7 @@ fn card(name: &str, url: &str, extensions: Option<Value>) -> String {
 }
 
 fn proof_extension(alg: &str, key: &str) -> Value {
-    json!({"uri": "urn:resource-plane:peer-proof:v1", "required": false,
+    json!({"uri": PEER_PROOF_V2, "required": false,
            "params": {"alg": alg, "key": key}})
 }
 
@@ -622,14 +831,14 @@ async fn a_keyed_card_binds_its_key_and_the_result_keeps_the_plain_audience() {
         "MAC'd over <audience>#ed25519:<key>"
     );
     assert!(!is_bound_to(token, AUDIENCE));
-    let proof = signer.proof(token, NOW, nonce(1));
+    let proof = signer.proof(ORIGIN, token, NOW, nonce(1));
     assert_eq!(w.peer_proved(token, &[AUDIENCE], &[&proof]).status(), 200);
     assert_eq!(
         w.peer_proved(token, &[AUDIENCE], &[]).status(),
         403,
         "no proof"
     );
-    let other = Signer::new(OTHER_SEED).proof(token, NOW, nonce(2));
+    let other = Signer::new(OTHER_SEED).proof(ORIGIN, token, NOW, nonce(2));
     assert_eq!(
         w.peer_proved(token, &[AUDIENCE], &[&other]).status(),
         403,
@@ -663,13 +872,10 @@ async fn a_malformed_key_extension_fails_the_mint_peer_unreachable() {
                 &URL_SAFE_NO_PAD.encode([1u8; 33])
             )]),
         ),
-        (
-            "no params",
-            json!([{"uri": "urn:resource-plane:peer-proof:v1"}]),
-        ),
+        ("no params", json!([{"uri": PEER_PROOF_V2}])),
         (
             "a key that is not a string",
-            json!([{"uri": "urn:resource-plane:peer-proof:v1", "params": {"alg": "Ed25519", "key": 5}}]),
+            json!([{"uri": PEER_PROOF_V2, "params": {"alg": "Ed25519", "key": 5}}]),
         ),
     ];
     for (label, extensions) in cases {
@@ -697,6 +903,40 @@ async fn a_malformed_key_extension_fails_the_mint_peer_unreachable() {
             lines[0]["reason"]
         );
     }
+}
+
+/// A card that publishes its key only under the v1 `uri` is keyless (D-14.3.1): its proofs
+/// would not name where they are sent, so the minter binds the plain audience, and a minter that
+/// requires proofs refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_naming_only_the_v1_extension_is_keyless() {
+    let key = Signer::new(SEED).key;
+    let v1 = json!([{"uri": "urn:resource-plane:peer-proof:v1", "required": false,
+                     "params": {"alg": "Ed25519", "key": key}}]);
+    let peer = card_responder(card("reader", "http://127.0.0.1:9000", Some(v1))).await;
+    let w = minter(false);
+    let shared = w
+        .capsule
+        .tools()
+        .call("share-file", json!({"path": "report.md", "peer": peer}))
+        .await
+        .expect("minted as for a keyless card");
+    let token = shared["handle"].as_str().unwrap();
+    assert!(
+        is_bound_to(token, AUDIENCE),
+        "MAC'd over the plain audience"
+    );
+    assert!(!is_bound_to(token, &Signer::new(SEED).keyed(AUDIENCE)));
+    assert_eq!(w.events_of("peer_handle_mint")[0]["audience_proof"], "none");
+
+    let strict = minter(true);
+    let error = strict
+        .capsule
+        .tools()
+        .call("share-file", json!({"path": "report.md", "peer": peer}))
+        .await
+        .expect_err("a v1 card carries no key a strict minter accepts");
+    assert_eq!(error.code, "peer_not_authenticated");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -797,7 +1037,7 @@ async fn two_capsules_prove_end_to_end() {
     let card: Value = serde_json::from_slice(&card.body().bytes()).unwrap();
     assert_eq!(
         card["capabilities"],
-        json!({"extensions": [{"uri": "urn:resource-plane:peer-proof:v1", "required": false,
+        json!({"extensions": [{"uri": PEER_PROOF_V2, "required": false,
                                "params": {"alg": "Ed25519", "key": key}}]})
     );
 
@@ -851,11 +1091,132 @@ async fn two_capsules_prove_end_to_end() {
         )
         .await
         .expect_err("no key, no proof");
-    assert_eq!(after.code, "io_error");
+    assert_eq!(after.code, "session_ended", "D-12.1");
     assert_eq!(
         minter.events_of("peer_handle_redeem").len(),
         2,
         "nothing more reached the minter"
+    );
+}
+
+/// The relay of D-14.3.1, in process: a fetcher told to fetch from a hostile peer on its allow
+/// list sends it the token, its audience and a proof; the relay replays all three to the real
+/// minter and is refused with the byte-identical 403, the minter's line naming the origin check;
+/// the fetcher's own fetch from the minter is served. Under peer-proof v1 the relayed proof
+/// verified (it signed only the handle id, `t` and `n`) and the relay got the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proof_relayed_to_the_minter_is_refused_and_the_direct_fetch_is_served() {
+    let (minter_listener, minter_addr) = bind().await;
+    let minter_origin = format!("http://{minter_addr}");
+    let relay = RecordingPeer::new(404, r#"{"error":"not_found","message":"no such file"}"#);
+    let minter = node(
+        "name: minter\nexports:\n  peer_files: { root: out/, require_peer_proof: true }\n\
+         capabilities:\n  network: { allow: [\"127.0.0.1\"] }\n",
+        &minter_origin,
+        true,
+        None,
+    );
+    let (fetcher_listener, fetcher_addr) = bind().await;
+    let fetcher = node(
+        &format!(
+            "name: reader\ncapabilities:\n  peer_fetch: {{ allow: [\"{minter_addr}\", \"{}\"] }}\n",
+            relay.peer()
+        ),
+        &format!("http://{fetcher_addr}"),
+        false,
+        None,
+    );
+    let _minter_serving = minter.serve(minter_listener);
+    let _fetcher_serving = fetcher.serve(fetcher_listener);
+    let shared = minter
+        .capsule
+        .tools()
+        .call(
+            "share-file",
+            json!({"path": "report.md", "peer": fetcher_addr.to_string()}),
+        )
+        .await
+        .expect("minted for the keyed fetcher");
+    let token = shared["handle"].as_str().unwrap().to_owned();
+
+    // The fetcher, told to fetch from the relay, sends it everything a redeem carries.
+    let lured = fetcher
+        .capsule
+        .tools()
+        .call(
+            "fetch-peer-file",
+            json!({"peer": relay.peer(), "handle": token}),
+        )
+        .await
+        .expect_err("the relay serves nothing");
+    assert_eq!(lured.code, "not_found");
+    let captured = relay.requests();
+    assert_eq!(captured.len(), 1);
+    let captured = &captured[0];
+    assert_eq!(captured.target, format!("/resources/peer/{token}"));
+    let audience = captured.values("x-murmur-audience");
+    assert_eq!(audience, [fetcher.capsule.audience()]);
+    let proof = captured.values("x-murmur-proof");
+    assert_eq!(proof.len(), 1, "{captured:?}");
+    assert!(
+        proof[0].contains(&format!(";o=http://{};", relay.peer())),
+        "the proof names the relay it was sent to: {}",
+        proof[0]
+    );
+
+    // The relay replays token, audience and proof to the minter: refused like a forgery.
+    let forged = format!(
+        "mh1.{}.{}",
+        token.split('.').nth(1).unwrap(),
+        URL_SAFE_NO_PAD.encode([0u8; 32])
+    );
+    let reference = shape(&minter.capsule.router().respond(
+        &Method::GET,
+        &format!("/resources/peer/{forged}"),
+        &[audience[0].as_bytes()],
+    ));
+    assert_eq!(reference.status, 403);
+    let replayed = minter.capsule.router().respond_with_proof(
+        &Method::GET,
+        &captured.target,
+        &[audience[0].as_bytes()],
+        &[proof[0].as_bytes()],
+    );
+    assert_eq!(
+        shape(&replayed),
+        reference,
+        "the relayed proof: not byte-identical"
+    );
+    let line = minter.last_of("peer_handle_redeem");
+    assert_eq!(line["outcome"], "handle_not_valid");
+    assert_eq!(line["reason"], OTHER_ORIGIN);
+    assert_eq!(
+        line["path"], "report.md",
+        "the MAC verified: the key is the fetcher's"
+    );
+    assert_eq!(line["audience_proof"], "ed25519");
+    assert_eq!(line["bytes"], Value::Null);
+
+    // The fetcher's own fetch from the minter is served.
+    let fetched = fetcher
+        .capsule
+        .tools()
+        .call(
+            "fetch-peer-file",
+            json!({"peer": minter_addr.to_string(), "handle": token}),
+        )
+        .await
+        .expect("the direct fetch is served");
+    assert_eq!(fetched["sha256"], sha256_hex(REPORT));
+    let redeems: Vec<Value> = minter
+        .events_of("peer_handle_redeem")
+        .into_iter()
+        .map(|l| l["outcome"].clone())
+        .collect();
+    assert_eq!(
+        redeems,
+        ["handle_not_valid", "handle_not_valid", "ok"],
+        "the forged reference, the relayed proof, the direct fetch"
     );
 }
 
@@ -960,22 +1321,25 @@ async fn our_keyed_fetcher_redeems_from_a_minter_that_ignores_the_proof() {
     );
 
     // The fetcher did send a proof: one header, for this handle, by the key its card publishes,
-    // stamped within a few seconds of now.
+    // naming the origin it sent the redeem to, stamped within a few seconds of now.
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
     let key = fetcher.capsule.identity_key().unwrap();
     let params: Vec<&str> = seen[0].split(';').collect();
     assert_eq!(params[0], "ed25519");
     assert_eq!(params[1], format!("key={key}"));
-    let t = params[2].strip_prefix("t=").unwrap();
-    let n = params[3].strip_prefix("n=").unwrap();
+    let origin = format!("http://127.0.0.1:{minter_port}");
+    assert_eq!(params[2], format!("o={origin}"));
+    let t = params[3].strip_prefix("t=").unwrap();
+    let n = params[4].strip_prefix("n=").unwrap();
     let sig = URL_SAFE_NO_PAD
-        .decode(params[4].strip_prefix("sig=").unwrap())
+        .decode(params[5].strip_prefix("sig=").unwrap())
         .unwrap();
+    assert_eq!(params.len(), 6);
     assert!((SystemClock.now_ms() - t.parse::<i64>().unwrap()).abs() < 30_000);
     assert_eq!(URL_SAFE_NO_PAD.decode(n).unwrap().len(), 16);
     let message = format!(
-        "murmur-peer-redeem-v1\x1f{}\x1f{t}\x1f{n}",
+        "murmur-peer-redeem-v2\x1f{origin}\x1f{}\x1f{t}\x1f{n}",
         handle_id(&token)
     );
     ring::signature::UnparsedPublicKey::new(

@@ -23,7 +23,9 @@ use resource_plane::backends::RootDir;
 use resource_plane::backends::{Clock, FixedKeyStore, FsError, FsErrorKind, OsRandomKeyStore};
 use resource_plane::budget::ByteBudget;
 use resource_plane::http::PlaneBody;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, RedeemOutcome, RedeemRequest};
+use resource_plane::planes::{
+    ExportScope, HmacPeerPlane, Origin, PeerPlane, RedeemOutcome, RedeemRequest,
+};
 use resource_plane::scope::{Containment, RootPath};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -32,7 +34,7 @@ use support::response::{Shape, body_text, header, header_names, shape};
 use support::sha256_hex;
 use support::tokens::{NONCE, forge, handle_id, mac, payload, segments, sign_b64, sign_json};
 use support::trace::{RedeemLine as Line, assert_redeem_line};
-use support::world::{KEY, NOW_MS as NOW, SESSION, World};
+use support::world::{KEY, NOW_MS as NOW, SESSION, URL, World};
 
 // ------------------------------------------------------------------------------------------------
 // Fixtures
@@ -1089,6 +1091,7 @@ fn mocked_plane(fs: MockFs, clock: MockClk) -> HmacPeerPlane {
         peer_scope(Containment::Sealed),
         SESSION.to_owned(),
         ByteBudget::new(1 << 20),
+        Origin::of_url(URL).unwrap(),
     )
 }
 

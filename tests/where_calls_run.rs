@@ -19,8 +19,8 @@ use resource_plane::http::INLINE_READ_LIMIT;
 use resource_plane::http::Router;
 use resource_plane::path::RelPath;
 use resource_plane::planes::{
-    Cancel, ExportScope, HmacPeerPlane, IfNoneMatch, Listing, ListingEntry, Minted, PeerPlane,
-    ReadOutcome, RedeemOutcome, RedeemRequest, ResourcePlane, ServedFile,
+    Cancel, ExportScope, HmacPeerPlane, IfNoneMatch, Listing, ListingEntry, Minted, Origin,
+    PeerPlane, ReadOutcome, RedeemOutcome, RedeemRequest, ResourcePlane, ServedFile,
 };
 use resource_plane::scope::{Containment, RootPath};
 use resource_plane::{Capsule, CapsuleBuilder, Code, Manifest, Refusal};
@@ -271,6 +271,7 @@ async fn a_runtimes_own_planes_always_run_on_the_pool() {
             },
             "ses_runtime".into(),
             ByteBudget::new(1 << 20),
+            Origin::of_url("http://127.0.0.1:41234").unwrap(),
         ),
         redeems: Mutex::new(Vec::new()),
     });

@@ -1,7 +1,8 @@
-//! The redeem-proof header parser (D-14.3) never panics; anything it accepts is exactly its own
-//! canonical spelling, and a malformed header that names a key starts with that key. A redeem of
-//! a live handle minted for a keyed audience, with arbitrary bytes as its proof, is always the
-//! one `handle_not_valid` (no proof can be forged without the key) and reads no file.
+//! The redeem-proof header parser (peer-proof v2, D-14.3 and D-14.3.1) never panics; anything it
+//! accepts is exactly its own canonical spelling (`o` included: an origin as `Origin` writes
+//! one), and a malformed header that names a key starts with that key. A redeem of a live handle
+//! minted for a keyed audience, with arbitrary bytes as its proof, is always the one
+//! `handle_not_valid` (no proof can be forged without the key) and reads no file.
 #![no_main]
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -11,18 +12,23 @@ use resource_plane::backends::{
 };
 use resource_plane::budget::ByteBudget;
 use resource_plane::path::RelPath;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, RedeemRequest, proof};
+use resource_plane::planes::{
+    ExportScope, HmacPeerPlane, Origin, PeerPlane, RedeemRequest, proof,
+};
 use resource_plane::refusal::Code;
 use resource_plane::scope::{Containment, RootPath};
 use std::sync::Arc;
 
 const NOW: i64 = 1_787_577_327_015;
+const ORIGIN: &str = "http://127.0.0.1:41234";
 
 fuzz_target!(|data: &[u8]| {
     match proof::parse(data) {
         Ok(p) => {
+            let origin = Origin::of_url(p.origin).expect("an accepted o is an origin");
+            assert_eq!(origin.as_str(), p.origin, "accepted a non-canonical origin");
             let spelt = format!(
-                "ed25519;key={};t={};n={};sig={}",
+                "ed25519;key={};o={origin};t={};n={};sig={}",
                 URL_SAFE_NO_PAD.encode(p.key),
                 p.t,
                 URL_SAFE_NO_PAD.encode(p.n),
@@ -52,6 +58,7 @@ fuzz_target!(|data: &[u8]| {
         },
         "ses_fuzz".into(),
         ByteBudget::new(1 << 20),
+        Origin::of_url(ORIGIN).unwrap(),
     );
     let key = URL_SAFE_NO_PAD.encode(FixedIdentityKey::new([9; 32]).public_key());
     let audience = format!("reader@127.0.0.1:1#ed25519:{key}");

@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem};
 use resource_plane::budget::ByteBudget;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, PeerPlane, RedeemRequest, handle};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, Origin, PeerPlane, RedeemRequest, handle};
 use resource_plane::refusal::Code;
 use resource_plane::scope::{Containment, RootPath};
 use std::sync::Arc;
@@ -23,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
         ExportScope { root: RootPath::parse("out").unwrap(), max_bytes: 1024, containment: Containment::Sealed },
         "ses_fuzz".into(),
         ByteBudget::new(1 << 20),
+        Origin::of_url("http://127.0.0.1:41234").unwrap(),
     );
     let redeem = plane.redeem(RedeemRequest::new(token, &[b"reader@127.0.0.1:1"]));
     let code = redeem.result.err().map(|r| r.code);

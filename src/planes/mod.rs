@@ -24,6 +24,7 @@ pub(crate) use listing::ListingHead;
 pub use listing::{Listing, ListingBody, ListingEntry};
 pub use peer::HmacPeerPlane;
 pub(crate) use peer::{RedeemResume, normalise_audience};
+pub use proof::Origin;
 pub use reader::ServedFile;
 pub use replay::DEFAULT_REPLAY_CAPACITY;
 pub use resource::OperatorPlane;
@@ -315,6 +316,7 @@ impl RedeemOutcome {
 /// #     ExportScope { root: RootPath::parse("out/").unwrap(), max_bytes: 1 << 20, containment: Containment::Sealed },
 /// #     "ses_doc".into(),
 /// #     ByteBudget::new(1 << 20),
+/// #     resource_plane::planes::Origin::of_url("http://127.0.0.1:41234").unwrap(),
 /// # );
 /// let plane = Counted { inner, redeems: AtomicUsize::new(0) };
 /// let path = plane.resolve_for_mint("report.md").unwrap();
@@ -349,8 +351,8 @@ pub trait PeerPlane: Debug + Send + Sync {
 
     /// `GET /resources/peer/<token>`, checked in the order of D-7.2; with an `x-murmur-proof`
     /// (D-14.4), the MAC is checked over `<audience>#ed25519:<key from the header>` and the
-    /// proof's signature, freshness and nonce after it, a refused proof being
-    /// `handle_not_valid`. Blocking.
+    /// proof's origin (D-14.3.1: the plane's own), signature, freshness and nonce after it, a
+    /// refused proof being `handle_not_valid`. Blocking.
     ///
     /// A plane that does not know proofs may ignore `request.proof` and check the plain
     /// audience (D-14.3). Its refusals: `malformed_handle`, `missing_audience`,

@@ -1,8 +1,9 @@
 //! The peer plane: HMAC-signed, audience-bound, expiring handles (D-7), redeemable only with a
-//! fresh signature by the peer's identity key when minted for a keyed peer (D-14).
+//! fresh signature by the peer's identity key, addressed to this minter's own origin, when
+//! minted for a keyed peer (D-14, D-14.3.1).
 
 use super::handle::{self, MAC_CONTEXT, MAC_SEPARATOR, Payload};
-use super::proof::{self, Malformed, Proof};
+use super::proof::{self, Malformed, Origin, Proof};
 use super::reader::{self, Opened, ReadMode, Step};
 use super::replay::{NotAdmitted, REPLAY_WINDOW_MS, ReplayMemory};
 use super::{Attempt, Minted, PeerPlane, RedeemOutcome, RedeemRequest, RedeemsInline};
@@ -12,6 +13,7 @@ use crate::budget::ByteBudget;
 use crate::path::{RelPath, decode_request_path, strip_query};
 use crate::refusal::{Code, Refusal};
 use crate::scope::ExportScope;
+use std::fmt;
 use std::sync::Arc;
 
 /// `exports.peer_files` with handles signed by a [`KeyStore`].
@@ -26,10 +28,14 @@ pub struct HmacPeerPlane {
     replay: Arc<ReplayMemory>,
     /// Where each handle's nonce comes from.
     random: Arc<dyn Random>,
+    /// The origin of this capsule's advertised URL: the only `o` a redeem proof may name.
+    origin: Origin,
 }
 
 impl HmacPeerPlane {
-    /// A plane serving `scope`, minting as `session_id`.
+    /// A plane serving `scope`, minting as `session_id`, reached by its peers at `origin` (the
+    /// origin of the capsule's advertised URL, [`Origin::of_url`]): a redeem proof must name
+    /// it (D-14.3.1).
     pub fn new(
         fs: Arc<dyn Filesystem>,
         clock: Arc<dyn Clock>,
@@ -37,6 +43,7 @@ impl HmacPeerPlane {
         scope: ExportScope,
         session_id: String,
         budget: ByteBudget,
+        origin: Origin,
     ) -> Self {
         HmacPeerPlane {
             fs,
@@ -47,6 +54,7 @@ impl HmacPeerPlane {
             budget,
             replay: Arc::new(ReplayMemory::default()),
             random: Arc::new(OsRandom),
+            origin,
         }
     }
 
@@ -57,8 +65,9 @@ impl HmacPeerPlane {
     }
 
     /// The same plane remembering at most `capacity` accepted proofs at once (default
-    /// [`DEFAULT_REPLAY_CAPACITY`](super::DEFAULT_REPLAY_CAPACITY)); at the cap a new
-    /// proof is refused, never admitted by forgetting an older one.
+    /// [`DEFAULT_REPLAY_CAPACITY`](super::DEFAULT_REPLAY_CAPACITY)), at most an eighth of them
+    /// (at least one) signed by any one key (D-14.4.1); at either cap a new proof is refused,
+    /// never admitted by forgetting an older one.
     pub fn with_replay_capacity(mut self, capacity: usize) -> Self {
         self.replay = Arc::new(ReplayMemory::new(capacity));
         self
@@ -67,6 +76,11 @@ impl HmacPeerPlane {
     /// Accepted proofs remembered now.
     pub fn remembered_proofs(&self) -> usize {
         self.replay.len()
+    }
+
+    /// The origin a redeem proof must name.
+    pub fn origin(&self) -> &Origin {
+        &self.origin
     }
 }
 
@@ -192,6 +206,53 @@ pub(crate) struct RedeemResume {
     opened: Opened,
 }
 
+/// Why a redeem proof was refused after the MAC over its key verified (or, for a malformed
+/// header that names no key, before it): the trace's `reason` (D-14.5). Every one of them
+/// answers the same `403 handle_not_valid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProofRefused {
+    /// The header does not parse: what is wrong.
+    Malformed(&'static str),
+    /// `o` names an origin other than this minter's: a proof sent to another peer, relayed.
+    OtherOrigin,
+    /// The signature does not verify with the key the header names.
+    Signature,
+    /// `t` is more than 60 s from the minter's clock `now`.
+    NotFresh { t: i64, now: i64 },
+    /// The nonce was accepted for this handle within the window.
+    Replayed,
+    /// The key that signed the proof holds its share of the replay memory (D-14.4.1).
+    KeyShareFull,
+    /// The replay memory holds its capacity.
+    MemoryFull,
+}
+
+impl fmt::Display for ProofRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ProofRefused::Malformed(why) => write!(f, "proof malformed: {why}"),
+            ProofRefused::OtherOrigin => f.write_str("proof addressed to another origin"),
+            ProofRefused::Signature => f.write_str("proof signature does not verify"),
+            ProofRefused::NotFresh { t, now } => write!(
+                f,
+                "proof not fresh: t is {} ms {} the minter's clock (at most {} allowed)",
+                now.abs_diff(t),
+                if t < now { "behind" } else { "ahead of" },
+                proof::FRESHNESS_MS
+            ),
+            ProofRefused::Replayed => write!(
+                f,
+                "proof replayed: its nonce was accepted for this handle within {} s",
+                REPLAY_WINDOW_MS / 1000
+            ),
+            ProofRefused::KeyShareFull => f.write_str("proof replay memory full for this key"),
+            ProofRefused::MemoryFull => {
+                f.write_str("proof not remembered: the replay memory is full")
+            }
+        }
+    }
+}
+
 /// The random bytes of a handle's nonce `n`, written as lowercase hex (D-7.1).
 const NONCE_BYTES: usize = 16;
 
@@ -232,38 +293,36 @@ impl HmacPeerPlane {
         handle::assemble(&handle::encode_payload(&payload), &[0; 32]).len()
     }
 
-    /// The proof checks of D-14.4, once the MAC over the key the proof names has verified: the
-    /// header parses, its signature verifies with that key, it is fresh, and its nonce was not
-    /// accepted for this handle within the window (then it is remembered). The clock is read
-    /// only after the signature has verified; the reading is returned for the expiry check.
+    /// The proof checks of D-14.4 and D-14.3.1, once the MAC over the key the proof names has
+    /// verified: the header parses, it names this minter's origin, its signature verifies with
+    /// that key, it is fresh, and its nonce was not accepted for this handle within the window
+    /// and its key holds less than its share of the replay memory (then it is remembered). The
+    /// clock is read only after the signature has verified; the reading is returned for the
+    /// expiry check.
     ///
     /// # Errors
-    /// The trace's reason, naming the check that failed.
+    /// The [`ProofRefused`] naming the check that failed, for the trace's reason.
     fn check_proof(
         &self,
         proof: Result<Proof<'_>, Malformed<'_>>,
         handle_id: &str,
-    ) -> Result<i64, String> {
-        let proof = proof.map_err(|malformed| format!("proof malformed: {}", malformed.why))?;
+    ) -> Result<i64, ProofRefused> {
+        let proof = proof.map_err(|malformed| ProofRefused::Malformed(malformed.why))?;
+        if proof.origin != self.origin.as_str() {
+            return Err(ProofRefused::OtherOrigin);
+        }
         if !proof::verify_signature(&proof, handle_id) {
-            return Err("proof signature does not verify".into());
+            return Err(ProofRefused::Signature);
         }
         let now = self.clock.now_ms();
         if !proof::is_fresh(proof.t, now) {
-            return Err(format!(
-                "proof not fresh: t is {} ms {} the minter's clock (at most {} allowed)",
-                now.abs_diff(proof.t),
-                if proof.t < now { "behind" } else { "ahead of" },
-                proof::FRESHNESS_MS
-            ));
+            return Err(ProofRefused::NotFresh { t: proof.t, now });
         }
-        match self.replay.admit(handle_id, &proof.n, now) {
+        match self.replay.admit(&proof.key, handle_id, &proof.n, now) {
             Ok(()) => Ok(now),
-            Err(NotAdmitted::Replayed) => Err(format!(
-                "proof replayed: its nonce was accepted for this handle within {} s",
-                REPLAY_WINDOW_MS / 1000
-            )),
-            Err(NotAdmitted::Full) => Err("proof not remembered: the replay memory is full".into()),
+            Err(NotAdmitted::Replayed) => Err(ProofRefused::Replayed),
+            Err(NotAdmitted::KeyShareFull) => Err(ProofRefused::KeyShareFull),
+            Err(NotAdmitted::Full) => Err(ProofRefused::MemoryFull),
         }
     }
 
@@ -326,7 +385,7 @@ impl HmacPeerPlane {
                 None => {
                     return Attempt::Answered(refuse(
                         Code::HandleNotValid,
-                        format!("proof malformed: {}", malformed.why),
+                        ProofRefused::Malformed(malformed.why).to_string(),
                         None,
                         None,
                     ));
@@ -362,15 +421,16 @@ impl HmacPeerPlane {
         }
         let path = Some(token.payload.p.clone());
         // 3b. The proof, when one was sent: every failure is the same `handle_not_valid` as a
-        //     failed MAC, and the trace names the check. The proof signs the handle id.
+        //     failed MAC, and the trace names the check. The proof signs the handle id and the
+        //     origin it was sent to.
         let now = match proof {
             None => self.clock.now_ms(),
             Some(proof) => match self.check_proof(proof, &crate::hex::handle_id(request.token)) {
                 Ok(now) => now,
-                Err(reason) => {
+                Err(refused) => {
                     return Attempt::Answered(refuse(
                         Code::HandleNotValid,
-                        reason,
+                        refused.to_string(),
                         path,
                         Some("ed25519"),
                     ));

@@ -1,20 +1,26 @@
-//! The redeem proof codec (D-14.3): one `x-murmur-proof` header,
-//! `ed25519;key=<b64url 32 bytes>;t=<unix ms>;n=<b64url 16 bytes>;sig=<b64url 64 bytes>`, whose
-//! signature covers `murmur-peer-redeem-v1` 0x1f `<handle_id>` 0x1f `<t>` 0x1f `<n>`, with `t`
-//! and `n` exactly as the header writes them.
+//! The redeem proof codec, peer-proof v2 (D-14.3, D-14.3.1): one `x-murmur-proof` header,
+//! `ed25519;key=<b64url 32 bytes>;o=<origin>;t=<unix ms>;n=<b64url 16 bytes>;sig=<b64url 64
+//! bytes>`, whose signature covers `murmur-peer-redeem-v2` 0x1f `<o>` 0x1f `<handle_id>` 0x1f
+//! `<t>` 0x1f `<n>`, with `o`, `t` and `n` exactly as the header writes them.
+//!
+//! `o` is the [`Origin`] the fetcher sent the request to. Signing it is what stops a relay: a
+//! peer that a fetcher was told to fetch from receives a proof naming that peer's own origin,
+//! and the real minter, whose origin differs, refuses it.
 //!
 //! Pure: parsing, formatting, the signed bytes and verification against the key the header
 //! names. Whether that key is the one the handle was minted for is the MAC's question (the
-//! minter checks the MAC over `<audience>#ed25519:<key>`, D-14.4); signing lives behind the
-//! [`IdentityKey`].
+//! minter checks the MAC over `<audience>#ed25519:<key>`, D-14.4), and whether `o` is the
+//! minter's own origin is the minter's; signing lives behind the [`IdentityKey`].
 
 use crate::backends::IdentityKey;
+use crate::policy::Address;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::signature::{ED25519, UnparsedPublicKey};
+use std::fmt;
 
 /// The signature's domain-separation prefix.
-pub const PROOF_CONTEXT: &[u8] = b"murmur-peer-redeem-v1";
+pub const PROOF_CONTEXT: &[u8] = b"murmur-peer-redeem-v2";
 /// The separator between the signed fields.
 pub const PROOF_SEPARATOR: u8 = 0x1f;
 /// The header's scheme, its first parameter.
@@ -26,6 +32,55 @@ pub const NONCE_BYTES: usize = 16;
 /// The longest `t` read: `i64::MAX` has 19 digits.
 const MAX_T_DIGITS: usize = 19;
 
+/// Where a request is sent: `scheme://host:port` of an http(s) URL, lowercased, the port always
+/// explicit (80 for http, 443 for https when the URL writes none), an IPv6 host in brackets, as
+/// D-8 normalises an audience's tail. A path, query or fragment is not part of it.
+///
+/// A proof names the origin its fetcher sent the redeem to, and a minter accepts only proofs
+/// naming the origin of its own advertised URL (D-14.3.1).
+///
+/// ```
+/// use resource_plane::planes::Origin;
+///
+/// let origin = Origin::of_url("HTTP://Peer.Example/capsules/a?x").unwrap();
+/// assert_eq!(origin.as_str(), "http://peer.example:80");
+/// assert_eq!(Origin::of_url("https://[::1]").unwrap().as_str(), "https://[::1]:443");
+/// assert_eq!(Origin::of_url("ftp://peer.example"), None);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Origin(String);
+
+impl Origin {
+    /// The origin of `url`, an `http` or `https` URL with a host; `None` for anything else
+    /// (another scheme, no host, userinfo, a port out of range).
+    pub fn of_url(url: &str) -> Option<Self> {
+        crate::audience::url_address(url).map(|address| Self::of_address(&address))
+    }
+
+    /// The origin a connection to `address` reaches: its scheme (`http` when none is written)
+    /// and its host and port as D-8 writes them.
+    pub(crate) fn of_address(address: &Address) -> Self {
+        Origin(address.base_url())
+    }
+
+    /// `scheme://host:port`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `text` is an origin written exactly as [`Origin::as_str`] writes one: the only
+    /// spelling a proof's `o` may have.
+    fn is_canonical(text: &str) -> bool {
+        Self::of_url(text).is_some_and(|origin| origin.0 == text)
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A proof header whose shape is valid. Nothing about it is trusted yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Proof<'a> {
@@ -33,6 +88,9 @@ pub struct Proof<'a> {
     pub key_text: &'a str,
     /// The decoded public key.
     pub key: [u8; 32],
+    /// `o` exactly as the header writes it, the origin the proof was sent to: a canonical
+    /// [`Origin`] spelling, which the signature covers.
+    pub origin: &'a str,
     /// `t` exactly as the header writes it: the signature covers these characters.
     pub t_text: &'a str,
     /// `t` as a number, Unix milliseconds.
@@ -65,9 +123,11 @@ impl<'a> Malformed<'a> {
     }
 }
 
-/// Parses one `x-murmur-proof` value (D-14.3): parameters once each, in order, separated by `;`
-/// with no spaces; base64url strict (no padding, canonical trailing bits) and of the exact
-/// lengths; `t` in decimal with no sign and no leading zero.
+/// Parses one `x-murmur-proof` value (D-14.3, D-14.3.1): parameters `key`, `o`, `t`, `n`, `sig`
+/// once each, in that order, separated by `;` with no spaces; base64url strict (no padding,
+/// canonical trailing bits) and of the exact lengths; `o` an origin in its one canonical
+/// spelling (see [`Origin`]); `t` in decimal with no sign and no leading zero. Whether `o` is
+/// the minter's own origin is not asked here.
 ///
 /// # Errors
 /// [`Malformed`], naming the first part that is wrong.
@@ -91,23 +151,32 @@ pub fn parse(header: &[u8]) -> Result<Proof<'_>, Malformed<'_>> {
         key_text: Some(key_text),
         why,
     };
+    let origin = parts
+        .next()
+        .and_then(|p| p.strip_prefix("o="))
+        .ok_or(malformed("o is not the third parameter"))?;
+    if !Origin::is_canonical(origin) {
+        return Err(malformed(
+            "o is not an origin written scheme://host:port, lowercased, with its port",
+        ));
+    }
     let t_text = parts
         .next()
         .and_then(|p| p.strip_prefix("t="))
-        .ok_or(malformed("t is not the third parameter"))?;
+        .ok_or(malformed("t is not the fourth parameter"))?;
     let t = parse_t(t_text).ok_or(malformed(
         "t is not a decimal number of milliseconds without sign or leading zero",
     ))?;
     let n_text = parts
         .next()
         .and_then(|p| p.strip_prefix("n="))
-        .ok_or(malformed("n is not the fourth parameter"))?;
+        .ok_or(malformed("n is not the fifth parameter"))?;
     let n = decode_exact::<NONCE_BYTES>(n_text)
         .ok_or(malformed("n is not 16 bytes of unpadded base64url"))?;
     let sig = parts
         .next()
         .and_then(|p| p.strip_prefix("sig="))
-        .ok_or(malformed("sig is not the fifth parameter"))
+        .ok_or(malformed("sig is not the sixth parameter"))
         .and_then(|s| {
             decode_exact::<64>(s).ok_or(malformed("sig is not 64 bytes of unpadded base64url"))
         })?;
@@ -117,6 +186,7 @@ pub fn parse(header: &[u8]) -> Result<Proof<'_>, Malformed<'_>> {
     Ok(Proof {
         key_text,
         key,
+        origin,
         t_text,
         t,
         n_text,
@@ -143,12 +213,15 @@ fn parse_t(text: &str) -> Option<i64> {
         .flatten()
 }
 
-/// The bytes a proof signs: `murmur-peer-redeem-v1` 0x1f `handle_id` 0x1f `t` 0x1f `n`.
-pub fn signed_message(handle_id: &str, t_text: &str, n_text: &str) -> Vec<u8> {
-    let mut message =
-        Vec::with_capacity(PROOF_CONTEXT.len() + 3 + handle_id.len() + t_text.len() + n_text.len());
+/// The bytes a proof signs: `murmur-peer-redeem-v2` 0x1f `origin` 0x1f `handle_id` 0x1f `t`
+/// 0x1f `n`.
+pub fn signed_message(origin: &str, handle_id: &str, t_text: &str, n_text: &str) -> Vec<u8> {
+    let mut message = Vec::with_capacity(
+        PROOF_CONTEXT.len() + 4 + origin.len() + handle_id.len() + t_text.len() + n_text.len(),
+    );
     for (i, part) in [
         PROOF_CONTEXT,
+        origin.as_bytes(),
         handle_id.as_bytes(),
         t_text.as_bytes(),
         n_text.as_bytes(),
@@ -164,12 +237,12 @@ pub fn signed_message(handle_id: &str, t_text: &str, n_text: &str) -> Vec<u8> {
     message
 }
 
-/// Whether `proof`'s signature over its `t` and `n` for `handle_id` verifies with the key the
-/// proof names.
+/// Whether `proof`'s signature over its `o`, `t` and `n` for `handle_id` verifies with the key
+/// the proof names.
 pub fn verify_signature(proof: &Proof<'_>, handle_id: &str) -> bool {
     UnparsedPublicKey::new(&ED25519, &proof.key)
         .verify(
-            &signed_message(handle_id, proof.t_text, proof.n_text),
+            &signed_message(proof.origin, handle_id, proof.t_text, proof.n_text),
             &proof.sig,
         )
         .is_ok()
@@ -180,19 +253,20 @@ pub fn is_fresh(t: i64, now_ms: i64) -> bool {
     now_ms.abs_diff(t) <= FRESHNESS_MS.unsigned_abs()
 }
 
-/// The header value a fetcher sends for `handle_id` at `t_ms` with nonce `n`, signed by
-/// `identity`; `None` once the key is destroyed.
+/// The header value a fetcher sends to `origin` for `handle_id` at `t_ms` with nonce `n`,
+/// signed by `identity`; `None` once the key is destroyed.
 pub fn header_value(
     identity: &dyn IdentityKey,
+    origin: &Origin,
     handle_id: &str,
     t_ms: i64,
     n: &[u8; NONCE_BYTES],
 ) -> Option<String> {
     let t_text = t_ms.max(0).to_string();
     let n_text = URL_SAFE_NO_PAD.encode(n);
-    let sig = identity.sign(&signed_message(handle_id, &t_text, &n_text))?;
+    let sig = identity.sign(&signed_message(origin.as_str(), handle_id, &t_text, &n_text))?;
     Some(format!(
-        "{SCHEME};key={};t={t_text};n={n_text};sig={}",
+        "{SCHEME};key={};o={origin};t={t_text};n={n_text};sig={}",
         crate::audience::encode_key(&identity.public_key()),
         URL_SAFE_NO_PAD.encode(sig)
     ))
@@ -205,12 +279,24 @@ mod tests {
 
     const HANDLE_ID: &str = "3f2a91c40b7e5d68";
     const T: i64 = 1_787_577_327_015;
+    const ORIGIN: &str = "http://127.0.0.1:41234";
 
-    fn good() -> String {
-        header_value(&FixedIdentityKey::new([3; 32]), HANDLE_ID, T, &[5; 16]).unwrap()
+    fn origin() -> Origin {
+        Origin::of_url(ORIGIN).unwrap()
     }
 
-    /// The header's parameters: `[scheme, key=…, t=…, n=…, sig=…]`.
+    fn good() -> String {
+        header_value(
+            &FixedIdentityKey::new([3; 32]),
+            &origin(),
+            HANDLE_ID,
+            T,
+            &[5; 16],
+        )
+        .unwrap()
+    }
+
+    /// The header's parameters: `[scheme, key=…, o=…, t=…, n=…, sig=…]`.
     fn params() -> Vec<String> {
         good().split(';').map(str::to_owned).collect()
     }
@@ -225,6 +311,7 @@ mod tests {
     fn a_signed_header_parses_and_verifies() {
         let header = good();
         let proof = parse(header.as_bytes()).expect("well formed");
+        assert_eq!(proof.origin, ORIGIN);
         assert_eq!(proof.t, T);
         assert_eq!(proof.t_text, T.to_string());
         assert_eq!(proof.n, [5; 16]);
@@ -240,22 +327,61 @@ mod tests {
             "another handle"
         );
         assert!(header.starts_with("ed25519;key="));
+        assert_eq!(params()[2], format!("o={ORIGIN}"));
+        // The same signature under another origin (a relay's): it does not verify.
+        let relayed = Proof {
+            origin: "http://127.0.0.1:41235",
+            ..proof
+        };
+        assert!(!verify_signature(&relayed, HANDLE_ID), "another origin");
     }
 
     #[test]
     fn the_signed_bytes_are_the_spec_layout() {
         assert_eq!(
-            signed_message("h", "12", "nn"),
-            b"murmur-peer-redeem-v1\x1fh\x1f12\x1fnn".to_vec()
+            signed_message("http://h:80", "h", "12", "nn"),
+            b"murmur-peer-redeem-v2\x1fhttp://h:80\x1fh\x1f12\x1fnn".to_vec()
         );
+    }
+
+    #[test]
+    fn an_origin_is_scheme_host_and_explicit_port() {
+        for (url, origin) in [
+            ("http://127.0.0.1:41234", "http://127.0.0.1:41234"),
+            ("HTTP://LocalHost", "http://localhost:80"),
+            ("https://peer.example", "https://peer.example:443"),
+            ("https://peer.example:8443/capsules/a", "https://peer.example:8443"),
+            ("http://h:1/?q#f", "http://h:1"),
+            ("http://[::1]:9", "http://[::1]:9"),
+            ("https://[FE80::1]", "https://[fe80::1]:443"),
+        ] {
+            assert_eq!(Origin::of_url(url).unwrap().as_str(), origin, "{url}");
+            assert!(Origin::is_canonical(origin), "{origin}");
+        }
+        for url in ["ftp://h", "h:80", "http://", "http://u@h:1", "http://h:0", ""] {
+            assert_eq!(Origin::of_url(url), None, "{url}");
+        }
+        for not_canonical in [
+            "http://h",
+            "HTTP://h:80",
+            "http://H:80",
+            "http://h:80/",
+            "http://h:080",
+            " http://h:80",
+            "http://h:80 ",
+            "https://[FE80::1]:443",
+        ] {
+            assert!(!Origin::is_canonical(not_canonical), "{not_canonical}");
+        }
     }
 
     #[test]
     fn every_malformed_shape_is_refused() {
         let p = params();
         let key = p[1].clone();
-        let n = p[3].clone();
-        let sig = p[4].clone();
+        let o = p[2].clone();
+        let n = p[4].clone();
+        let sig = p[5].clone();
         let key_b64 = key.strip_prefix("key=").unwrap().to_owned();
         let n_b64 = n.strip_prefix("n=").unwrap();
         let sig_b64 = sig.strip_prefix("sig=").unwrap();
@@ -309,107 +435,129 @@ mod tests {
             ),
             (
                 "t before key",
-                format!("ed25519;t={T};{key};{n};{sig}").into_bytes(),
+                format!("ed25519;t={T};{key};{o};{n};{sig}").into_bytes(),
                 false,
             ),
             (
-                "t missing",
-                format!("ed25519;{key};{n};{sig}").into_bytes(),
+                "o before key",
+                format!("ed25519;{o};{key};t={T};{n};{sig}").into_bytes(),
+                false,
+            ),
+            (
+                "o missing (a v1 header)",
+                format!("ed25519;{key};t={T};{n};{sig}").into_bytes(),
                 true,
             ),
-            ("t empty", with(2, "t=").into_bytes(), true),
-            ("t signed", with(2, &format!("t=+{T}")).into_bytes(), true),
-            ("t negative", with(2, &format!("t=-{T}")).into_bytes(), true),
+            ("o empty", with(2, "o=").into_bytes(), true),
+            ("o without a port", with(2, "o=http://127.0.0.1").into_bytes(), true),
+            ("o in capitals", with(2, "o=HTTP://127.0.0.1:41234").into_bytes(), true),
+            ("o with a path", with(2, "o=http://127.0.0.1:41234/").into_bytes(), true),
+            ("o another scheme", with(2, "o=ftp://127.0.0.1:41234").into_bytes(), true),
+            ("o bare", with(2, "o=127.0.0.1:41234").into_bytes(), true),
+            ("o name in capitals", with(2, &format!("O={ORIGIN}")).into_bytes(), true),
+            (
+                "o after t",
+                format!("ed25519;{key};t={T};{o};{n};{sig}").into_bytes(),
+                true,
+            ),
+            (
+                "t missing",
+                format!("ed25519;{key};{o};{n};{sig}").into_bytes(),
+                true,
+            ),
+            ("t empty", with(3, "t=").into_bytes(), true),
+            ("t signed", with(3, &format!("t=+{T}")).into_bytes(), true),
+            ("t negative", with(3, &format!("t=-{T}")).into_bytes(), true),
             (
                 "t leading zero",
-                with(2, &format!("t=0{T}")).into_bytes(),
+                with(3, &format!("t=0{T}")).into_bytes(),
                 true,
             ),
             (
                 "t decimal point",
-                with(2, &format!("t={T}.0")).into_bytes(),
+                with(3, &format!("t={T}.0")).into_bytes(),
                 true,
             ),
-            ("t hex", with(2, "t=0x1f").into_bytes(), true),
+            ("t hex", with(3, "t=0x1f").into_bytes(), true),
             (
                 "t over i64",
-                with(2, "t=9223372036854775808").into_bytes(),
+                with(3, "t=9223372036854775808").into_bytes(),
                 true,
             ),
             (
                 "t of 20 digits",
-                with(2, "t=10000000000000000000").into_bytes(),
+                with(3, "t=10000000000000000000").into_bytes(),
                 true,
             ),
             (
                 "t with a space",
-                with(2, &format!("t= {T}")).into_bytes(),
+                with(3, &format!("t= {T}")).into_bytes(),
                 true,
             ),
             (
                 "n missing",
-                format!("ed25519;{key};t={T};{sig}").into_bytes(),
+                format!("ed25519;{key};{o};t={T};{sig}").into_bytes(),
                 true,
             ),
-            ("n empty", with(3, "n=").into_bytes(), true),
+            ("n empty", with(4, "n=").into_bytes(), true),
             (
                 "n padded",
-                with(3, &format!("n={n_b64}==")).into_bytes(),
+                with(4, &format!("n={n_b64}==")).into_bytes(),
                 true,
             ),
             (
                 "n of 15 bytes",
-                with(3, &format!("n={}", URL_SAFE_NO_PAD.encode([1; 15]))).into_bytes(),
+                with(4, &format!("n={}", URL_SAFE_NO_PAD.encode([1; 15]))).into_bytes(),
                 true,
             ),
             (
                 "n of 17 bytes",
-                with(3, &format!("n={}", URL_SAFE_NO_PAD.encode([1; 17]))).into_bytes(),
+                with(4, &format!("n={}", URL_SAFE_NO_PAD.encode([1; 17]))).into_bytes(),
                 true,
             ),
             (
                 "n as hex",
-                with(3, &format!("n={}", "ab".repeat(16))).into_bytes(),
+                with(4, &format!("n={}", "ab".repeat(16))).into_bytes(),
                 true,
             ),
             (
                 "n non-canonical",
-                with(3, &format!("n={}B", &n_b64[..21])).into_bytes(),
+                with(4, &format!("n={}B", &n_b64[..21])).into_bytes(),
                 true,
             ),
             (
                 "sig missing",
-                format!("ed25519;{key};t={T};{n}").into_bytes(),
+                format!("ed25519;{key};{o};t={T};{n}").into_bytes(),
                 true,
             ),
-            ("sig empty", with(4, "sig=").into_bytes(), true),
+            ("sig empty", with(5, "sig=").into_bytes(), true),
             (
                 "sig of 63 bytes",
-                with(4, &format!("sig={}", URL_SAFE_NO_PAD.encode([1; 63]))).into_bytes(),
+                with(5, &format!("sig={}", URL_SAFE_NO_PAD.encode([1; 63]))).into_bytes(),
                 true,
             ),
             (
                 "sig of 65 bytes",
-                with(4, &format!("sig={}", URL_SAFE_NO_PAD.encode([1; 65]))).into_bytes(),
+                with(5, &format!("sig={}", URL_SAFE_NO_PAD.encode([1; 65]))).into_bytes(),
                 true,
             ),
             (
                 "sig padded",
-                with(4, &format!("sig={sig_b64}==")).into_bytes(),
+                with(5, &format!("sig={sig_b64}==")).into_bytes(),
                 true,
             ),
             (
                 "n and t swapped",
-                format!("ed25519;{key};{n};t={T};{sig}").into_bytes(),
+                format!("ed25519;{key};{o};{n};t={T};{sig}").into_bytes(),
                 true,
             ),
             (
                 "a parameter twice",
-                format!("ed25519;{key};t={T};t={T};{n};{sig}").into_bytes(),
+                format!("ed25519;{key};{o};t={T};t={T};{n};{sig}").into_bytes(),
                 true,
             ),
             (
-                "a sixth parameter",
+                "a seventh parameter",
                 format!("{};x=1", good()).into_bytes(),
                 true,
             ),
@@ -465,6 +613,6 @@ mod tests {
     fn a_destroyed_key_writes_no_header() {
         let key = FixedIdentityKey::new([3; 32]);
         key.destroy();
-        assert_eq!(header_value(&key, HANDLE_ID, T, &[5; 16]), None);
+        assert_eq!(header_value(&key, &origin(), HANDLE_ID, T, &[5; 16]), None);
     }
 }

@@ -3,8 +3,9 @@
 //! fsync and rename. The bytes arrive as a file and never as text.
 //!
 //! A fetcher with an identity key (D-14.1) sends beside its audience one `x-murmur-proof`
-//! signed for this handle, now, with a fresh nonce (D-14.3), on every redeem: a minter that
-//! does not know proofs ignores the header.
+//! signed for this handle, now, with a fresh nonce, naming the origin the redeem is sent to
+//! (D-14.3, D-14.3.1), on every redeem: a minter that does not know proofs ignores the header,
+//! and a peer that relays the proof to another minter gets it refused there.
 
 use super::call::{DEADLINE_MESSAGE, SessionEnd, within};
 use super::{
@@ -15,7 +16,7 @@ use crate::backends::{Clock, Filesystem, IdentityKey, OsRandom, Random};
 use crate::events::PeerFileFetch;
 use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
 use crate::http::response::{AUDIENCE, GENERATION, PROOF};
-use crate::planes::handle;
+use crate::planes::{Origin, handle};
 use crate::policy::{Address, AllowList};
 use crate::refusal::Code;
 use crate::trace::{OwedLine, Tracer};
@@ -186,16 +187,22 @@ impl FetchPeerFile {
         self
     }
 
-    /// The `x-murmur-proof` value for a redeem of `handle_id` now, when this fetcher has a key.
+    /// The `x-murmur-proof` value for a redeem of `handle_id` sent to `peer` now, when this
+    /// fetcher has a key. It names `peer`'s origin, so only the minter there accepts it.
     ///
     /// # Errors
     /// `session_ended` once the session has ended and the key is gone.
-    fn proof_header(&self, handle_id: &str) -> Result<Option<HeaderValue>, Failure> {
+    fn proof_header(
+        &self,
+        peer: &Address,
+        handle_id: &str,
+    ) -> Result<Option<HeaderValue>, Failure> {
         let Some((identity, clock)) = &self.identity else {
             return Ok(None);
         };
         let value = crate::planes::proof::header_value(
             identity.as_ref(),
+            &Origin::of_address(peer),
             handle_id,
             clock.now_ms(),
             &self.random.bytes::<{ crate::planes::proof::NONCE_BYTES }>(),
@@ -337,7 +344,7 @@ impl FetchPeerFile {
             max_body: self.max_bytes,
         };
         let mut headers = vec![(AUDIENCE, audience)];
-        if let Some(proof) = self.proof_header(handle_id)? {
+        if let Some(proof) = self.proof_header(&peer, handle_id)? {
             headers.push((PROOF, proof));
         }
         let response = self

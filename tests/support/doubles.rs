@@ -105,3 +105,83 @@ pub fn closed_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a throwaway listener");
     listener.local_addr().expect("local addr").port()
 }
+
+/// One request a [`RecordingPeer`] received: its request line's target and its headers, names
+/// lowercased, in the order sent.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Recorded {
+    /// Every value of header `name` (lowercase), in order.
+    pub fn values(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+}
+
+/// A hostile peer: answers every request with `status` and a fixed JSON body, and keeps each
+/// request's target and headers for the test to replay elsewhere.
+pub struct RecordingPeer {
+    pub addr: SocketAddr,
+    requests: Arc<std::sync::Mutex<Vec<Recorded>>>,
+}
+
+impl RecordingPeer {
+    pub fn new(status: u16, body: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the recording peer");
+        let addr = listener.local_addr().expect("local addr");
+        let requests: Arc<std::sync::Mutex<Vec<Recorded>>> = Arc::default();
+        let kept = requests.clone();
+        let body = body.to_owned();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).into_owned();
+                let mut lines = text.split("\r\n");
+                let target = lines
+                    .next()
+                    .and_then(|l| l.split(' ').nth(1))
+                    .unwrap_or_default()
+                    .to_owned();
+                let headers = lines
+                    .take_while(|l| !l.is_empty())
+                    .filter_map(|l| l.split_once(':'))
+                    .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+                    .collect();
+                kept.lock().unwrap().push(Recorded { target, headers });
+                let response = format!(
+                    "HTTP/1.1 {status} Refused\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes());
+            }
+        });
+        RecordingPeer { addr, requests }
+    }
+
+    /// `host:port`, as a `peer` argument names it.
+    pub fn peer(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}

@@ -6,8 +6,9 @@
 //!   `HMAC-SHA256(key, "murmur-peer-handle-v1" 0x1f payload_b64 0x1f audience)` (computed
 //!   through `FixedKeyStore::sign`) and a v1 payload `{"v","iss","p","exp","n"}` in that order;
 //! - its handle id is the first 16 lowercase hex of sha256(token);
-//! - a redeem proof (D-14.3) is `ed25519;key=…;t=…;n=…;sig=…`, the signature an Ed25519 one
-//!   (through *ring* directly) over `murmur-peer-redeem-v1` 0x1f handle_id 0x1f t 0x1f n.
+//! - a redeem proof (peer-proof v2, D-14.3 and D-14.3.1) is `ed25519;key=…;o=…;t=…;n=…;sig=…`,
+//!   the signature an Ed25519 one (through *ring* directly) over `murmur-peer-redeem-v2` 0x1f o
+//!   0x1f handle_id 0x1f t 0x1f n, `o` the origin (`scheme://host:port`) the proof is sent to.
 
 use super::sha256_hex;
 use base64::Engine as _;
@@ -85,7 +86,10 @@ pub fn is_bound_to(key: [u8; 32], token: &str, audience: &str) -> bool {
     mac_b64(key, &payload, audience) == mac
 }
 
-/// A peer's Ed25519 key, signing redeem proofs by the layout of D-14.3.
+/// The card extension `uri` that publishes a peer-proof v2 key.
+pub const PEER_PROOF_V2: &str = "urn:resource-plane:peer-proof:v2";
+
+/// A peer's Ed25519 key, signing redeem proofs by the layout of D-14.3.1.
 pub struct Signer {
     pub pair: Ed25519KeyPair,
     /// The public key, unpadded base64url.
@@ -104,21 +108,35 @@ impl Signer {
         format!("{audience}#ed25519:{}", self.key)
     }
 
-    /// The signature over `handle_id`, `t` and `n` as sent.
-    pub fn sig(&self, handle_id: &str, t: &str, n: &str) -> String {
-        let message = format!("murmur-peer-redeem-v1\x1f{handle_id}\x1f{t}\x1f{n}");
+    /// The signature over `origin`, `handle_id`, `t` and `n` as sent.
+    pub fn sig(&self, origin: &str, handle_id: &str, t: &str, n: &str) -> String {
+        let message = format!("murmur-peer-redeem-v2\x1f{origin}\x1f{handle_id}\x1f{t}\x1f{n}");
         b64(self.pair.sign(message.as_bytes()).as_ref())
     }
 
-    /// A proof header naming `key_text` as the key, signed by this key.
-    pub fn header(&self, key_text: &str, handle_id: &str, t: &str, n: &str) -> String {
-        let sig = self.sig(handle_id, t, n);
-        format!("ed25519;key={key_text};t={t};n={n};sig={sig}")
+    /// A proof header naming `key_text` as the key and `origin` as where it is sent, signed by
+    /// this key.
+    pub fn header(
+        &self,
+        key_text: &str,
+        origin: &str,
+        handle_id: &str,
+        t: &str,
+        n: &str,
+    ) -> String {
+        let sig = self.sig(origin, handle_id, t, n);
+        format!("ed25519;key={key_text};o={origin};t={t};n={n};sig={sig}")
     }
 
-    /// A proof for `token` at `t` with nonce `n`.
-    pub fn proof(&self, token: &str, t: i64, n: [u8; 16]) -> String {
-        self.header(&self.key, &handle_id(token), &t.to_string(), &b64(n))
+    /// A proof for `token` sent to `origin` at `t` with nonce `n`.
+    pub fn proof(&self, origin: &str, token: &str, t: i64, n: [u8; 16]) -> String {
+        self.header(
+            &self.key,
+            origin,
+            &handle_id(token),
+            &t.to_string(),
+            &b64(n),
+        )
     }
 
     /// An agent card naming `name` at `addr` and publishing this key.
@@ -127,7 +145,7 @@ impl Signer {
             "name": name,
             "url": format!("http://{addr}"),
             "capabilities": {"extensions": [{
-                "uri": "urn:resource-plane:peer-proof:v1",
+                "uri": PEER_PROOF_V2,
                 "required": false,
                 "params": {"alg": "Ed25519", "key": self.key},
             }]},

@@ -22,7 +22,7 @@ use resource_plane::backends::{
 use resource_plane::budget::ByteBudget;
 use resource_plane::http::{ListenerConfig, PlaneBody, Router, serve};
 use resource_plane::path::RelPath;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, Minted, PeerPlane};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, Minted, Origin, PeerPlane};
 use resource_plane::scope::{Containment, RootPath};
 use resource_plane::{Backends, Capsule, CapsuleConfig, LaunchError, Manifest};
 use serde_json::Value;
@@ -452,8 +452,8 @@ impl World {
     // -----------------------------------------------------------------------------------------
 
     /// A peer plane over the capsule's own filesystem, clock and key bytes, exporting `out/`
-    /// under the world's containment class, for `session`: it mints what the capsule honours
-    /// when `session` is the capsule's.
+    /// under the world's containment class, at the world's origin, for `session`: it mints what
+    /// the capsule honours when `session` is the capsule's.
     pub fn minter(&self, session: &str) -> HmacPeerPlane {
         let key = self
             .key
@@ -469,6 +469,7 @@ impl World {
             },
             session.to_owned(),
             ByteBudget::new(1 << 24),
+            Origin::of_url(&self.url).expect("the world's URL launched, so it has an origin"),
         )
     }
 
