@@ -222,7 +222,12 @@ impl Inotify {
 impl ChangeNotifier for Inotify {
     fn poll_notice(&mut self, cx: &mut Context<'_>) -> Poll<Notice> {
         if let Some(fd) = self.unregistered.take() {
-            match AsyncFd::new(fd) {
+            // `AsyncFd::new` is deprecated for types whose `as_raw_fd` might change or close
+            // under it; an `OwnedFd` moved into the `AsyncFd` cannot, which is the condition
+            // its `unsafe` replacement states (and the crate forbids writing `unsafe`).
+            #[allow(deprecated)]
+            let registered = AsyncFd::new(fd);
+            match registered {
                 Ok(fd) => self.registered = Some(fd),
                 Err(e) => {
                     return Poll::Ready(Notice::Degraded(format!(
