@@ -17,6 +17,7 @@ use crate::http::client::{PeerClient, PeerTimeouts};
 use crate::http::router::{FilesMount, Mount, Mounted, PeerMount, Router};
 use crate::manifest::{LaunchError, Manifest};
 use crate::planes::{HmacPeerPlane, OperatorPlane, PeerPlane, ResourcePlane};
+use crate::planes::watch::{ChangeStream, Hub, Source, WatchSettings};
 use crate::scope::{Containment, ExportScope};
 use crate::tools::{FetchPeerFile, ShareFile, ToolInventory};
 use crate::trace::Tracer;
@@ -84,6 +85,7 @@ struct Settings {
     identity: Option<Arc<dyn IdentityKey>>,
     random: Arc<dyn Random>,
     peer_transport: Arc<dyn PeerTransport>,
+    watch_notifications: bool,
 }
 
 impl Default for Settings {
@@ -98,6 +100,7 @@ impl Default for Settings {
             identity: None,
             random: Arc::new(OsRandom),
             peer_transport: Arc::new(TcpTransport),
+            watch_notifications: true,
         }
     }
 }
@@ -131,6 +134,15 @@ pub struct CapsuleConfig {
 /// once: both hold them in a `settings` field.
 macro_rules! setting_methods {
     () => {
+        /// Whether the export's watcher asks the filesystem for change notices (inotify;
+        /// default `true`). With `false` it re-lists every 2 s instead, as it does where
+        /// notification is unavailable (D-17.4): for tests of that fallback, and for
+        /// filesystems whose notices cannot be trusted (network mounts).
+        pub fn watch_notifications(mut self, on: bool) -> Self {
+            self.settings.watch_notifications = on;
+            self
+        }
+
         /// The containment class the runtime achieved, taken as given (D-2.5).
         pub fn containment(mut self, containment: Containment) -> Self {
             self.settings.containment = containment;
@@ -482,6 +494,20 @@ impl<'m> CapsuleBuilder<'m> {
         let public_key = identity.as_ref().map(|i| i.public_key());
         let card = audience::agent_card_with_key(&manifest.name, &url, public_key.as_ref());
         let peer_plane = peer.as_ref().map(|mount| mount.plane.clone());
+        // The crate's own plane lists `fs`, whose notices then cover its root; a runtime's own
+        // plane is re-listed on the fallback timer.
+        let watch = files.as_ref().map(|files| {
+            Hub::new(Source {
+                plane: files.plane.clone(),
+                generation: generation.clone(),
+                containment: settings.containment.as_str(),
+                notices: files.inline.is_some().then(|| fs.clone()),
+                settings: WatchSettings {
+                    notify: settings.watch_notifications,
+                    ..WatchSettings::default()
+                },
+            })
+        });
         let router = Router::new(Mounted {
             files,
             peer,
@@ -489,6 +515,7 @@ impl<'m> CapsuleBuilder<'m> {
             generation: generation.clone(),
             containment: settings.containment,
             agent_card: serde_json::to_vec(&card).unwrap_or_default(),
+            watch,
         });
         Ok(Capsule {
             session_id,
@@ -624,9 +651,17 @@ impl Capsule {
         self.generation.task_completed()
     }
 
+    /// The export's changes as an async stream ([`ChangeStream`]), from the listing whose etag
+    /// is `resume` or from the current listing; `None` without `exports.files`. Call it inside
+    /// a tokio runtime: the first subscriber starts the export's watcher there.
+    pub fn watch(&self, resume: Option<&str>) -> Option<ChangeStream> {
+        self.router.watch(resume)
+    }
+
     /// Ends the session's keys: every outstanding handle stops verifying (D-12), and the
     /// identity key signs no more proofs (D-14.1). Call after the listener has drained.
     pub fn end_session(&self) {
+        self.router.shut_down_watches();
         if let Some(peer) = &self.peer {
             peer.end_session();
         }

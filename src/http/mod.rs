@@ -6,9 +6,11 @@ pub(crate) mod body;
 pub(crate) mod client;
 pub(crate) mod date;
 pub(crate) mod listener;
+pub(crate) mod listing_query;
 pub(crate) mod response;
 pub(crate) mod router;
 pub(crate) mod stall_guard;
+pub(crate) mod watch_stream;
 internal_module!(version_gate);
 
 pub use body::PlaneBody;

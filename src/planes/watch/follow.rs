@@ -78,10 +78,15 @@ impl Follower {
 
     /// The batches due now, up to about `budget` bytes of events, moving the follower past
     /// them; [`Due::Behind`] (the follower stays put) when more than `max_lag` bytes of events
-    /// are due, or the history no longer reaches the follower.
+    /// queue behind the batch due next (which is never cut for its own size), or the history
+    /// no longer reaches the follower.
     pub(crate) fn due(&mut self, budget: usize, max_lag: u64) -> Due {
         match self.sub.after(self.after, budget) {
-            Some((_, behind)) if behind > max_lag => Due::Behind,
+            Some((records, behind))
+                if behind - records.first().map_or(0, |r| r.sse.len() as u64) > max_lag =>
+            {
+                Due::Behind
+            }
             Some((records, _)) => {
                 if let Some(last) = records.last() {
                     self.after = last.seq;

@@ -153,10 +153,6 @@ impl Hub {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn settings(&self) -> &WatchSettings {
-        &self.source.settings
-    }
-
     /// Subscribes, starting the watcher when it is not running. Must be called inside a
     /// tokio runtime.
     pub(crate) fn subscribe(self: &Arc<Self>) -> Subscription {

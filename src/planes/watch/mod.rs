@@ -17,7 +17,7 @@ pub use change::{ApplyError, Change, ChangeBatch, ChangeKind, FileState};
 pub use event::WatchEvent;
 pub(crate) use event::{KEEP_ALIVE, client_etag};
 pub(crate) use follow::{Due, Follower};
-pub(crate) use hub::{Hub, Source, etag_of};
+pub(crate) use hub::{Hub, Source};
 
 use futures_core::Stream;
 use std::collections::VecDeque;
