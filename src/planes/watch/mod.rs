@@ -96,11 +96,12 @@ const STREAM_BUDGET: usize = 1024 * 1024;
 ///     .launch()
 ///     .unwrap();
 /// let mut changes = capsule.watch(None).expect("exports.files is declared");
-/// let mut next = || poll_fn(|cx| Pin::new(&mut changes).poll_next(cx));
 ///
-/// let Some(WatchEvent::Listing { entry_count: 0, .. }) = next().await else { panic!() };
+/// let first = poll_fn(|cx| Pin::new(&mut changes).poll_next(cx)).await;
+/// let Some(WatchEvent::Listing { entry_count: 0, .. }) = first else { panic!() };
 /// std::fs::write(workdir.path().join("out/report.md"), "hello")?;
-/// let Some(WatchEvent::Change(batch)) = next().await else { panic!() };
+/// let next = poll_fn(|cx| Pin::new(&mut changes).poll_next(cx)).await;
+/// let Some(WatchEvent::Change(batch)) = next else { panic!() };
 /// assert_eq!(batch.changes[0].path, "report.md");
 /// assert_eq!(batch.changes[0].change, ChangeKind::Added);
 /// # Ok(())
