@@ -8,7 +8,7 @@ use bytes::Bytes;
 use std::fmt;
 
 /// One listing entry (D-3.3, D-3.5).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ListingEntry {
     /// Path relative to the export root, `/`-separated.
     pub path: String,
