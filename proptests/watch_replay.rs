@@ -229,7 +229,10 @@ fn replay(ops: &[Op], notify: bool) -> Result<(), TestCaseError> {
                     entries: &client.entries,
                 })
                 .unwrap();
-                prop_assert_eq!(String::from_utf8_lossy(&applied), String::from_utf8_lossy(&fresh));
+                prop_assert_eq!(
+                    String::from_utf8_lossy(&applied),
+                    String::from_utf8_lossy(&fresh)
+                );
                 prop_assert_eq!(format!("sha256:{}", sha256(&applied)), client.etag);
                 return Ok(());
             }

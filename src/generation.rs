@@ -37,8 +37,8 @@ impl Generation {
         *self.0.borrow()
     }
 
-    /// One task reached a terminal state; returns the new value. Wakes every
-    /// [`subscribe`](Self::subscribe)r: a generation step is a change a watcher reports (D-17.3).
+    /// One task reached a terminal state; returns the new value. Wakes the export's watcher:
+    /// a generation step is a change a watch reports (D-17.3).
     pub fn task_completed(&self) -> u64 {
         let mut now = 0;
         self.0.send_modify(|count| {

@@ -29,9 +29,10 @@ fn world(notify: bool) -> World {
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("first.md"), "first").unwrap();
-    let manifest = Manifest::from_yaml("name: w\nexports: { files: { root: out/, mode: read-only } }")
-        .unwrap()
-        .manifest;
+    let manifest =
+        Manifest::from_yaml("name: w\nexports: { files: { root: out/, mode: read-only } }")
+            .unwrap()
+            .manifest;
     let trace = Arc::new(RecordingTraceSink::new());
     let capsule = Capsule::builder(&manifest)
         .filesystem(Arc::new(OsFilesystem::open(dir.path()).unwrap()))
@@ -88,6 +89,13 @@ struct Events {
     buffer: Vec<u8>,
 }
 
+/// Why a stream gave no event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoEvent {
+    Ended,
+    TimedOut,
+}
+
 /// One parsed event: its name, id and data (`None` for a comment).
 #[derive(Debug)]
 struct Event {
@@ -107,9 +115,8 @@ impl Events {
         }
     }
 
-    /// The next event within `within`; `Err(true)` when the stream ended, `Err(false)` on
-    /// timeout.
-    async fn next(&mut self, within: Duration) -> Result<Event, bool> {
+    /// The next event within `within`, or why none came.
+    async fn next(&mut self, within: Duration) -> Result<Event, NoEvent> {
         let deadline = tokio::time::Instant::now() + within;
         loop {
             if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
@@ -132,13 +139,13 @@ impl Events {
             }
             let frame = tokio::time::timeout_at(deadline, self.body.frame())
                 .await
-                .map_err(|_| false)?;
+                .map_err(|_| NoEvent::TimedOut)?;
             match frame {
                 Some(Ok(frame)) => {
                     let data: Bytes = frame.into_data().unwrap_or_default();
                     self.buffer.extend_from_slice(&data);
                 }
-                _ => return Err(true),
+                _ => return Err(NoEvent::Ended),
             }
         }
     }
@@ -196,13 +203,14 @@ async fn an_unchanged_listing_answers_304_with_the_200s_headers_but_content() {
         let line = w.last_line();
         assert_eq!(line["outcome"], "not_modified");
         assert_eq!(line["entry_count"], 1);
-        assert!(line.get("waited_ms").is_none(), "a plain listing's line is unchanged");
+        assert!(
+            line.get("waited_ms").is_none(),
+            "a plain listing's line is unchanged"
+        );
     }
 
     std::fs::write(w.out.join("second.md"), "second").unwrap();
-    let changed = w
-        .get("/resources/files", &[("if-none-match", &etag)])
-        .await;
+    let changed = w.get("/resources/files", &[("if-none-match", &etag)]).await;
     assert_eq!(changed.status(), 200);
     assert_ne!(changed.headers()["etag"], etag.as_str());
 }
@@ -247,7 +255,11 @@ async fn a_long_poll_times_out_with_304_and_one_line() {
     assert!(started.elapsed() >= SECOND);
     assert_eq!(response.status(), 304);
     assert_eq!(response.headers()["etag"], etag.as_str());
-    assert_eq!(w.trace.events().len(), lines + 1, "one line for the request");
+    assert_eq!(
+        w.trace.events().len(),
+        lines + 1,
+        "one line for the request"
+    );
     let line = w.last_line();
     assert_eq!(line["event_type"], "resource_list");
     assert_eq!(line["outcome"], "not_modified");
@@ -256,7 +268,10 @@ async fn a_long_poll_times_out_with_304_and_one_line() {
     // Without If-None-Match, or with another etag, the answer comes at once.
     let started = Instant::now();
     let at_once = w
-        .get("/resources/files?wait=300", &[("if-none-match", "\"sha256:00\"")])
+        .get(
+            "/resources/files?wait=300",
+            &[("if-none-match", "\"sha256:00\"")],
+        )
         .await;
     assert_eq!(at_once.status(), 200);
     assert!(started.elapsed() < SECOND);
@@ -279,7 +294,14 @@ async fn a_long_poll_whose_client_leaves_records_client_gone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_wait_or_watch_is_invalid_request() {
     let w = world(true);
-    for query in ["wait=0", "wait=301", "wait=abc", "wait=", "watch=2", "wait=5&watch=1"] {
+    for query in [
+        "wait=0",
+        "wait=301",
+        "wait=abc",
+        "wait=",
+        "watch=2",
+        "wait=5&watch=1",
+    ] {
         let response = w.get(&format!("/resources/files?{query}"), &[]).await;
         assert_eq!(response.status(), 400, "{query}");
         assert_eq!(response.headers()["content-type"], "application/json");
@@ -300,7 +322,10 @@ async fn a_stream_opens_with_the_listing_and_one_trace_line() {
     let mut events = Events::of(w.get("/resources/files?watch=1", &[]).await);
     let opening = events.next(Duration::from_secs(10)).await.unwrap();
     assert_eq!(opening.name, "listing");
-    assert_eq!(Some(format!("\"{}\"", opening.data["etag"].as_str().unwrap())), Some(etag.clone()));
+    assert_eq!(
+        Some(format!("\"{}\"", opening.data["etag"].as_str().unwrap())),
+        Some(etag.clone())
+    );
     assert_eq!(opening.id.map(|id| format!("\"{id}\"")), Some(etag));
     assert_eq!(opening.data["entry_count"], 1);
     assert_eq!(w.trace.events().len(), lines + 1);
@@ -327,8 +352,11 @@ async fn a_stream_resumes_after_a_drop_without_a_missed_or_repeated_change() {
     std::fs::remove_file(w.out.join("first.md")).unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let mut resumed = Events::of(
-        w.get("/resources/files?watch=1", &[("last-event-id", &first.etag)])
-            .await,
+        w.get(
+            "/resources/files?watch=1",
+            &[("last-event-id", &first.etag)],
+        )
+        .await,
     );
     let mut at = first.etag.clone();
     let mut seen = Vec::new();
@@ -338,7 +366,10 @@ async fn a_stream_resumes_after_a_drop_without_a_missed_or_repeated_change() {
         at = batch.etag.clone();
         for change in batch.changes {
             assert!(!seen.contains(&change.path), "{} repeated", change.path);
-            assert_ne!(change.path, "a.md", "a change before the resume point came again");
+            assert_ne!(
+                change.path, "a.md",
+                "a change before the resume point came again"
+            );
             seen.push(change.path);
         }
     }
@@ -358,14 +389,20 @@ async fn a_stream_from_an_unknown_etag_gets_a_reset() {
     assert_eq!(reset.name, "reset");
     assert_eq!(reset.id, None);
     let (_, etag) = w.listing().await;
-    assert_eq!(format!("\"{}\"", reset.data["etag"].as_str().unwrap()), etag);
+    assert_eq!(
+        format!("\"{}\"", reset.data["etag"].as_str().unwrap()),
+        etag
+    );
 
     // A known etag, sent as If-None-Match, resumes with nothing to send first.
     let mut events = Events::of(
         w.get("/resources/files?watch=1", &[("if-none-match", &etag)])
             .await,
     );
-    assert_eq!(events.next(Duration::from_millis(500)).await.unwrap_err(), false);
+    assert_eq!(
+        events.next(Duration::from_millis(500)).await.unwrap_err(),
+        NoEvent::TimedOut
+    );
     std::fs::write(w.out.join("c.md"), "c").unwrap();
     assert_eq!(format!("\"{}\"", events.change().await.from), etag);
 }
@@ -399,7 +436,10 @@ async fn shutdown_ends_streams_and_answers_long_polls() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     w.capsule.router().shut_down_watches();
-    assert_eq!(events.next(Duration::from_secs(2)).await.unwrap_err(), true, "ended");
+    assert_eq!(
+        events.next(Duration::from_secs(2)).await.unwrap_err(),
+        NoEvent::Ended
+    );
     let answered = tokio::time::timeout(Duration::from_secs(2), poll)
         .await
         .expect("the long-poll answered at shutdown")
@@ -434,7 +474,10 @@ async fn a_reader_that_lets_over_1_mib_queue_up_is_cut() {
         listed += batch.changes.len();
     }
     // Over 1 MiB of events queue behind the small batch: the stream ends unread.
-    assert_eq!(events.next(Duration::from_secs(2)).await.unwrap_err(), true);
+    assert_eq!(
+        events.next(Duration::from_secs(2)).await.unwrap_err(),
+        NoEvent::Ended
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,7 +35,10 @@ pub struct PlaneBody {
 
 #[derive(Debug)]
 enum Kind {
-    Whole { data: Option<Bytes>, len: u64 },
+    Whole {
+        data: Option<Bytes>,
+        len: u64,
+    },
     Listing(Box<ListingBody>),
     /// A watch stream's events, as long as the stream lasts.
     Watch(Box<super::watch_stream::WatchBody>),

@@ -56,11 +56,15 @@ impl ListingQuery {
 /// The seconds of a `wait` value: 1 to 3 decimal digits spelling 1..=300.
 fn wait_secs(value: &str) -> Result<u64, Refusal> {
     if value.is_empty() || value.len() > 3 || !value.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(refuse("wait must be a whole number of seconds from 1 to 300"));
+        return Err(refuse(
+            "wait must be a whole number of seconds from 1 to 300",
+        ));
     }
     match value.parse::<u64>() {
         Ok(secs @ 1..=MAX_WAIT_SECS) => Ok(secs),
-        _ => Err(refuse("wait must be a whole number of seconds from 1 to 300")),
+        _ => Err(refuse(
+            "wait must be a whole number of seconds from 1 to 300",
+        )),
     }
 }
 
@@ -75,7 +79,10 @@ mod tests {
     #[test]
     fn wait_and_watch_are_read_and_other_parameters_ignored() {
         assert_eq!(ListingQuery::parse(None).unwrap(), ListingQuery::default());
-        assert_eq!(ListingQuery::parse(Some("x=1&y")).unwrap(), ListingQuery::default());
+        assert_eq!(
+            ListingQuery::parse(Some("x=1&y")).unwrap(),
+            ListingQuery::default()
+        );
         let long_poll = ListingQuery::parse(Some("wait=300&x=2")).unwrap();
         assert_eq!(long_poll.wait, Some(Duration::from_secs(300)));
         assert!(!long_poll.watch);
@@ -90,9 +97,22 @@ mod tests {
     #[test]
     fn a_malformed_wait_or_watch_is_invalid_request() {
         for query in [
-            "wait=0", "wait=301", "wait=", "wait", "wait=1.5", "wait=-1", "wait=+1", "wait=%31",
-            "wait=1000", "wait= 1", "wait=1&wait=2", "watch=0", "watch=true", "watch",
-            "watch=1&watch=1", "watch=1&wait=5",
+            "wait=0",
+            "wait=301",
+            "wait=",
+            "wait",
+            "wait=1.5",
+            "wait=-1",
+            "wait=+1",
+            "wait=%31",
+            "wait=1000",
+            "wait= 1",
+            "wait=1&wait=2",
+            "watch=0",
+            "watch=true",
+            "watch",
+            "watch=1&watch=1",
+            "watch=1&wait=5",
         ] {
             let refusal = ListingQuery::parse(Some(query)).unwrap_err();
             assert_eq!(refusal.code, Code::InvalidRequest, "{query}");

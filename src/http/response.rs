@@ -2,9 +2,7 @@
 
 use super::body::PlaneBody;
 use crate::refusal::Code;
-use http::header::{
-    ALLOW, CACHE_CONTROL, CONNECTION, CONTENT_TYPE, ETAG, HeaderName, HeaderValue,
-};
+use http::header::{ALLOW, CACHE_CONTROL, CONNECTION, CONTENT_TYPE, ETAG, HeaderName, HeaderValue};
 use http::{Response, StatusCode};
 
 /// `x-murmur-generation`.

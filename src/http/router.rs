@@ -15,10 +15,10 @@ mod wait;
 
 use super::body::PlaneBody;
 use super::listing_query::ListingQuery;
-use super::watch_stream::WatchBody;
 use super::response::{
     self, AUDIENCE, CONTAINMENT, EXPORT_ROOT, GENERATION, HANDLE_ID, PROOF, header_text,
 };
+use super::watch_stream::WatchBody;
 use crate::blocking;
 use crate::events::{
     PeerHandleRedeem, ResourceList, ResourceListWaited, ResourceRead, WithAudienceProof,
@@ -29,9 +29,9 @@ use crate::planes::reader::Opened;
 use crate::planes::watch::hub::Current;
 use crate::planes::watch::{ChangeStream, Hub};
 use crate::planes::{
-    Attempt, Cancel, ExportScope, IfNoneMatch, ListingBody, ListingHead, PeerPlane,
-    ReadOutcome, ReadsInline, RedeemOutcome, RedeemRequest, RedeemResume, RedeemsInline,
-    ResourcePlane, ServedFile,
+    Attempt, Cancel, ExportScope, IfNoneMatch, ListingBody, ListingHead, PeerPlane, ReadOutcome,
+    ReadsInline, RedeemOutcome, RedeemRequest, RedeemResume, RedeemsInline, ResourcePlane,
+    ServedFile,
 };
 use crate::refusal::{Code, Refusal};
 use crate::scope::Containment;
@@ -606,7 +606,9 @@ impl Router {
                 let response = self.open_watch(files, ask, generation).await;
                 return self.finish(response, &method, &raw_path);
             }
-            Call::List(files, ask) if ask.query.wait.is_some() && !ask.if_none_match.is_absent() => {
+            Call::List(files, ask)
+                if ask.query.wait.is_some() && !ask.if_none_match.is_absent() =>
+            {
                 let response = self.long_poll(files, ask).await;
                 return self.finish(response, &method, &raw_path);
             }
@@ -930,9 +932,8 @@ impl Router {
     /// has no operator plane. See [`ChangeStream`].
     pub fn watch(&self, resume: Option<&str>) -> Option<ChangeStream> {
         let hub = self.mounted.watch.clone()?;
-        let resume = resume.map(|etag| {
-            crate::planes::watch::client_etag(etag).unwrap_or_else(|| etag.to_owned())
-        });
+        let resume = resume
+            .map(|etag| crate::planes::watch::client_etag(etag).unwrap_or_else(|| etag.to_owned()));
         Some(ChangeStream::new(hub, resume))
     }
 
@@ -1226,10 +1227,9 @@ impl<'p> Body<'p> {
             Body::ListingNotModified(scope, etag) => {
                 (response::listing_not_modified(&etag), Some(scope))
             }
-            Body::Watch(scope, body) => (
-                response::event_stream(PlaneBody::watch(body)),
-                Some(scope),
-            ),
+            Body::Watch(scope, body) => {
+                (response::event_stream(PlaneBody::watch(body)), Some(scope))
+            }
             Body::File(file, scope) => (
                 response::file(PlaneBody::new(file.bytes), &file.sha256, file.mtime_ms),
                 scope,

@@ -131,7 +131,9 @@ impl Inotify {
                     return Err(WatchError("the inotify watch limit was reached".into()));
                 }
                 Err(e) if path.is_empty() => {
-                    return Err(WatchError(format!("the export root cannot be watched: {e}")));
+                    return Err(WatchError(format!(
+                        "the export root cannot be watched: {e}"
+                    )));
                 }
                 Err(_) => continue,
             }
@@ -145,11 +147,10 @@ impl Inotify {
                 }
                 let is_dir = match entry.file_type() {
                     FileType::Directory => true,
-                    FileType::Unknown => {
-                        rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(
-                            |stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory,
-                        )
-                    }
+                    FileType::Unknown => rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|stat| {
+                            FileType::from_raw_mode(stat.st_mode) == FileType::Directory
+                        }),
                     _ => false,
                 };
                 if is_dir {

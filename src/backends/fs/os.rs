@@ -426,10 +426,7 @@ impl Filesystem for OsFilesystem {
         }))
     }
 
-    fn notifier(
-        &self,
-        root: &RootPath,
-    ) -> Result<Box<dyn super::ChangeNotifier>, FsError> {
+    fn notifier(&self, root: &RootPath) -> Result<Box<dyn super::ChangeNotifier>, FsError> {
         let fd = self.root_fd(root)?;
         super::inotify::Inotify::start(fd)
             .map(|watcher| Box::new(watcher) as Box<dyn super::ChangeNotifier>)

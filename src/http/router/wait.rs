@@ -102,12 +102,26 @@ impl Router {
             let shut_down = subscription
                 .as_ref()
                 .is_some_and(crate::planes::watch::hub::Subscription::is_shut_down);
-            let Some(hub) = self.mounted.watch.clone().filter(|_| unchanged && !shut_down)
+            let Some(hub) = self
+                .mounted
+                .watch
+                .clone()
+                .filter(|_| unchanged && !shut_down)
             else {
-                return self.answer_listing(&files, listed.map(ListAnswer::Full), &mut gone, generation);
+                return self.answer_listing(
+                    &files,
+                    listed.map(ListAnswer::Full),
+                    &mut gone,
+                    generation,
+                );
             };
             if Instant::now() >= deadline {
-                return self.answer_listing(&files, listed.map(ListAnswer::Full), &mut gone, generation);
+                return self.answer_listing(
+                    &files,
+                    listed.map(ListAnswer::Full),
+                    &mut gone,
+                    generation,
+                );
             }
             let unchanged = listed.map(|listed| ListAnswer::unchanged(&listed));
             let Ok(ListAnswer::Unchanged { etag, .. }) = &unchanged else {

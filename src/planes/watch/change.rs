@@ -1,8 +1,8 @@
 //! What a watcher reports: one path's change, a batch of them from one listing etag to the
 //! next, and the difference of two listings that makes the batch (D-17.3).
 
-use crate::planes::listing::{Listing, RawEntry};
 use crate::planes::ListingEntry;
+use crate::planes::listing::{Listing, RawEntry};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -111,7 +111,11 @@ pub struct ApplyError {
 
 impl fmt::Display for ApplyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "change to {:?} does not apply: {}", self.path, self.reason)
+        write!(
+            f,
+            "change to {:?} does not apply: {}",
+            self.path, self.reason
+        )
     }
 }
 
@@ -255,10 +259,20 @@ mod tests {
 
     #[test]
     fn each_kind_of_change_is_named() {
-        let a = Listing::from_entries(vec![entry("gone", 1, 1), entry("same", 1, 1), entry("x", 1, 1)]);
-        let b = Listing::from_entries(vec![entry("new", 2, 2), entry("same", 1, 1), entry("x", 1, 2)]);
-        let kinds: Vec<(String, ChangeKind)> =
-            diff(&a, &b).into_iter().map(|c| (c.path, c.change)).collect();
+        let a = Listing::from_entries(vec![
+            entry("gone", 1, 1),
+            entry("same", 1, 1),
+            entry("x", 1, 1),
+        ]);
+        let b = Listing::from_entries(vec![
+            entry("new", 2, 2),
+            entry("same", 1, 1),
+            entry("x", 1, 2),
+        ]);
+        let kinds: Vec<(String, ChangeKind)> = diff(&a, &b)
+            .into_iter()
+            .map(|c| (c.path, c.change))
+            .collect();
         assert_eq!(
             kinds,
             [

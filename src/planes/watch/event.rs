@@ -61,11 +61,9 @@ impl WatchEvent {
                 Some(batch.etag.as_str()),
                 serde_json::to_string(&**batch).unwrap_or_default(),
             ),
-            WatchEvent::Reset { etag } => (
-                "reset",
-                None,
-                serde_json::json!({"etag": etag}).to_string(),
-            ),
+            WatchEvent::Reset { etag } => {
+                ("reset", None, serde_json::json!({"etag": etag}).to_string())
+            }
         };
         let mut out = Vec::with_capacity(data.len() + 100);
         out.extend_from_slice(b"event: ");

@@ -134,7 +134,10 @@ mod tests {
         assert_eq!(history.resume("z", "c", 2), Resume::Unknown);
         let (records, behind) = history.after(0, usize::MAX).unwrap();
         assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(behind, records.iter().map(|r| r.sse.len() as u64).sum::<u64>());
+        assert_eq!(
+            behind,
+            records.iter().map(|r| r.sse.len() as u64).sum::<u64>()
+        );
         let (records, _) = history.after(0, 1).unwrap();
         assert_eq!(records.len(), 1, "at least one, within the budget");
         assert!(history.after(2, 10).unwrap().0.is_empty());

@@ -229,7 +229,12 @@ impl Hub {
     /// notices are off or unavailable: the watcher then re-lists every 2 s.
     async fn open_notifier(&self) -> Option<Box<dyn ChangeNotifier>> {
         let root = self.source.plane.scope().root.clone();
-        let Some(fs) = self.source.notices.clone().filter(|_| self.source.settings.notify) else {
+        let Some(fs) = self
+            .source
+            .notices
+            .clone()
+            .filter(|_| self.source.settings.notify)
+        else {
             tracing::warn!(
                 root = root.declared(),
                 "change notification is off for this export; re-listing every {:?}",
@@ -300,7 +305,12 @@ impl Hub {
             hub.source.snapshot(cancel, old.as_deref())
         })
         .await
-        .unwrap_or_else(|_| Err(Refusal::new(Code::IoError, "the watcher's listing panicked")));
+        .unwrap_or_else(|_| {
+            Err(Refusal::new(
+                Code::IoError,
+                "the watcher's listing panicked",
+            ))
+        });
         let mut state = self.state();
         match listed {
             Ok((snapshot, batch)) => {
@@ -405,13 +415,16 @@ impl Subscription {
     pub(crate) fn current(&self) -> Option<Result<Current, Refusal>> {
         let state = self.hub.state();
         state.current.as_ref().map(|current| {
-            current.as_ref().map_err(Clone::clone).map(|snapshot| Current {
-                etag: snapshot.etag.clone(),
-                entry_count: snapshot.listing.len() as u64,
-                total_bytes: snapshot.listing.total_bytes(),
-                generation: snapshot.generation,
-                last: state.last,
-            })
+            current
+                .as_ref()
+                .map_err(Clone::clone)
+                .map(|snapshot| Current {
+                    etag: snapshot.etag.clone(),
+                    entry_count: snapshot.listing.len() as u64,
+                    total_bytes: snapshot.listing.total_bytes(),
+                    generation: snapshot.generation,
+                    last: state.last,
+                })
         })
     }
 
