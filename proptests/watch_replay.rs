@@ -4,7 +4,12 @@
 //! from. Once the export is quiet, the applied state renders to exactly the bytes of a fresh
 //! listing, and the last event's etag is that listing's etag. Run with kernel notification
 //! and with it forced off (the 2 s fallback).
+//!
+//! Case count: `RP_PROPTEST_CASES` (default 64) / 4 with notification, / 16 with the fallback
+//! (each of its cases waits for the 2 s re-list).
 #![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
+
+mod common;
 
 use http_body_util::BodyExt;
 use proptest::prelude::*;
@@ -245,7 +250,7 @@ fn replay(ops: &[Op], notify: bool) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(common::config(common::cases() / 4))]
 
     #[test]
     fn applied_events_give_the_fresh_listing_with_notification(
@@ -256,7 +261,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]
+    #![proptest_config(common::config(common::cases() / 16))]
 
     #[test]
     fn applied_events_give_the_fresh_listing_with_the_fallback(
