@@ -259,6 +259,15 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         let _ = stop_tx.send(true);
     });
     let router = capsule.router();
+    // Watch streams end, and held long-polls answer, when shutdown begins, so the drain does
+    // not wait on them.
+    let watches = router.clone();
+    let mut stopping = stop_rx.clone();
+    tokio::spawn(async move {
+        if stopping.wait_for(|stop| *stop).await.is_ok() {
+            watches.shut_down_watches();
+        }
+    });
     let served =
         crate::blocking::run(move || serve_sharded(listeners, router, listener_config, stop_rx))
             .await;
