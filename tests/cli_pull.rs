@@ -1872,7 +1872,7 @@ fn watch_keeps_a_mirror_of_a_real_server_current() {
         "name: r\nexports:\n  files: { root: out, mode: read-only }\n",
     );
     let mirror = root.join("mirror");
-    let mut running = Running::start(&[
+    let running = Running::start(&[
         server.url(),
         mirror.to_str().expect("utf-8"),
         "--watch",

@@ -89,67 +89,51 @@ impl Router {
         .unwrap_or_else(|_| Err(Refusal::new(Code::IoError, "the listing panicked")))
     }
 
-    /// A long-poll (D-17.2): the listing now; when its etag matches `If-None-Match`, held on
-    /// the watcher until the watcher's listing differs from it (then listed again: a `200`
-    /// when it really changed, else held on) or the wait runs out or the server shuts down
-    /// (the `304`, from the etag, without listing again).
+    /// A long-poll (D-17.2). Held on the export's watcher, whose one listing every waiter
+    /// shares: while the watcher's listing is the one `If-None-Match` names, the request waits
+    /// (on the async side, holding no listing and no thread) until the watcher's listing
+    /// changes or the wait runs out or the server shuts down (then the `304`, from the etag,
+    /// without listing). Once the watcher's listing differs, or when there is no watcher, the
+    /// request lists for itself: a `200` when its listing differs too; when it matches (the
+    /// watcher had not caught up yet), the watcher is asked to list again and the request is
+    /// held on.
     pub(super) async fn long_poll(&self, files: FilesMount, ask: ListAsk) -> Response<PlaneBody> {
         let wait = ask.query.wait.unwrap_or_default();
         let deadline = Instant::now() + wait;
         let mut gone = GoneGuard::new(self, self.mounted.generation.current(), false);
-        let mut subscription = None;
-        let mut checked: Option<String> = None;
+        let mut subscription = self.mounted.watch.as_ref().map(|hub| hub.subscribe());
         loop {
+            if let Some(sub) = subscription.as_mut()
+                && let Some(held) = hold(sub, &ask.if_none_match, deadline).await
+            {
+                let generation = self.mounted.generation.current();
+                gone.generation = generation;
+                return self.answer_listing(&files, Ok(held), &mut gone, generation);
+            }
             let generation = self.mounted.generation.current();
             gone.generation = generation;
             let listed = self.list_in_lane(&files, generation).await;
-            let unchanged = match &listed {
-                Ok(listed) => ask.if_none_match.matches(hex_of(&listed.etag)),
-                Err(_) => false,
-            };
-            let shut_down = subscription
-                .as_ref()
-                .is_some_and(crate::planes::watch::hub::Subscription::is_shut_down);
-            let Some(hub) = self
-                .mounted
-                .watch
-                .clone()
-                .filter(|_| unchanged && !shut_down)
-            else {
-                return self.answer_listing(
-                    &files,
-                    listed.map(ListAnswer::Full),
-                    &mut gone,
-                    generation,
-                );
-            };
-            if Instant::now() >= deadline {
-                return self.answer_listing(
-                    &files,
-                    listed.map(ListAnswer::Full),
-                    &mut gone,
-                    generation,
-                );
-            }
-            let unchanged = listed.map(|listed| ListAnswer::unchanged(&listed));
-            let Ok(ListAnswer::Unchanged { etag, .. }) = &unchanged else {
-                return self.answer_listing(&files, unchanged, &mut gone, generation);
-            };
-            let etag = etag.clone();
-            let subscription = subscription.get_or_insert_with(|| hub.subscribe());
-            loop {
-                if let Some(Ok(current)) = subscription.current()
-                    && current.etag != etag
-                    && checked.as_deref() != Some(current.etag.as_str())
-                {
-                    checked = Some(current.etag);
-                    break;
+            let answer = match listed {
+                Ok(listed) if ask.if_none_match.matches(hex_of(&listed.etag)) => {
+                    ListAnswer::unchanged(&listed)
                 }
-                match tokio::time::timeout_at(deadline, subscription.changed()).await {
-                    Ok(Woken::News) => {}
-                    Ok(Woken::Shutdown) | Err(_) => {
-                        return self.answer_listing(&files, unchanged, &mut gone, generation);
-                    }
+                other => {
+                    return self.answer_listing(
+                        &files,
+                        other.map(ListAnswer::Full),
+                        &mut gone,
+                        generation,
+                    );
+                }
+            };
+            let Some(sub) = subscription.as_mut().filter(|_| Instant::now() < deadline) else {
+                return self.answer_listing(&files, Ok(answer), &mut gone, generation);
+            };
+            sub.request_relist();
+            match tokio::time::timeout_at(deadline, sub.changed()).await {
+                Ok(Woken::News) => {}
+                Ok(Woken::Shutdown) | Err(_) => {
+                    return self.answer_listing(&files, Ok(answer), &mut gone, generation);
                 }
             }
         }
@@ -221,6 +205,38 @@ impl Router {
 }
 
 /// The hex of an etag `sha256:<hex>`.
+/// Holds a long-poll on its `subscription` while the watcher's listing is the one `if_none_match` names:
+/// the `304`'s answer when `deadline` passes or the server shuts down first; `None` as soon as
+/// the watcher's listing is another (or failed), for the request to list for itself.
+async fn hold(
+    subscription: &mut crate::planes::watch::hub::Subscription,
+    if_none_match: &crate::planes::IfNoneMatch,
+    deadline: Instant,
+) -> Option<ListAnswer> {
+    let mut current = match tokio::time::timeout_at(deadline, subscription.ready()).await {
+        Ok(Some(Ok(current))) => current,
+        _ => return None,
+    };
+    loop {
+        if !if_none_match.matches(hex_of(&current.etag)) {
+            return None;
+        }
+        let unchanged = ListAnswer::Unchanged {
+            etag: current.etag.clone(),
+            entry_count: current.entry_count,
+            total_bytes: current.total_bytes,
+        };
+        match tokio::time::timeout_at(deadline, subscription.changed()).await {
+            Ok(Woken::News) => {}
+            Ok(Woken::Shutdown) | Err(_) => return Some(unchanged),
+        }
+        current = match subscription.current() {
+            Some(Ok(current)) => current,
+            _ => return None,
+        };
+    }
+}
+
 fn hex_of(etag: &str) -> &str {
     etag.strip_prefix("sha256:").unwrap_or_default()
 }
