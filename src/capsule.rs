@@ -170,11 +170,11 @@ macro_rules! setting_methods {
             self
         }
 
-        /// The cores the planes size their work for (default [`DEFAULT_CORES`]); 0 is read as
-        /// 1. Blocking reads fill one buffer per core at a time, listings hash on at most two
-        /// threads per core in all, and the router runs at most one read and one other call
-        /// per core, and two listings, on the blocking pool at once, however many requests
-        /// wait (D-4.6.1): waiting requests hold no thread.
+        /// The cores the planes size their work for (default [`DEFAULT_CORES`]; 0 is taken
+        /// for one). Blocking reads fill one buffer per core at a time, listings hash on at
+        /// most two threads per core in all, and the router runs at most one read and one
+        /// other call per core, and two listings, on the blocking pool at once, however many
+        /// requests wait (D-4.6.1): waiting requests hold no thread.
         pub fn cores(mut self, cores: usize) -> Self {
             self.settings.cores = cores.max(1);
             self

@@ -6,6 +6,8 @@
 //! Skipped, saying so, where `strace` is not installed or may not trace (a container without
 //! `ptrace`).
 
+#![allow(clippy::disallowed_methods)] // the tests build their world with std::fs and processes
+
 use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
 use resource_plane::{Capsule, Manifest};
 use std::process::Command;
