@@ -1,3 +1,4 @@
+#![allow(clippy::disallowed_methods)] // the test builds its own worlds with std::fs and runs the probe
 //! The Landlock wall, seen from a confined process: `examples/confine_probe.rs` puts up
 //! `resource_plane::confine::Confinement` for a capsule whose only allow rule names one port,
 //! then tries what the wall forbids and what it must allow. The same probe run without the

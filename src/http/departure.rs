@@ -190,6 +190,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Departure<IO> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests connect a loopback pair of their own
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
