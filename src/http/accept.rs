@@ -9,7 +9,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 /// connection gets the same hardening (version gate, head limit and timeout, stall guard,
 /// connection cap, drain, the client-gone watch).
 ///
-/// Implemented for [`tokio::net::TcpListener`], [`tokio::net::UnixListener`], and
+/// Implemented for [`tokio::net::TcpListener`], [`tokio::net::UnixListener`], the listener of a
+/// [`MemoryTransport`](crate::backends::MemoryTransport) host, and
 /// [`tokio::sync::mpsc::Receiver`] of streams (an in-memory listener: each stream sent is one
 /// connection, the far end of a [`tokio::io::duplex`] pipe, say).
 ///
@@ -101,5 +102,20 @@ where
                 "every sender of the in-memory listener is gone",
             )
         })
+    }
+}
+
+/// The listener of a [`MemoryTransport`](crate::backends::MemoryTransport) host: each
+/// connection a capsule's tools open to that host. Once the transport (every clone of it) is
+/// gone `accept` fails with `NotConnected`, which stops the listener.
+impl Accept for crate::backends::MemoryListener {
+    type Io = tokio::io::DuplexStream;
+
+    async fn accept(&mut self) -> io::Result<Self::Io> {
+        crate::backends::MemoryListener::accept(self)
+            .await
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotConnected, "the memory transport is gone")
+            })
     }
 }
