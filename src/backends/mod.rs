@@ -34,6 +34,7 @@ pub(crate) mod net;
 pub(crate) mod random;
 pub(crate) mod tls;
 pub(crate) mod trace;
+pub(crate) mod trace_event;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use fs::{
@@ -48,3 +49,7 @@ pub use net::{
 pub use random::{OsRandom, Random, SeededRandom};
 pub use tls::{PeerTls, TlsError};
 pub use trace::{FailingTraceSink, JsonlTraceSink, RecordingTraceSink, TraceSink};
+pub use trace_event::{
+    Envelope, PeerFileFetch, PeerHandleMint, PeerHandleRedeem, ResourceList, ResourceRead,
+    TraceEvent, TraceLine,
+};
