@@ -47,7 +47,7 @@ pub use net::{
     Connecting, MemoryListener, MemoryTransport, PeerStream, PeerTransport, TcpTransport,
 };
 pub use random::{OsRandom, Random, SeededRandom};
-pub use tls::{PeerTls, TlsError};
+pub use tls::{ClientIdentity, PeerTls, TlsError};
 pub use trace::{FailingTraceSink, JsonlTraceSink, RecordingTraceSink, TraceSink};
 pub use trace_event::{
     Envelope, PeerFileFetch, PeerHandleMint, PeerHandleRedeem, ResourceList, ResourceRead,
