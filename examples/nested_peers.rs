@@ -15,11 +15,11 @@ use resource_plane::{Capsule, Manifest};
 use serde_json::json;
 use std::sync::Arc;
 
+/// A capsule, its in-memory workdir and its trace.
+type Launched = (Capsule, Arc<MemoryFilesystem>, Arc<RecordingTraceSink>);
+
 /// A capsule launched from `yaml` at `url`, with its workdir and trace in memory.
-fn capsule(
-    yaml: &str,
-    url: &str,
-) -> Result<(Capsule, Arc<MemoryFilesystem>, Arc<RecordingTraceSink>), Box<dyn std::error::Error>> {
+fn capsule(yaml: &str, url: &str) -> Result<Launched, Box<dyn std::error::Error>> {
     let fs = Arc::new(MemoryFilesystem::new());
     let trace = Arc::new(RecordingTraceSink::new());
     let capsule = Capsule::builder(&Manifest::from_yaml(yaml)?.manifest)

@@ -42,6 +42,8 @@ pub(crate) struct Lanes {
     reads: std::sync::Arc<tokio::sync::Semaphore>,
     lists: std::sync::Arc<tokio::sync::Semaphore>,
     calls: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Read only by the binary's listener, to size its blocking pool.
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     count: usize,
 }
 
@@ -92,6 +94,7 @@ impl Lanes {
     }
 
     /// How many lanes there are, of every kind.
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub(crate) fn count(&self) -> usize {
         self.count
     }

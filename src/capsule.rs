@@ -158,8 +158,8 @@ macro_rules! setting_methods {
             self
         }
 
-        /// The cores the planes size their work for (default [`DEFAULT_CORES`]); 0 is read as
-        /// 1. Blocking reads fill one buffer per core at a time, listings hash on at most two
+        /// The cores the planes size their work for (default [`DEFAULT_CORES`]); 0 is read
+        /// as one. Blocking reads fill one buffer per core at a time, listings hash on at most two
         /// threads per core in all, and the router runs at most one read and one other call
         /// per core, and two listings, on the blocking pool at once, however many requests
         /// wait (D-4.6.1): waiting requests hold no thread.

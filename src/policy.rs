@@ -162,8 +162,9 @@ impl Address {
         Ok(Address { scheme, host, port })
     }
 
-    /// Parses a tool's `peer` for its address alone: `host[:port]`, or an `http(s)` URL (see
-    /// [`PeerUrl::parse`], which also keeps the URL's path).
+    /// Parses a tool's `peer` for its address alone: `host[:port]`, or an `http(s)` URL with a
+    /// host and no userinfo whose path, if any, is a usable one (segments of URL path
+    /// characters, none empty, `.` or `..`). The tools also address the peer under that path.
     ///
     /// # Errors
     /// An [`AddressError`] naming what is accepted.
