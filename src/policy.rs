@@ -88,8 +88,8 @@ impl Scheme {
 /// assert_eq!(peer.host_port(), "peer.example:443");
 /// assert_eq!(Address::parse("peer.example:8080").unwrap().base_url(), "http://peer.example:8080");
 /// assert!(Address::parse("http://peer.example/card").is_err(), "no path");
-/// // A tool's `peer` may be a URL: its path is ignored.
-/// let peer = Address::parse_peer("http://peer.example/card").unwrap();
+/// // A tool's `peer` may be a URL: its address is the part before the path.
+/// let peer = Address::parse_peer("http://peer.example/capsules/a").unwrap();
 /// assert_eq!(peer.to_string(), "http://peer.example");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,27 +162,14 @@ impl Address {
         Ok(Address { scheme, host, port })
     }
 
-    /// Parses a tool's `peer`: `host[:port]`, or an `http(s)` URL whose path, query and
-    /// fragment are ignored (the card and the redeem have fixed paths on the peer's host).
+    /// Parses a tool's `peer` for its address alone: `host[:port]`, or an `http(s)` URL with a
+    /// host and no userinfo whose path, if any, is a usable one (segments of URL path
+    /// characters, none empty, `.` or `..`). The tools also address the peer under that path.
     ///
     /// # Errors
     /// An [`AddressError`] naming what is accepted.
     pub fn parse_peer(text: &str) -> Result<Self, AddressError> {
-        /// One description for every refusal, URL or not: what a `peer` may be.
-        const ACCEPTED: AddressError = AddressError {
-            accepted: "host, host:port (nothing after the port), or an http(s) URL with a host \
-                and no userinfo (its path, query and fragment are ignored)",
-        };
-        let text = text.trim();
-        let is_url = ["http://", "https://"]
-            .iter()
-            .any(|p| strip_prefix_ci(text, p).is_some());
-        let parsed = if is_url {
-            crate::audience::url_address(text)
-        } else {
-            Address::parse(text).ok()
-        };
-        parsed.ok_or(ACCEPTED)
+        PeerUrl::parse(text).map(|peer| peer.address)
     }
 
     /// The scheme a connection uses: as written, else `http` (D-11).
@@ -209,6 +196,103 @@ impl Address {
             self.host_port()
         )
     }
+}
+
+/// A tool's `peer`: the address to connect to, and the path the peer's capsule answers under
+/// (D-20.2): `http://host:port/capsules/a` is a capsule whose card is at
+/// `/capsules/a/.well-known/agent-card.json` and whose handles redeem at
+/// `/capsules/a/resources/peer/<token>` on `host:port`. A bare `host[:port]`, or a URL with no
+/// path, is a capsule at the root.
+///
+/// ```
+/// use resource_plane::policy::PeerUrl;
+///
+/// let peer = PeerUrl::parse("http://Host.test:8080/capsules/a/?q#f").unwrap();
+/// assert_eq!(peer.address.host_port(), "host.test:8080");
+/// assert_eq!(peer.under("/.well-known/agent-card.json"), "/capsules/a/.well-known/agent-card.json");
+/// assert_eq!(PeerUrl::parse("host.test:8080").unwrap().under("/x"), "/x");
+/// assert!(PeerUrl::parse("http://host.test/a/../b").is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerUrl {
+    /// Where to connect.
+    pub address: Address,
+    /// The URL's path without its trailing `/`: empty for a capsule at the root.
+    pub base_path: String,
+}
+
+impl PeerUrl {
+    /// Parses a tool's `peer`: `host[:port]`, or an `http(s)` URL with a host and no userinfo,
+    /// whose path (if any) must be segments of URL path characters (RFC 3986 `pchar`, a `%`
+    /// only before two hex digits), none of them empty, `.` or `..`, with at most a trailing
+    /// `/`. A query and a fragment are ignored.
+    ///
+    /// # Errors
+    /// An [`AddressError`] naming what is accepted: one text for an unusable address, another
+    /// for an unusable path.
+    pub fn parse(text: &str) -> Result<Self, AddressError> {
+        /// One description for every refused address, URL or not: what a `peer` may be.
+        const ACCEPTED: AddressError = AddressError {
+            accepted: "host, host:port (nothing after the port), or an http(s) URL with a host \
+                and no userinfo (the capsule answers under its path; its query and fragment \
+                are ignored)",
+        };
+        /// What a peer URL's path may be.
+        const PATH: AddressError = AddressError {
+            accepted: "an http(s) URL whose path is segments of URL path characters (a `%` \
+                only before two hex digits), none of them empty, `.` or `..`",
+        };
+        let text = text.trim();
+        let is_url = ["http://", "https://"]
+            .iter()
+            .any(|p| strip_prefix_ci(text, p).is_some());
+        if !is_url {
+            let address = Address::parse(text).map_err(|_| ACCEPTED)?;
+            return Ok(PeerUrl {
+                address,
+                base_path: String::new(),
+            });
+        }
+        let address = crate::audience::url_address(text).ok_or(ACCEPTED)?;
+        let path = crate::audience::url_path(text);
+        let base_path = path.strip_suffix('/').unwrap_or(path);
+        if !base_path.is_empty() && !is_clean_path(base_path) {
+            return Err(PATH);
+        }
+        Ok(PeerUrl {
+            address,
+            base_path: base_path.to_owned(),
+        })
+    }
+
+    /// `path` (which starts with `/`) under the peer's base path.
+    pub fn under(&self, path: &str) -> String {
+        format!("{}{path}", self.base_path)
+    }
+}
+
+/// Whether `path` (`/a/b`, no trailing `/`) is segments of RFC 3986 `pchar`s, none empty, `.` or
+/// `..`, each `%` followed by two hex digits.
+fn is_clean_path(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    rest.split('/').all(|segment| {
+        let bytes = segment.as_bytes();
+        let escapes_ok = bytes.iter().enumerate().all(|(at, byte)| {
+            *byte != b'%'
+                || bytes
+                    .get(at + 1..at + 3)
+                    .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+        });
+        !segment.is_empty()
+            && segment != "."
+            && segment != ".."
+            && escapes_ok
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@%".contains(b))
+    })
 }
 
 impl fmt::Display for Address {
@@ -428,8 +512,38 @@ mod tests {
             .map(|peer| Address::parse_peer(peer).expect_err(peer).to_string())
             .collect();
         assert!(refusals.iter().all(|message| *message == refusals[0]));
-        assert!(refusals[0].contains("path, query and fragment are ignored"));
+        assert!(refusals[0].contains("the capsule answers under its path"));
     }
+    #[test]
+    fn a_peer_urls_path_is_kept_and_an_unusable_one_is_refused_for_what_it_is() {
+        let peer = |text| PeerUrl::parse(text).unwrap();
+        assert_eq!(peer("http://h:1").base_path, "");
+        assert_eq!(peer("http://h:1/").base_path, "");
+        assert_eq!(peer("h:1").base_path, "");
+        assert_eq!(peer("http://h:1/capsules/a/").base_path, "/capsules/a");
+        assert_eq!(peer("HTTPS://H:1/c%2Fd/e@f?x=/..#/..").base_path, "/c%2Fd/e@f");
+        assert_eq!(
+            peer("http://h:1/capsules/a").under("/resources/peer/t"),
+            "/capsules/a/resources/peer/t"
+        );
+        let path_refusal = PeerUrl::parse("http://h:1/a/../b").unwrap_err().to_string();
+        assert!(path_refusal.contains("none of them empty"), "{path_refusal}");
+        for bad in [
+            "http://h:1/a//b",
+            "http://h:1/./a",
+            "http://h:1/a/..",
+            "http://h:1/a b",
+            "http://h:1/a%zz",
+            "http://h:1/a%2",
+            "http://h:1/caf\u{e9}",
+            "http://h:1/a\\b",
+            "http://h:1/a\"b",
+        ] {
+            let refused = PeerUrl::parse(bad).expect_err(bad).to_string();
+            assert_eq!(refused, path_refusal, "{bad}");
+        }
+    }
+
 
     #[test]
     fn parse_accepts_and_normalises() {

@@ -31,6 +31,7 @@
 use crate::backends::clock::Clock;
 use crate::backends::random::{OsRandom, Random};
 use crate::backends::trace::TraceSink;
+use crate::backends::trace_event::TraceLine;
 use serde::Serialize;
 use std::fmt::Debug;
 use std::io;
@@ -147,8 +148,8 @@ impl Tracer {
         let text = std::str::from_utf8(&line)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         match crate::redact::redact_tokens(text) {
-            std::borrow::Cow::Borrowed(_) => self.sink.append_line(&line),
-            std::borrow::Cow::Owned(clean) => self.sink.append_line(clean.as_bytes()),
+            std::borrow::Cow::Borrowed(_) => self.sink.append(TraceLine::new(&line)),
+            std::borrow::Cow::Owned(clean) => self.sink.append(TraceLine::new(clean.as_bytes())),
         }?;
         if event.mints_a_handle() {
             self.handles_minted
@@ -326,6 +327,135 @@ mod tests {
             "s".into(),
         );
         assert!(tracer.emit(&Probe { path: None, n: 0 }).is_err());
+    }
+
+    /// A sink that takes each line typed and keeps both.
+    #[derive(Debug, Default)]
+    struct Typed(std::sync::Mutex<Vec<(String, crate::backends::TraceEvent)>>);
+
+    impl TraceSink for Typed {
+        fn append_line(&self, _line: &[u8]) -> io::Result<()> {
+            unreachable!("a sink that overrides append gets every line there")
+        }
+        fn append(&self, line: crate::backends::TraceLine<'_>) -> io::Result<()> {
+            let text = String::from_utf8(line.bytes().to_vec()).unwrap();
+            self.0.lock().unwrap().push((text, line.event()?));
+            Ok(())
+        }
+    }
+
+    /// Every kind of line the crate writes reaches a typed sink as its variant, each field as
+    /// the line has it, the envelope included; a token anywhere in the event is redacted in the
+    /// typed event as in the line.
+    #[test]
+    fn every_event_reaches_a_typed_sink_field_for_field_and_redacted() {
+        use crate::backends::TraceEvent as Typed_;
+        use crate::events::*;
+        let token = "mh1.eyJ0IjoxfQ.c2ln";
+        let sink = Arc::new(Typed::default());
+        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(42)), "ses_t".into());
+        tracer
+            .emit(&ResourceList {
+                root: Some("out/".into()),
+                entry_count: Some(3),
+                total_bytes: Some(30),
+                generation: 2,
+                containment_achieved: "scoped",
+                outcome: "ok",
+                reason: None,
+            })
+            .unwrap();
+        tracer
+            .emit(&ResourceRead {
+                path: Some(format!("a/{token}")),
+                outcome: "not_found",
+                bytes: None,
+                sha256: None,
+                generation: 2,
+                containment_achieved: "advisory",
+                reason: Some(format!("no file {token}")),
+            })
+            .unwrap();
+        tracer
+            .emit(&WithAudienceProof {
+                event: PeerHandleMint {
+                    handle_id: Some("3f2a91c40b7e5d68".into()),
+                    path: Some("r.md".into()),
+                    audience: Some("b@h:1".into()),
+                    expires_at_ms: Some(60_042),
+                    outcome: "ok",
+                    reason: None,
+                },
+                audience_proof: Some("ed25519"),
+            })
+            .unwrap();
+        tracer
+            .emit(&WithAudienceProof {
+                event: PeerHandleRedeem {
+                    handle_id: Some("3f2a91c40b7e5d68".into()),
+                    path: Some("r.md".into()),
+                    generation: 1,
+                    audience_asserted: Some("b@h:1".into()),
+                    bytes: Some(5),
+                    sha256: Some("ab".into()),
+                    outcome: "ok",
+                    reason: None,
+                },
+                audience_proof: None,
+            })
+            .unwrap();
+        tracer
+            .emit(&PeerFileFetch {
+                peer: Some("http://h:1/capsules/a".into()),
+                handle_id: None,
+                stored_path: None,
+                bytes: None,
+                sha256: None,
+                outcome: "http_404".into(),
+                reason: Some(format!("refused {token}")),
+            })
+            .unwrap();
+        let got = sink.0.lock().unwrap();
+        assert_eq!(got.len(), 5);
+        for (line, event) in got.iter() {
+            assert!(!line.contains("mh1."), "{line}");
+            assert!(!format!("{event:?}").contains("mh1."), "{event:?}");
+            let parsed: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(parsed["event_type"], event.event_type());
+            assert_eq!(parsed["outcome"], event.outcome());
+            assert_eq!(parsed["event_id"], event.envelope().event_id.as_str());
+            assert_eq!(event.envelope().session_id, "ses_t");
+            assert_eq!(event.envelope().timestamp_ms, 42);
+        }
+        let Typed_::ResourceList(list) = &got[0].1 else { panic!("{:?}", got[0].1) };
+        assert_eq!(
+            (list.root.as_deref(), list.entry_count, list.total_bytes, list.generation),
+            (Some("out/"), Some(3), Some(30), 2)
+        );
+        assert_eq!(list.containment_achieved, "scoped");
+        let Typed_::ResourceRead(read) = &got[1].1 else { panic!("{:?}", got[1].1) };
+        let redacted_path = read.path.as_deref().unwrap();
+        assert!(redacted_path.starts_with("a/<handle:"), "{redacted_path}");
+        assert!(read.reason.as_deref().unwrap().starts_with("no file <handle:"));
+        let Typed_::PeerHandleMint(mint) = &got[2].1 else { panic!("{:?}", got[2].1) };
+        assert_eq!(mint.expires_at_ms, Some(60_042));
+        assert_eq!(mint.audience_proof.as_deref(), Some("ed25519"));
+        let Typed_::PeerHandleRedeem(redeem) = &got[3].1 else { panic!("{:?}", got[3].1) };
+        assert_eq!((redeem.bytes, redeem.audience_proof.as_deref()), (Some(5), None));
+        assert_eq!(redeem.audience_asserted.as_deref(), Some("b@h:1"));
+        let Typed_::PeerFileFetch(fetch) = &got[4].1 else { panic!("{:?}", got[4].1) };
+        assert_eq!(fetch.peer.as_deref(), Some("http://h:1/capsules/a"));
+        assert_eq!(fetch.outcome, "http_404");
+    }
+
+    /// A typed sink that cannot read a line fails the emit: the caller fails closed.
+    #[test]
+    fn a_line_a_typed_sink_cannot_read_fails_the_emit() {
+        let sink = Arc::new(Typed::default());
+        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(0)), "s".into());
+        let refused = tracer.emit(&Bare {}).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::InvalidData);
+        assert!(sink.0.lock().unwrap().is_empty());
     }
 
     /// The id prefix comes from the tracer's random source: a seeded source gives the same ids

@@ -478,6 +478,93 @@ fn trace_inside_the_workdir_or_a_missing_workdir_refuses_with_e_cli_001() {
     );
 }
 
+/// `--listen unix:PATH` (D-20.1): the operator plane over a socket file, the ready line's url
+/// the advertised one, the same answers as over TCP, and, unconfined, the file gone after the
+/// session. (Under the Landlock wall the process may not unlink outside its workdir: the file
+/// stays, and the next launch replaces it as a stale socket, as the next test shows.)
+#[test]
+fn a_unix_socket_listener_serves_the_operator_plane_and_is_removed_at_the_end() {
+    let world = with_files(FILES_MANIFEST);
+    let socket = world.root().join("op.sock");
+    let listen = format!("unix:{}", socket.display());
+    let mut server = start(
+        &world,
+        world.args(&[
+            "--listen",
+            &listen,
+            "--url",
+            "http://capsule.test:8080",
+            "--no-confine",
+        ]),
+    );
+    assert_eq!(server.ready_str("url"), "http://capsule.test:8080");
+    assert_eq!(server.ready_str("audience"), "reporter@capsule.test:8080");
+    let answer = over_unix(
+        &socket,
+        b"GET /resources/files/a.txt HTTP/1.1\r\nhost: x\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.ends_with("\r\n\r\nhello\n"), "{answer}");
+    // The listener's hardening holds on a socket file too: the version gate answers 505.
+    let answer = over_unix(&socket, b"GET / HTTP/1.2\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 505 "), "{answer}");
+    let read = world
+        .trace_lines()
+        .into_iter()
+        .find(|line| line["event_type"] == "resource_read")
+        .expect("a resource_read line");
+    assert_eq!(read["outcome"], "ok");
+    server.stop_with(rustix::process::Signal::TERM, "SIGTERM");
+    assert!(!socket.exists(), "the socket file outlived the session");
+}
+
+/// `--listen unix:PATH` refuses, creating nothing and removing nothing: without `--url` (peers
+/// could not reach the capsule), over a file that is not a socket, and over a socket another
+/// process listens on. A socket file nobody listens on (a crashed session's) is replaced.
+#[test]
+fn a_unix_socket_listener_refuses_without_url_or_over_another_file_and_replaces_a_stale_one() {
+    let world = with_files(FILES_MANIFEST);
+    let socket = world.root().join("op.sock");
+    let listen = format!("unix:{}", socket.display());
+    let stderr =
+        assert_command_line_refused("no --url", &world, &world.args(&["--listen", &listen]));
+    assert!(stderr.contains("no --url"), "{stderr}");
+    assert!(!socket.exists());
+    let with_url = || world.args(&["--listen", &listen, "--url", "http://capsule.test:8080"]);
+
+    std::fs::write(&socket, b"not a socket").unwrap();
+    let stderr = assert_command_line_refused("a regular file", &world, &with_url());
+    assert!(stderr.contains("not a socket"), "{stderr}");
+    assert_eq!(std::fs::read(&socket).unwrap(), b"not a socket");
+    std::fs::remove_file(&socket).unwrap();
+
+    let live = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let stderr = assert_command_line_refused("a live socket", &world, &with_url());
+    assert!(stderr.contains("listens on that socket"), "{stderr}");
+    drop(live); // the file stays: a stale socket now
+
+    let server = start(&world, with_url());
+    let answer = over_unix(&socket, b"GET /resources/files HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    server.stop();
+    // Confined, the session could not unlink its socket: the next launch replaces it.
+    let again = start(&world, with_url());
+    let answer = over_unix(&socket, b"GET /resources/files HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    again.stop();
+    assert_command_line_refused("an empty path", &world, &world.args(&["--listen", "unix:"]));
+}
+
+/// Sends `request` on a fresh connection to the socket file and reads the answer to its end.
+fn over_unix(socket: &Path, request: &[u8]) -> String {
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("a connection");
+    stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    stream.write_all(request).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).expect("the answer");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 /// A launch refused after the listener is bound must still have created nothing ("a refused
 /// launch … exits with status 2, having created nothing"). `--url` that cannot form an audience
 /// is a command-line error (`E-CLI-001`), checked before anything is created.

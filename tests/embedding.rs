@@ -595,3 +595,106 @@ fn a_hand_built_manifest_whose_name_cannot_head_an_audience_is_refused() {
     );
     assert_eq!(refused.code(), "E-MAN-003");
 }
+
+/// `serve_with` over an in-memory listener (a channel of pipes, `Accept` for
+/// `mpsc::Receiver`): the router answers over a pipe as over TCP, the version gate still
+/// refuses another HTTP version with 505 before the router sees it, and once every sender is
+/// gone the listener stops with `NotConnected`.
+#[tokio::test(flavor = "current_thread")]
+async fn serve_with_an_in_memory_listener_keeps_the_hardening() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let capsule = test_util::capsule(FILES_YAML);
+    capsule
+        .fs
+        .add_file("reports/a.md", "over a pipe", TEST_START_MS);
+    let (connect, listener) = tokio::sync::mpsc::channel(4);
+    let server = tokio::spawn(resource_plane::http::serve_with(
+        listener,
+        capsule.capsule.router(),
+        resource_plane::http::ListenerConfig::default(),
+        std::future::pending(),
+    ));
+    let ask = |request: &'static [u8]| {
+        let connect = connect.clone();
+        async move {
+            let (mut client, server_end) = tokio::io::duplex(64 * 1024);
+            connect
+                .send(server_end)
+                .await
+                .expect("the listener takes it");
+            client.write_all(request).await.unwrap();
+            let mut answer = String::new();
+            client.read_to_string(&mut answer).await.unwrap();
+            answer
+        }
+    };
+    let read = ask(b"GET /resources/files/a.md HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    assert!(read.starts_with("HTTP/1.1 200 OK\r\n"), "{read}");
+    assert!(read.ends_with("\r\n\r\nover a pipe"), "{read}");
+    let refused = ask(b"GET /resources/files/a.md HTTP/2.0\r\n\r\n").await;
+    assert!(refused.starts_with("HTTP/1.1 505 "), "{refused}");
+    assert_eq!(capsule.trace.lines().len(), 1, "the 505 reached no plane");
+
+    drop(connect);
+    let stopped = server.await.unwrap().unwrap_err();
+    assert_eq!(
+        stopped.kind(),
+        std::io::ErrorKind::NotConnected,
+        "{stopped}"
+    );
+}
+
+/// A runtime's own `Accept` is judged as an OS listener is: a transient error (a connection
+/// aborted before it was accepted) is retried and the next connection served; any other error
+/// stops the listener, which returns it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_custom_accept_is_retried_after_a_transient_error_and_stopped_by_another() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+    /// Answers its script in order, then, once `fail` fires, fails for good.
+    struct Scripted {
+        script: std::collections::VecDeque<std::io::Result<DuplexStream>>,
+        fail: Option<tokio::sync::oneshot::Receiver<()>>,
+    }
+    impl resource_plane::http::Accept for Scripted {
+        type Io = DuplexStream;
+        async fn accept(&mut self) -> std::io::Result<DuplexStream> {
+            if let Some(next) = self.script.pop_front() {
+                return next;
+            }
+            if let Some(fail) = self.fail.take() {
+                let _ = fail.await;
+            }
+            Err(std::io::Error::other("the socket is gone"))
+        }
+    }
+    let capsule = test_util::capsule(FILES_YAML);
+    capsule
+        .fs
+        .add_file("reports/a.md", "after a retry", TEST_START_MS);
+    let (mut client, server_end) = tokio::io::duplex(64 * 1024);
+    let (fail, failing) = tokio::sync::oneshot::channel();
+    let script = Scripted {
+        script: [
+            Err(std::io::ErrorKind::ConnectionAborted.into()),
+            Ok(server_end),
+        ]
+        .into(),
+        fail: Some(failing),
+    };
+    let server = tokio::spawn(resource_plane::http::serve_with(
+        script,
+        capsule.capsule.router(),
+        resource_plane::http::ListenerConfig::default(),
+        std::future::pending(),
+    ));
+    client
+        .write_all(b"GET /resources/files/a.md HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    client.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.ends_with("\r\n\r\nafter a retry"), "{answer}");
+    fail.send(()).unwrap();
+    let stopped = server.await.unwrap().unwrap_err();
+    assert_eq!(stopped.to_string(), "the socket is gone");
+}

@@ -356,3 +356,84 @@ async fn the_listener_dates_answers_by_its_clock() {
         Some("Mon, 07 Nov 1994 08:49:37 GMT")
     );
 }
+
+// ------------------------------------------------------------------------------------------------
+// Many capsules behind one listener
+// ------------------------------------------------------------------------------------------------
+
+const HUB_A: &str = "http://hub.test:8080/capsules/a";
+const HUB_B: &str = "http://hub.test:8080/capsules/b/";
+
+/// Two capsules nested under one listener (an axum app on `hub.test:8080`, served by
+/// `serve_with` on the transport's listener) share and fetch between each other (D-20.2): `a`
+/// reads `b`'s card under `/capsules/b`, `b` redeems under `/capsules/a` with a proof naming the
+/// listener's origin, and `a` accepts it. Addressed at the host's root instead, the same calls
+/// reach no capsule: the tools really follow the peer's path.
+#[tokio::test]
+async fn two_capsules_under_one_listener_share_and_fetch_under_their_paths() {
+    let transport = MemoryTransport::new();
+    let a = launch(
+        "name: a\nexports:\n  peer_files: { root: out/, max_ttl: 15m, require_peer_proof: true }\n\
+         capabilities:\n  network: { allow: [\"hub.test:8080\"] }\n",
+        HUB_A,
+        &transport,
+    );
+    let b = launch(
+        "name: b\ncapabilities:\n  peer_fetch: { allow: [\"hub.test:8080\"] }\n",
+        HUB_B,
+        &transport,
+    );
+    let app = axum::Router::new()
+        .nest_service("/capsules/a", a.capsule.router())
+        .nest_service("/capsules/b", b.capsule.router());
+    tokio::spawn(serve_with(
+        transport.listen("hub.test", 8080),
+        app,
+        ListenerConfig::default(),
+        std::future::pending(),
+    ));
+
+    let share = a.capsule.tools().typed::<ShareFile>().expect("share");
+    let at_root = share
+        .share(ShareFileInput::new("report.md", "http://hub.test:8080"))
+        .await
+        .expect_err("no card at the root");
+    assert_eq!(
+        at_root.code,
+        ToolErrorCode::Code(resource_plane::Code::PeerUnreachable),
+        "{at_root}"
+    );
+    let shared = share
+        .share(ShareFileInput::new("report.md", HUB_B))
+        .await
+        .expect("b's card under its path");
+    assert_eq!(shared.audience, "b@hub.test:8080");
+
+    let fetch = b.capsule.tools().typed::<FetchPeerFile>().expect("fetch");
+    let wrong = fetch
+        .fetch(FetchPeerFileInput::new(
+            "http://hub.test:8080",
+            &shared.handle,
+        ))
+        .await
+        .expect_err("no redeem route at the root");
+    assert_eq!(wrong.code, ToolErrorCode::Http(404), "{wrong}");
+    let fetched = fetch
+        .fetch(FetchPeerFileInput::new(HUB_A, &shared.handle))
+        .await
+        .expect("a redeem under a's path");
+    assert_eq!(fetched.sha256, support::sha256_hex(REPORT.as_bytes()));
+    assert_eq!(
+        b.fs.file_bytes(&fetched.path).as_deref(),
+        Some(REPORT.as_bytes())
+    );
+    let redeem = a
+        .trace
+        .events()
+        .into_iter()
+        .find(|line| line["event_type"] == "peer_handle_redeem")
+        .expect("a's redeem line");
+    assert_eq!(redeem["outcome"], "ok");
+    assert_eq!(redeem["audience_asserted"], "b@hub.test:8080");
+    assert_eq!(redeem["audience_proof"], "ed25519", "b proved its redeem");
+}

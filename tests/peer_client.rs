@@ -22,7 +22,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use resource_plane::backends::Filesystem;
-use resource_plane::backends::PeerTls;
+use resource_plane::backends::{ClientIdentity, PeerTls};
 use resource_plane::backends::{MemoryFilesystem, OsFilesystem, RecordingTraceSink, SystemClock};
 use resource_plane::http::PeerTimeouts;
 use resource_plane::http::{ListenerConfig, serve};
@@ -600,6 +600,58 @@ impl TestCa {
         TlsAcceptor::from(Arc::new(config))
     }
 
+    /// A TLS acceptor presenting a server certificate for `sans` signed by this CA, and
+    /// requiring a client certificate signed by `clients`.
+    fn acceptor_requiring_clients_of(&self, sans: &[&str], clients: &TestCa) -> TlsAcceptor {
+        let (cert, key) = self.leaf(sans, rcgen::ExtendedKeyUsagePurpose::ServerAuth);
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(clients.cert.der().clone()).expect("a client CA");
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .expect("a client verifier");
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(
+                vec![cert.der().clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .expect("server TLS config");
+        TlsAcceptor::from(Arc::new(config))
+    }
+
+    /// A client identity named `name`, signed by this CA.
+    fn client_identity(&self, name: &str) -> ClientIdentity {
+        let (cert, key) = self.leaf(&[name], rcgen::ExtendedKeyUsagePurpose::ClientAuth);
+        ClientIdentity::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
+            .expect("a client identity")
+    }
+
+    /// A certificate for `sans` with `usage`, signed by this CA, and its key.
+    fn leaf(
+        &self,
+        sans: &[&str],
+        usage: rcgen::ExtendedKeyUsagePurpose,
+    ) -> (rcgen::Certificate, rcgen::KeyPair) {
+        let mut params =
+            rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .expect("certificate names");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, sans[0]);
+        params.use_authority_key_identifier_extension = true;
+        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![usage];
+        let key = rcgen::KeyPair::generate().expect("a key");
+        let cert = params.signed_by(&key, &self.issuer).expect("a certificate");
+        (cert, key)
+    }
+
     /// A client configuration trusting exactly this CA.
     fn client_tls(&self) -> PeerTls {
         PeerTls::without_system_roots()
@@ -750,6 +802,56 @@ async fn https_peer_signed_by_an_untrusted_ca_is_unreachable() {
     let mint = &minter.events_of("peer_handle_mint")[0];
     assert_eq!(mint["outcome"], "peer_unreachable");
     assert_eq!(mint["audience"], Value::Null, "{mint}");
+}
+
+/// A peer that requires a client certificate (mutual TLS) is reached by a fetcher whose
+/// `PeerTls` carries a `ClientIdentity` its client CA signed; without one, or with one another
+/// CA signed, the handshake fails and the fetch is `peer_unreachable` with no request crossing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_peer_requiring_a_client_certificate_is_reached_with_the_runtimes_identity() {
+    let ca = TestCa::new("server CA");
+    let clients = TestCa::new("client CA");
+    let strangers = TestCa::new("another client CA");
+    let (listener, port) = bind().await;
+    let a = memory_minter(&format!("https://localhost:{port}"), |c| c);
+    serve_https(
+        listener,
+        &a,
+        ca.acceptor_requiring_clients_of(&["localhost"], &clients),
+    );
+    let target = format!("https://localhost:{port}");
+    let allow = format!("\"{target}\"");
+    let token = crafted_token("report.md");
+
+    for (what, tls) in [
+        ("no client certificate", ca.client_tls()),
+        (
+            "a certificate of another CA",
+            ca.client_tls()
+                .with_client_identity(strangers.client_identity("reader"))
+                .expect("an identity"),
+        ),
+    ] {
+        let fetcher = tls_fetcher(&allow, tls);
+        let refused = fetcher.fetch(&target, &token).await.expect_err(what);
+        assert_eq!(refused.code, "peer_unreachable", "{what}: {refused:?}");
+        assert_eq!(a.events_of("peer_handle_redeem").len(), 0, "{what}");
+    }
+
+    let identified = ca
+        .client_tls()
+        .with_client_identity(clients.client_identity("reader"))
+        .expect("an identity");
+    let fetcher = tls_fetcher(&allow, identified);
+    let reached = fetcher
+        .fetch(&target, &token)
+        .await
+        .expect_err("a crafted token");
+    assert_eq!(
+        reached.code, "handle_not_valid",
+        "the minter answered: {reached:?}"
+    );
+    assert_eq!(a.events_of("peer_handle_redeem").len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

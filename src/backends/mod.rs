@@ -35,6 +35,7 @@ pub(crate) mod net;
 pub(crate) mod random;
 pub(crate) mod tls;
 pub(crate) mod trace;
+pub(crate) mod trace_event;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use fs::{
@@ -47,5 +48,9 @@ pub use net::{
     Connecting, MemoryListener, MemoryTransport, PeerStream, PeerTransport, TcpTransport,
 };
 pub use random::{OsRandom, Random, SeededRandom};
-pub use tls::{PeerTls, TlsError};
+pub use tls::{ClientIdentity, PeerTls, TlsError};
 pub use trace::{FailingTraceSink, JsonlTraceSink, RecordingTraceSink, TraceSink};
+pub use trace_event::{
+    Envelope, PeerFileFetch, PeerHandleMint, PeerHandleRedeem, ResourceList, ResourceRead,
+    TraceEvent, TraceLine,
+};

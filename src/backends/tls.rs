@@ -1,5 +1,7 @@
-//! Trust for https peers: the system's roots plus operator-supplied PEM certificates, held as a
-//! crate-owned [`PeerTls`] so no TLS library's type appears in a capsule's configuration.
+//! Trust for https peers: the system's roots plus operator-supplied PEM certificates, and the
+//! client certificate a capsule presents to peers that ask for one (mutual TLS), held as the
+//! crate-owned [`PeerTls`] and [`ClientIdentity`] so no TLS library's type appears in a
+//! capsule's configuration.
 //!
 //! The system's certificate store is read at most once per process, and only when a peer is
 //! first reached over https: building a [`PeerTls`], a configuration or a capsule reads no file,
@@ -12,7 +14,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::CryptoProvider;
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -55,7 +57,13 @@ pub enum TlsError {
         /// Why.
         detail: String,
     },
-    /// The TLS library refused the configuration itself.
+    /// The source of a client identity's key holds no PEM private key.
+    NoPrivateKey {
+        /// The file, or `PEM text`.
+        origin: String,
+    },
+    /// The TLS library refused the configuration itself (a client key that does not match its
+    /// certificate, a key of an unsupported type).
     Config {
         /// Why.
         detail: String,
@@ -69,6 +77,7 @@ impl fmt::Display for TlsError {
                 write!(f, "{origin}: {detail}")
             }
             TlsError::NoCertificate { origin } => write!(f, "{origin}: no PEM certificate found"),
+            TlsError::NoPrivateKey { origin } => write!(f, "{origin}: no PEM private key found"),
             TlsError::Config { detail } => write!(f, "TLS configuration: {detail}"),
         }
     }
@@ -98,6 +107,7 @@ const PEM_TEXT: &str = "PEM text";
 #[derive(Clone)]
 pub struct PeerTls {
     roots: Arc<DeferredRoots>,
+    identity: Option<ClientIdentity>,
     config: Arc<rustls::ClientConfig>,
 }
 
@@ -114,6 +124,7 @@ impl fmt::Debug for PeerTls {
             .field("system_roots", &self.roots.system)
             .field("added", &self.roots.extra.len())
             .field("roots_loaded", &self.roots_loaded())
+            .field("client_identity", &self.identity.is_some())
             .finish()
     }
 }
@@ -121,13 +132,44 @@ impl fmt::Debug for PeerTls {
 impl PeerTls {
     /// Trusts the system's roots, read at the first https handshake.
     pub fn system() -> Self {
-        Self::with_roots(true, Vec::new())
+        Self::with_roots(true, Vec::new(), None).expect("no client identity, nothing to refuse")
     }
 
     /// Trusts only the certificates added afterwards (a private CA, a test's own): the
     /// system's store is never read.
     pub fn without_system_roots() -> Self {
-        Self::with_roots(false, Vec::new())
+        Self::with_roots(false, Vec::new(), None).expect("no client identity, nothing to refuse")
+    }
+
+    /// Presents `identity` to https peers that ask for a client certificate (mutual TLS); a
+    /// peer that does not ask never sees it. Replaces any identity set before.
+    ///
+    /// ```
+    /// use resource_plane::backends::{ClientIdentity, PeerTls, TlsError};
+    ///
+    /// let key = rcgen::KeyPair::generate().unwrap();
+    /// let cert = rcgen::CertificateParams::new(vec!["capsule-a".into()])
+    ///     .unwrap()
+    ///     .self_signed(&key)
+    ///     .unwrap();
+    /// let identity = ClientIdentity::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
+    ///     .unwrap();
+    /// let trust = PeerTls::without_system_roots().with_client_identity(identity).unwrap();
+    /// assert!(format!("{trust:?}").contains("client_identity: true"));
+    ///
+    /// // A key that is not the certificate's is refused here, not at the first handshake.
+    /// let other = rcgen::KeyPair::generate().unwrap();
+    /// let mismatched =
+    ///     ClientIdentity::from_pem(cert.pem().as_bytes(), other.serialize_pem().as_bytes()).unwrap();
+    /// let refused = PeerTls::system().with_client_identity(mismatched).unwrap_err();
+    /// assert!(matches!(refused, TlsError::Config { .. }), "{refused}");
+    /// ```
+    ///
+    /// # Errors
+    /// [`TlsError::Config`] when the TLS library refuses the key (one that does not match the
+    /// chain's first certificate, or of a type it cannot sign with).
+    pub fn with_client_identity(self, identity: ClientIdentity) -> Result<Self, TlsError> {
+        Self::with_roots(self.roots.system, self.roots.extra.clone(), Some(identity))
     }
 
     /// Also trusts every certificate in `pem` (one or more `CERTIFICATE` blocks).
@@ -207,10 +249,18 @@ impl PeerTls {
         }
         let mut extra = self.roots.extra.clone();
         extra.extend(certs);
-        Ok(Self::with_roots(self.roots.system, extra))
+        Self::with_roots(self.roots.system, extra, self.identity)
     }
 
-    fn with_roots(system: bool, extra: Vec<CertificateDer<'static>>) -> Self {
+    /// The trust of `system` roots and `extra` ones, presenting `identity` when asked.
+    ///
+    /// # Errors
+    /// [`TlsError::Config`] when the TLS library refuses the identity's key.
+    fn with_roots(
+        system: bool,
+        extra: Vec<CertificateDer<'static>>,
+        identity: Option<ClientIdentity>,
+    ) -> Result<Self, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let roots = Arc::new(DeferredRoots {
             system,
@@ -218,16 +268,131 @@ impl PeerTls {
             provider: provider.clone(),
             verifier: OnceLock::new(),
         });
-        let config = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .expect("ring's default provider supports the safe default protocol versions")
             .dangerous()
-            .with_custom_certificate_verifier(roots.clone())
-            .with_no_client_auth();
-        PeerTls {
+            .with_custom_certificate_verifier(roots.clone());
+        let config = match &identity {
+            None => builder.with_no_client_auth(),
+            Some(identity) => builder
+                .with_client_auth_cert(identity.chain.clone(), identity.key.clone_key())
+                .map_err(|e| TlsError::Config {
+                    detail: format!("the client identity: {e}"),
+                })?,
+        };
+        Ok(PeerTls {
             roots,
+            identity,
             config: Arc::new(config),
+        })
+    }
+}
+
+/// The certificate chain and private key a capsule presents to https peers that ask for a
+/// client certificate (mutual TLS), given to [`PeerTls::with_client_identity`]. Read from PEM:
+/// the chain's first certificate is the capsule's own, the key one `PRIVATE KEY` (PKCS #8),
+/// `RSA PRIVATE KEY` or `EC PRIVATE KEY` block. Its `Debug` never shows the key.
+///
+/// ```
+/// use resource_plane::backends::{ClientIdentity, TlsError};
+///
+/// let key = rcgen::KeyPair::generate().unwrap();
+/// let cert = rcgen::CertificateParams::new(vec!["capsule-a".into()])
+///     .unwrap()
+///     .self_signed(&key)
+///     .unwrap();
+/// let identity = ClientIdentity::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes());
+/// assert!(!format!("{:?}", identity.unwrap()).contains("PRIVATE"));
+///
+/// let refused = ClientIdentity::from_pem(cert.pem().as_bytes(), b"no key here").unwrap_err();
+/// assert_eq!(refused, TlsError::NoPrivateKey { origin: "PEM text".into() });
+/// ```
+#[derive(Clone)]
+pub struct ClientIdentity {
+    chain: Vec<CertificateDer<'static>>,
+    key: Arc<PrivateKeyDer<'static>>,
+}
+
+impl fmt::Debug for ClientIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientIdentity")
+            .field("certificates", &self.chain.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientIdentity {
+    /// The identity of the certificates in `chain_pem` (the capsule's own first) and the key in
+    /// `key_pem`.
+    ///
+    /// # Errors
+    /// [`TlsError::Unreadable`] when either PEM does not parse, [`TlsError::NoCertificate`]
+    /// when `chain_pem` holds no certificate, [`TlsError::NoPrivateKey`] when `key_pem` holds
+    /// no private key; each names the source `PEM text`. Whether the key matches the
+    /// certificate is checked by [`PeerTls::with_client_identity`].
+    pub fn from_pem(chain_pem: &[u8], key_pem: &[u8]) -> Result<Self, TlsError> {
+        let chain = CertificateDer::pem_slice_iter(chain_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| TlsError::Unreadable {
+                origin: PEM_TEXT.into(),
+                detail: e.to_string(),
+            })?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem);
+        Self::of(chain, key, PEM_TEXT, PEM_TEXT)
+    }
+
+    /// [`from_pem`](Self::from_pem) for the PEM files at `chain` and `key`, read now.
+    ///
+    /// # Errors
+    /// As [`from_pem`](Self::from_pem), each naming its file; [`TlsError::Unreadable`] also
+    /// when a file cannot be read.
+    pub fn from_pem_files(chain: &Path, key: &Path) -> Result<Self, TlsError> {
+        let (chain_origin, key_origin) = (chain.display().to_string(), key.display().to_string());
+        let unreadable = |origin: &str| {
+            let origin = origin.to_owned();
+            move |e: rustls_pki_types::pem::Error| TlsError::Unreadable {
+                origin,
+                detail: e.to_string(),
+            }
+        };
+        let certs = CertificateDer::pem_file_iter(chain)
+            .map_err(unreadable(&chain_origin))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(unreadable(&chain_origin))?;
+        let key = PrivateKeyDer::from_pem_file(key);
+        Self::of(certs, key, &chain_origin, &key_origin)
+    }
+
+    fn of(
+        chain: Vec<CertificateDer<'static>>,
+        key: Result<PrivateKeyDer<'static>, rustls_pki_types::pem::Error>,
+        chain_origin: &str,
+        key_origin: &str,
+    ) -> Result<Self, TlsError> {
+        if chain.is_empty() {
+            return Err(TlsError::NoCertificate {
+                origin: chain_origin.to_owned(),
+            });
         }
+        let key = match key {
+            Ok(key) => key,
+            Err(rustls_pki_types::pem::Error::NoItemsFound) => {
+                return Err(TlsError::NoPrivateKey {
+                    origin: key_origin.to_owned(),
+                });
+            }
+            Err(e) => {
+                return Err(TlsError::Unreadable {
+                    origin: key_origin.to_owned(),
+                    detail: e.to_string(),
+                });
+            }
+        };
+        Ok(ClientIdentity {
+            chain,
+            key: Arc::new(key),
+        })
     }
 }
 
@@ -490,6 +655,61 @@ mod tests {
             .add_pem(junk)
             .expect_err("not a certificate");
         assert!(matches!(e, TlsError::NotAnAnchor { .. }), "{e:?}");
+    }
+
+    /// A client identity's files are read at once and every refusal names its file; a key that
+    /// is not the certificate's is refused when the identity joins a trust; an identity
+    /// survives certificates added afterwards.
+    #[test]
+    fn client_identity_files_are_checked_when_read_and_joined() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["reader".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let (chain, key_file, other_key) = (
+            dir.path().join("chain.pem"),
+            dir.path().join("key.pem"),
+            dir.path().join("other.pem"),
+        );
+        std::fs::write(&chain, cert.pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        std::fs::write(
+            &other_key,
+            rcgen::KeyPair::generate().unwrap().serialize_pem(),
+        )
+        .unwrap();
+
+        let identity = ClientIdentity::from_pem_files(&chain, &key_file).expect("a pair");
+        let trust = PeerTls::without_system_roots()
+            .with_client_identity(identity)
+            .expect("a matching pair");
+        let (ca, _) = ca_and_server();
+        let trust = trust.add_pem(ca.pem().as_bytes()).unwrap();
+        assert!(format!("{trust:?}").contains("client_identity: true"));
+
+        let missing = dir.path().join("missing.pem");
+        let e = ClientIdentity::from_pem_files(&missing, &key_file).unwrap_err();
+        assert!(
+            matches!(&e, TlsError::Unreadable { origin, .. } if *origin == missing.display().to_string()),
+            "{e:?}"
+        );
+        let e = ClientIdentity::from_pem_files(&key_file, &key_file).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}: no PEM certificate found", key_file.display())
+        );
+        let e = ClientIdentity::from_pem_files(&chain, &chain).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}: no PEM private key found", chain.display())
+        );
+        let mismatched = ClientIdentity::from_pem_files(&chain, &other_key).unwrap();
+        let e = PeerTls::system()
+            .with_client_identity(mismatched)
+            .unwrap_err();
+        assert!(matches!(e, TlsError::Config { .. }), "{e:?}");
     }
 
     /// Nothing is read until the first handshake: then the roots are loaded, once, for every

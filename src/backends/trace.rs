@@ -4,6 +4,7 @@
 //! (envelope, event id, redaction of tokens, D-6.5) before handing it over, so every sink, the
 //! test doubles included, only ever sees redacted lines.
 
+use super::trace_event::TraceLine;
 use serde_json::Value;
 use std::fmt::Debug;
 use std::io;
@@ -56,6 +57,56 @@ pub trait TraceSink: Debug + Send + Sync {
     /// # Errors
     /// Any I/O failure, including a short write; the caller then fails closed.
     fn append_line(&self, line: &[u8]) -> io::Result<()>;
+
+    /// Takes one finished line, with its event typed on request ([`TraceLine::event`]): the
+    /// tracer calls this, once per line. The default appends the line's bytes with
+    /// [`append_line`](Self::append_line); a sink that forwards events typed (to `tracing`,
+    /// to OpenTelemetry) overrides it, and never parses JSON itself. The typed event is read
+    /// from the redacted line, so it holds no handle token either (D-6.5).
+    ///
+    /// ```
+    /// use resource_plane::backends::{MemoryFilesystem, TraceEvent, TraceLine, TraceSink};
+    /// use resource_plane::{Capsule, Manifest};
+    /// use std::io;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// /// Keeps each read's outcome, typed.
+    /// #[derive(Debug, Default)]
+    /// struct Outcomes(Mutex<Vec<(String, String)>>);
+    ///
+    /// impl TraceSink for Outcomes {
+    ///     fn append_line(&self, _line: &[u8]) -> io::Result<()> {
+    ///         Ok(())
+    ///     }
+    ///     fn append(&self, line: TraceLine<'_>) -> io::Result<()> {
+    ///         if let TraceEvent::ResourceRead(read) = line.event()? {
+    ///             self.0.lock().unwrap().push((read.path.unwrap_or_default(), read.outcome));
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let manifest = Manifest::from_yaml("name: r\nexports: { files: { root: out, mode: read-only } }");
+    /// let outcomes = Arc::new(Outcomes::default());
+    /// let capsule = Capsule::builder(&manifest.unwrap().manifest)
+    ///     .filesystem(Arc::new(MemoryFilesystem::new()))
+    ///     .trace(outcomes.clone())
+    ///     .advertised_url("http://127.0.0.1:41234")
+    ///     .launch()
+    ///     .unwrap();
+    /// capsule.router().handle(http::Request::get("/resources/files/a.md").body(()).unwrap()).await;
+    /// assert_eq!(*outcomes.0.lock().unwrap(), [("a.md".to_owned(), "not_found".to_owned())]);
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`append_line`](Self::append_line), and an unreadable event
+    /// ([`TraceLine::event`]); the caller then fails closed.
+    fn append(&self, line: TraceLine<'_>) -> io::Result<()> {
+        self.append_line(line.bytes())
+    }
 }
 
 /// `trace.jsonl`: an `O_APPEND` descriptor, one `write(2)` per line, so that concurrent

@@ -12,6 +12,7 @@ mod demo;
 mod log;
 mod pull;
 mod serve;
+mod socket_file;
 
 use crate::backends::{OsRandom, Random};
 use clap::{Parser, Subcommand};

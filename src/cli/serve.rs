@@ -8,7 +8,7 @@ use crate::backends::{Filesystem, JsonlTraceSink, SystemClock};
 use crate::capsule::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_INFLIGHT_BUDGET_BYTES};
 use crate::confine::{Confinement, ConfinementReport, ConfinementStatus, landlock_abi};
 use crate::http::ListenerConfig;
-use crate::http::listener::serve_sharded;
+use crate::http::listener::{ShardSocket, serve_sharded};
 use crate::manifest::LaunchError;
 use crate::scope::Containment;
 use crate::{Capsule, Manifest};
@@ -28,10 +28,11 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     manifest: PathBuf,
     /// Address to listen on: IP:PORT, or HOST:PORT for a host the system resolves
-    /// (`localhost:8080`; its first IPv4 address, else its first address).
+    /// (`localhost:8080`; its first IPv4 address, else its first address), or unix:PATH for a
+    /// Unix domain socket (then --url is required).
     #[arg(long, default_value = "127.0.0.1:0", value_parser = parse_listen)]
-    listen: SocketAddr,
-    /// Advertised URL; default http://<bound addr>.
+    listen: Listen,
+    /// Advertised URL; default http://<bound addr>. Required with --listen unix:PATH.
     #[arg(long)]
     url: Option<String>,
     /// The containment class the embedding runtime achieved: advisory, scoped or sealed.
@@ -110,7 +111,9 @@ struct Prepared {
     trace_path: PathBuf,
     sink: JsonlTraceSink,
     peer_tls: PeerTls,
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<ShardSocket>,
+    /// The `--listen unix:` socket file, removed when the session ends.
+    socket_file: Option<super::socket_file::SocketFile>,
     url: String,
     confinement: ConfinementReport,
     args: ServeArgs,
@@ -202,27 +205,46 @@ fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
     let peer_tls = PeerTls::system()
         .add_pem_files(&args.peer_ca)
         .map_err(|e| cli_error(format!("--peer-ca: {e}"), "pass PEM certificate files"))?;
+    // An advertised URL given is checked before anything is bound or created.
+    if let Some(url) = &args.url {
+        check_url(&manifest.name, url)?;
+    }
     // One listening socket, accepted from by `shards` single-threaded runtimes.
     let shards = args.shards.unwrap_or_else(default_shards);
-    let listeners = crate::backends::net::bind_shards(args.listen, shards).map_err(|e| {
-        cli_error(
-            format!("--listen {}: {e}", args.listen),
-            "choose a free address",
-        )
-    })?;
-    let bound = listeners[0]
-        .local_addr()
-        .map_err(|e| cli_error(format!("--listen: {e}"), "choose a free address"))?;
-    let url = args
-        .url
-        .clone()
-        .unwrap_or_else(|| format!("http://{bound}"));
-    if crate::audience::audience(&manifest.name, &url).is_none() {
-        return Err(cli_error(
-            format!("--url {url}: an http(s) URL with a host"),
-            "pass --url http://host:port",
-        ));
-    }
+    let (listeners, url, socket_file) = match &args.listen {
+        Listen::Tcp(address) => {
+            let listeners = crate::backends::net::bind_shards(*address, shards).map_err(|e| {
+                cli_error(format!("--listen {address}: {e}"), "choose a free address")
+            })?;
+            let bound = listeners[0]
+                .local_addr()
+                .map_err(|e| cli_error(format!("--listen: {e}"), "choose a free address"))?;
+            let url = args
+                .url
+                .clone()
+                .unwrap_or_else(|| format!("http://{bound}"));
+            check_url(&manifest.name, &url)?;
+            let listeners = listeners.into_iter().map(ShardSocket::Tcp).collect();
+            (listeners, url, None)
+        }
+        Listen::Unix(path) => {
+            let Some(url) = args.url.clone() else {
+                return Err(cli_error(
+                    format!("--listen unix:{}: no --url", path.display()),
+                    "pass --url with the http(s) URL peers reach the capsule at over TCP",
+                ));
+            };
+            let (socket_file, listeners) = super::socket_file::SocketFile::bind(path, shards)
+                .map_err(|e| {
+                    cli_error(
+                        format!("--listen unix:{}: {e}", path.display()),
+                        "choose a path where no file is, or whose socket nobody listens on",
+                    )
+                })?;
+            let listeners = listeners.into_iter().map(ShardSocket::Unix).collect();
+            (listeners, url, Some(socket_file))
+        }
+    };
     if default_trace && let Some(dir) = trace_path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| cli_error(format!("trace directory: {e}"), "pass --trace"))?;
@@ -246,6 +268,7 @@ fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
         sink,
         peer_tls,
         listeners,
+        socket_file,
         url,
         confinement,
         args,
@@ -313,6 +336,7 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
         sink,
         peer_tls,
         listeners,
+        socket_file: _socket_file,
         url,
         confinement,
         args,
@@ -508,13 +532,40 @@ fn default_shards() -> usize {
     (super::cores() / 2).max(1)
 }
 
-/// `--listen`: a socket address as written, else `HOST:PORT` resolved by the system (its first
-/// IPv4 address, so `localhost` means `127.0.0.1` wherever that is one of its addresses).
-fn parse_listen(text: &str) -> Result<SocketAddr, String> {
-    if let Ok(address) = text.parse::<SocketAddr>() {
-        return Ok(address);
+/// Refuses an advertised URL no audience can be formed from (D-8).
+fn check_url(name: &str, url: &str) -> Result<(), LaunchError> {
+    if crate::audience::audience(name, url).is_none() {
+        return Err(cli_error(
+            format!("--url {url}: an http(s) URL with a host"),
+            "pass --url http://host:port",
+        ));
     }
-    let expected = || "expected IP:PORT or HOST:PORT".to_owned();
+    Ok(())
+}
+
+/// Where `serve` listens (`--listen`).
+#[derive(Debug, Clone)]
+enum Listen {
+    /// A TCP address.
+    Tcp(SocketAddr),
+    /// A Unix domain socket's path (D-20.1).
+    Unix(PathBuf),
+}
+
+/// `--listen`: `unix:PATH` (a non-empty path), a socket address as written, else `HOST:PORT`
+/// resolved by the system (its first IPv4 address, so `localhost` means `127.0.0.1` wherever
+/// that is one of its addresses).
+fn parse_listen(text: &str) -> Result<Listen, String> {
+    if let Some(path) = text.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err("expected a path after unix:".to_owned());
+        }
+        return Ok(Listen::Unix(PathBuf::from(path)));
+    }
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        return Ok(Listen::Tcp(address));
+    }
+    let expected = || "expected IP:PORT, HOST:PORT or unix:PATH".to_owned();
     if !text.contains(':') {
         return Err(expected());
     }
@@ -526,6 +577,7 @@ fn parse_listen(text: &str) -> Result<SocketAddr, String> {
         .find(|address| address.is_ipv4())
         .or_else(|| resolved.first())
         .copied()
+        .map(Listen::Tcp)
         .ok_or_else(expected)
 }
 

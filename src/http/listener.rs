@@ -4,10 +4,12 @@
 //!
 //! The hardening is the service's to share: [`serve_with`] puts it in front of any tower
 //! service (a runtime's own routes, an axum app, the router [`with_fallback`] to the runtime's
-//! routes); [`serve`] is `serve_with` for the router alone.
+//! routes) on connections from any [`Accept`] source (TCP, a Unix domain socket, an in-memory
+//! listener); [`serve`] is `serve_with` for the router alone.
 //!
 //! [`with_fallback`]: super::Router::with_fallback
 
+use super::accept::Accept;
 use super::router::Router;
 use super::stall_guard::{DEFAULT_SEND_TIMEOUT, StallGuard};
 use super::version_gate::VersionGate;
@@ -21,7 +23,6 @@ use std::error::Error as StdError;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 /// Blocking threads a shard may start beyond one per lane of its router.
@@ -153,8 +154,9 @@ impl Builders {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and drains:
-/// [`serve_with`] for the router alone.
+/// Serves `router` on connections from `listener` (a [`TcpListener`](tokio::net::TcpListener), a
+/// [`UnixListener`](tokio::net::UnixListener), any [`Accept`]) until `shutdown` resolves, then
+/// stops accepting and drains: [`serve_with`] for the router alone.
 ///
 /// ```
 /// use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
@@ -182,7 +184,7 @@ impl Builders {
 /// # Errors
 /// As [`serve_with`].
 pub async fn serve(
-    listener: TcpListener,
+    listener: impl Accept,
     router: Router,
     config: ListenerConfig,
     shutdown: impl Future<Output = ()>,
@@ -197,8 +199,11 @@ pub async fn serve(
     serve_with(listener, router, config, shutdown).await
 }
 
-/// Serves any tower `service` on `listener` behind the listener's hardening until `shutdown`
-/// resolves, then stops accepting and drains. A runtime puts its own routes here, alone, in an
+/// Serves any tower `service` on connections from `listener` behind the listener's hardening
+/// until `shutdown` resolves, then stops accepting and drains. The connections may come from
+/// anywhere that hands out byte streams ([`Accept`]: a [`TcpListener`](tokio::net::TcpListener), a
+/// [`UnixListener`](tokio::net::UnixListener), an in-memory listener, a runtime's vsock
+/// listener); each gets the same treatment. A runtime puts its own routes here, alone, in an
 /// axum app, or beside the planes with [`Router::with_fallback`]; every connection gets what a
 /// `serve` connection gets (D-4.1, D-4.5, D-4.6):
 ///
@@ -243,13 +248,14 @@ pub async fn serve(
 /// the process that relies on it. Transient ones (out of descriptors, a connection reset before
 /// it was accepted) are logged and retried with a backoff of 10 ms doubling
 /// up to 1 s, reset by the next accepted connection.
-pub async fn serve_with<S, ResBody>(
-    listener: TcpListener,
+pub async fn serve_with<L, S, ResBody>(
+    mut listener: L,
     service: S,
     config: ListenerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()>
 where
+    L: Accept,
     S: tower_service::Service<Request<Incoming>, Response = Response<ResBody>>
         + Clone
         + Send
@@ -275,7 +281,7 @@ where
             () = &mut shutdown => break,
             slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
         };
-        let (stream, _peer) = tokio::select! {
+        let stream = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => {
@@ -473,6 +479,17 @@ pub(crate) fn transient(error: &std::io::Error) -> bool {
     .any(|errno| errno.raw_os_error() == code)
 }
 
+/// One handle to the binary's listening socket, TCP or Unix domain, not yet registered with a
+/// runtime.
+#[cfg(feature = "cli")]
+#[derive(Debug)]
+pub(crate) enum ShardSocket {
+    /// A TCP listening socket.
+    Tcp(std::net::TcpListener),
+    /// A Unix domain listening socket.
+    Unix(std::os::unix::net::UnixListener),
+}
+
 /// Serves `router` on several handles to one listening socket (see
 /// [`bind_shards`](crate::backends::net::bind_shards)), each on its own thread with its own
 /// single-threaded runtime: a connection lives and dies on one core, with no work stealing and
@@ -482,7 +499,7 @@ pub(crate) fn transient(error: &std::io::Error) -> bool {
 /// When a shard's runtime cannot be built.
 #[cfg(feature = "cli")]
 pub(crate) fn serve_sharded(
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<ShardSocket>,
     router: Router,
     config: ListenerConfig,
     shutdown: tokio::sync::watch::Receiver<bool>,
@@ -513,14 +530,22 @@ pub(crate) fn serve_sharded(
                         .build()?;
                     let drain_deadline = per_shard.drain_deadline;
                     let served = runtime.block_on(async move {
-                        let listener = TcpListener::from_std(listener)?;
                         let stop = async move {
                             tokio::select! {
                                 _ = shutdown.wait_for(|stop| *stop) => {}
                                 _ = another_failed.wait_for(|failed| *failed) => {}
                             }
                         };
-                        serve(listener, router, per_shard, stop).await
+                        match listener {
+                            ShardSocket::Tcp(listener) => {
+                                let listener = tokio::net::TcpListener::from_std(listener)?;
+                                serve(listener, router, per_shard, stop).await
+                            }
+                            ShardSocket::Unix(listener) => {
+                                let listener = tokio::net::UnixListener::from_std(listener)?;
+                                serve(listener, router, per_shard, stop).await
+                            }
+                        }
                     });
                     if served.is_err() {
                         // The others stop and drain too: the process is going down.

@@ -2,6 +2,7 @@
 //! building, the listener (its hardening in front of the router or any other tower service),
 //! and the outbound client for peers.
 
+pub(crate) mod accept;
 pub(crate) mod body;
 pub(crate) mod client;
 pub(crate) mod date;
@@ -14,6 +15,7 @@ pub(crate) mod stall_guard;
 pub(crate) mod watch_stream;
 internal_module!(version_gate);
 
+pub use accept::Accept;
 pub use body::PlaneBody;
 pub use client::PeerTimeouts;
 pub use listener::{ListenerConfig, serve, serve_with};

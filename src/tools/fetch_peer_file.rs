@@ -17,7 +17,7 @@ use crate::events::PeerFileFetch;
 use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
 use crate::http::response::{AUDIENCE, GENERATION, PROOF};
 use crate::planes::{Origin, handle};
-use crate::policy::{Address, AllowList};
+use crate::policy::{Address, AllowList, PeerUrl};
 use crate::refusal::Code;
 use crate::trace::{OwedLine, Tracer};
 use http::header::HeaderValue;
@@ -328,9 +328,11 @@ impl FetchPeerFile {
                 "the handle is not an mh1 token",
             ));
         }
-        let peer = Address::parse_peer(peer_text)
-            .map_err(|_| Failure::of(Code::PeerNotAllowed, "the peer address does not parse"))?;
-        if !self.allow.admits(&peer) {
+        let peer_url = PeerUrl::parse(peer_text).map_err(|accepted| {
+            Failure::of(Code::PeerNotAllowed, format!("the peer must be {accepted}"))
+        })?;
+        let peer = &peer_url.address;
+        if !self.allow.admits(peer) {
             return Err(Failure::of(
                 Code::PeerNotAllowed,
                 format!("{peer} is not in capabilities.peer_fetch.allow"),
@@ -344,12 +346,17 @@ impl FetchPeerFile {
             max_body: self.max_bytes,
         };
         let mut headers = vec![(AUDIENCE, audience)];
-        if let Some(proof) = self.proof_header(&peer, handle_id)? {
+        if let Some(proof) = self.proof_header(peer, handle_id)? {
             headers.push((PROOF, proof));
         }
         let response = self
             .client
-            .get(&peer, &format!("/resources/peer/{token}"), &headers, limits)
+            .get(
+                peer,
+                &peer_url.under(&format!("/resources/peer/{token}")),
+                &headers,
+                limits,
+            )
             .await
             .map_err(|e| match e {
                 ClientError::Unreachable(why) => Failure::of(Code::PeerUnreachable, why),
@@ -519,8 +526,9 @@ whose sha256 does not match the peer's etag, and writes nowhere but `peer-in/`."
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct FetchPeerFileInput {
-    /// The capsule that minted the handle: `host`, `host:port`, or an `http(s)` URL whose
-    /// path, query and fragment are ignored; trimmed, non-empty. It must be in
+    /// The capsule that minted the handle: `host`, `host:port`, or its `http(s)` URL (a
+    /// capsule under a path redeems under it; a query and a fragment are ignored); trimmed,
+    /// non-empty. It must be in
     /// `capabilities.peer_fetch.allow` (`peer_not_allowed` otherwise, with no connection).
     pub peer: String,
     /// The token as the peer gave it: `mh1.` and base64url characters and dots, at most
@@ -561,8 +569,9 @@ impl FetchPeerFileInput {
                     "type": "string",
                     "pattern": "\\S",
                     "description": "The capsule that gave you the handle: `host`, \
-                        `host:port`, or an http(s) URL (its path is ignored), e.g. \
-                        `127.0.0.1:41234`. Surrounding whitespace is trimmed."
+                        `host:port`, or its http(s) URL (a capsule under a path answers \
+                        there), e.g. `127.0.0.1:41234` or `http://10.0.0.7:8080/capsules/a`. \
+                        Surrounding whitespace is trimmed."
                 },
                 "handle": {
                     "type": "string",

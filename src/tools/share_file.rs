@@ -15,7 +15,7 @@ use super::{
 use crate::events::{PeerHandleMint, WithAudienceProof};
 use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
 use crate::planes::PeerPlane;
-use crate::policy::{Address, AllowList};
+use crate::policy::{AllowList, PeerUrl};
 use crate::refusal::{Code, Refusal};
 use crate::trace::{OwedLine, Tracer};
 use crate::units::parse_ttl_secs;
@@ -151,7 +151,7 @@ impl ShareFile {
         }
         let path = checked_text(&input.path, "path")?;
         let peer_text = checked_text(&input.peer, "peer")?;
-        let peer = Address::parse_peer(&peer_text).map_err(|accepted| {
+        let peer = PeerUrl::parse(&peer_text).map_err(|accepted| {
             ToolError::new(Code::InvalidInput, format!("`peer` must be {accepted}"))
         })?;
         let ttl_secs = match &input.ttl {
@@ -235,9 +235,10 @@ impl ShareFile {
     async fn mint(
         &self,
         attempt: &mut Attempt,
-        peer: &Address,
+        peer_url: &PeerUrl,
         ttl_secs: u64,
     ) -> Result<crate::planes::Minted, Refusal> {
+        let peer = &peer_url.address;
         let plane = self.plane.clone();
         let path = attempt.path.clone();
         let target = crate::blocking::run(move || plane.resolve_for_mint(&path))
@@ -258,7 +259,7 @@ impl ShareFile {
             .client
             .get(
                 peer,
-                "/.well-known/agent-card.json",
+                &peer_url.under("/.well-known/agent-card.json"),
                 &[],
                 Limits {
                     connect: self.timeouts.connect,
@@ -435,9 +436,9 @@ impl ShareFileInput {
                 "peer": {
                     "type": "string",
                     "pattern": "\\S",
-                    "description": "The peer capsule: `host`, `host:port`, or an http(s) URL \
-                        (its path is ignored), e.g. `127.0.0.1:41235`. Surrounding whitespace \
-                        is trimmed."
+                    "description": "The peer capsule: `host`, `host:port`, or its http(s) URL \
+                        (a capsule under a path answers there), e.g. `127.0.0.1:41235` or \
+                        `http://10.0.0.7:8080/capsules/b`. Surrounding whitespace is trimmed."
                 },
                 "ttl": {
                     "description": "How long the handle lives: a positive integer of \
