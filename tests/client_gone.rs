@@ -1,4 +1,3 @@
-#![allow(clippy::disallowed_methods)] // the test reads /proc and makes its own sparse files
 //! Work for clients that left (D-3.3.1, D-4.6.1), against the binary: a listing or a read whose
 //! client left stops, one that had not started never starts, waiting costs no thread, and the
 //! request's one trace line says `client_gone`. Thread counts, CPU time and bytes read come
