@@ -190,7 +190,6 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Departure<IO> {
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // the tests make their own loopback connections
 mod tests {
     #![allow(clippy::disallowed_methods)] // the tests need real TCP: resets and half-closes
     use super::*;
