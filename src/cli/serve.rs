@@ -56,12 +56,22 @@ pub(crate) struct ServeArgs {
     /// PEM certificates trusted for https peers, added to the system's roots.
     #[arg(long)]
     peer_ca: Vec<PathBuf>,
-    /// Read tool calls from stdin, one JSON object per line (README § Operating).
-    #[arg(long)]
-    console: bool,
+    /// Read tool calls from stdin: `json` (the default), one JSON object per line (README §
+    /// Operating); `mcp`, an MCP server on stdin/stdout, the ready line on stderr (README § MCP).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "json", value_enum)]
+    console: Option<ConsoleMode>,
     /// Refuse unknown manifest keys (E-MAN-003) instead of warning about them.
     #[arg(long)]
     strict: bool,
+}
+
+/// What `--console` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ConsoleMode {
+    /// One JSON request per line, one JSON answer per line (`contract.md`).
+    Json,
+    /// MCP over stdio (D-18.3).
+    Mcp,
 }
 
 fn parse_containment(text: &str) -> Result<Containment, String> {
@@ -93,9 +103,23 @@ fn canonical_parent(path: &Path) -> Option<PathBuf> {
 async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     let started = std::time::Instant::now();
     let parsed = read_manifest(&args.manifest, args.strict)?;
-    for warning in &parsed.warnings {
-        // A key is the operator's text; even so, nothing token-shaped reaches a log.
-        tracing::warn!("{}", crate::redact::redact_tokens(warning));
+    let console_mcp = args.console == Some(ConsoleMode::Mcp);
+    #[cfg(not(feature = "mcp"))]
+    if console_mcp {
+        return Err(cli_error(
+            "--console mcp: this build has no MCP (the `mcp` feature is off)",
+            "use --console, or a build with the default features",
+        ));
+    }
+    let warn_manifest = |warnings: &[String]| {
+        for warning in warnings {
+            // A key is the operator's text; even so, nothing token-shaped reaches a log.
+            tracing::warn!("{}", crate::redact::redact_tokens(warning));
+        }
+    };
+    // Under `--console mcp` the ready line is the first line on stderr: warnings follow it.
+    if !console_mcp {
+        warn_manifest(&parsed.warnings);
     }
     let manifest = parsed.manifest;
     let (workdir, fs) = open_workdir(&args.workdir)?;
@@ -222,10 +246,19 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     // Nobody can learn the session's address once stdout is gone (a closed pipe, a full
     // disk): end the session at once, with a word on stderr, instead of panicking as
     // `println!` does.
-    if let Err(e) = super::print_line(&ready.to_string()) {
-        super::log::say!("error: cannot write the ready line to stdout: {e}");
+    let printed = if console_mcp {
+        super::print_error_line(&ready.to_string())
+    } else {
+        super::print_line(&ready.to_string())
+    };
+    if let Err(e) = printed {
+        let stream = if console_mcp { "stderr" } else { "stdout" };
+        super::log::say!("error: cannot write the ready line to {stream}: {e}");
         capsule.end_session();
         return Ok(ExitCode::FAILURE);
+    }
+    if console_mcp {
+        warn_manifest(&parsed.warnings);
     }
     tracing::info!(
         url = %url,
@@ -244,12 +277,20 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     };
     let drain = listener_config.drain_deadline;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let console = args.console.then(|| {
+    let console = args.console.map(|mode| {
         let console_capsule = capsule.clone();
         let stop = stop_tx.clone();
         let stopping = stop_tx.subscribe();
         tokio::spawn(async move {
-            super::console::run(&console_capsule, stopping, drain).await;
+            match mode {
+                ConsoleMode::Json => super::console::run(&console_capsule, stopping, drain).await,
+                #[cfg(feature = "mcp")]
+                ConsoleMode::Mcp => {
+                    super::mcp_console::run(&console_capsule, stopping, drain).await;
+                }
+                #[cfg(not(feature = "mcp"))]
+                ConsoleMode::Mcp => {}
+            }
             let _ = stop.send(true);
         })
     });
