@@ -300,9 +300,19 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         let _ = stop_tx.send(true);
     });
     let router = capsule.router();
-    let served =
-        crate::blocking::run(move || serve_sharded(listeners, router, listener_config, stop_rx))
-            .await;
+    let lanes = router.lane_count();
+    // `/mcp` beside the planes (D-18.2); without the feature, the planes alone.
+    #[cfg(feature = "mcp")]
+    let service = router.with_mcp(crate::mcp::McpService::new(
+        &capsule,
+        crate::mcp::McpConfig::default(),
+    ));
+    #[cfg(not(feature = "mcp"))]
+    let service = router;
+    let served = crate::blocking::run(move || {
+        serve_sharded(listeners, service, lanes, listener_config, stop_rx)
+    })
+    .await;
     // A listener that could not go on ends the session with a failure status: a supervisor
     // must not read it as a clean end.
     let listener_failed = match served {
