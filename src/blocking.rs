@@ -27,6 +27,27 @@ where
     tokio::task::spawn_blocking(work).await
 }
 
+/// [`run`], handing `work` a [`Cancel`](crate::planes::Cancel) that is raised when the
+/// returned future is dropped before `work` answered (nobody waits for it any more), so `work`
+/// can stop early; once it has answered, dropping raises nothing.
+///
+/// # Errors
+/// As [`run`].
+///
+/// # Panics
+/// Outside a tokio runtime.
+pub(crate) async fn run_cancellable<T, F>(work: F) -> Result<T, JoinError>
+where
+    F: FnOnce(&crate::planes::Cancel) -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let cancel = crate::planes::Cancel::default();
+    let cancel_on_drop = cancel.on_drop();
+    let answer = tokio::task::spawn_blocking(move || work(&cancel)).await;
+    cancel_on_drop.disarm();
+    answer
+}
+
 /// The router's lanes to the blocking pool: how many calls of each kind run there at once. A
 /// request waits for its lane on the async side, where waiting holds no thread, and gives it
 /// back when its work has ended, not when its future is dropped: the threads busy with

@@ -17,6 +17,7 @@ pub use crate::generation::Generation;
 use crate::http::client::{PeerClient, PeerTimeouts};
 use crate::http::router::{FilesMount, Mount, Mounted, PeerMount, Router};
 use crate::manifest::{LaunchError, Manifest};
+use crate::planes::watch::{ChangeStream, Hub, Source, WatchSettings};
 use crate::planes::{HmacPeerPlane, OperatorPlane, Origin, PeerPlane, ResourcePlane};
 use crate::scope::{Containment, ExportScope};
 use crate::tools::{FetchPeerFile, SessionEnd, ShareFile, ToolInventory};
@@ -91,6 +92,7 @@ struct Settings {
     random: Arc<dyn Random>,
     peer_transport: Arc<dyn PeerTransport>,
     skills: Vec<AgentSkill>,
+    watch_notifications: bool,
 }
 
 impl Default for Settings {
@@ -107,6 +109,7 @@ impl Default for Settings {
             random: Arc::new(OsRandom),
             peer_transport: Arc::new(TcpTransport),
             skills: Vec::new(),
+            watch_notifications: true,
         }
     }
 }
@@ -140,6 +143,15 @@ pub struct CapsuleConfig {
 /// once: both hold them in a `settings` field.
 macro_rules! setting_methods {
     () => {
+        /// Whether the export's watcher asks the filesystem for change notices (inotify;
+        /// default `true`). With `false` it re-lists every 2 s instead, as it does where
+        /// notification is unavailable (D-17.4): for tests of that fallback, and for
+        /// filesystems whose notices cannot be trusted (network mounts).
+        pub fn watch_notifications(mut self, on: bool) -> Self {
+            self.settings.watch_notifications = on;
+            self
+        }
+
         /// The containment class the runtime achieved, taken as given (D-2.5).
         pub fn containment(mut self, containment: Containment) -> Self {
             self.settings.containment = containment;
@@ -158,11 +170,11 @@ macro_rules! setting_methods {
             self
         }
 
-        /// The cores the planes size their work for (default [`DEFAULT_CORES`]); 0 is read as
-        /// 1. Blocking reads fill one buffer per core at a time, listings hash on at most two
-        /// threads per core in all, and the router runs at most one read and one other call
-        /// per core, and two listings, on the blocking pool at once, however many requests
-        /// wait (D-4.6.1): waiting requests hold no thread.
+        /// The cores the planes size their work for (default [`DEFAULT_CORES`]; 0 is taken
+        /// for one). Blocking reads fill one buffer per core at a time, listings hash on at
+        /// most two threads per core in all, and the router runs at most one read and one
+        /// other call per core, and two listings, on the blocking pool at once, however many
+        /// requests wait (D-4.6.1): waiting requests hold no thread.
         pub fn cores(mut self, cores: usize) -> Self {
             self.settings.cores = cores.max(1);
             self
@@ -523,6 +535,20 @@ impl<'m> CapsuleBuilder<'m> {
         let card =
             audience::agent_card_with_key(&manifest.name, &url, public_key.as_ref(), &skills);
         let peer_plane = peer.as_ref().map(|mount| mount.plane.clone());
+        // The crate's own plane lists `fs`, whose notices then cover its root; a runtime's own
+        // plane is re-listed on the fallback timer.
+        let watch = files.as_ref().map(|files| {
+            Hub::new(Source {
+                plane: files.plane.clone(),
+                generation: generation.clone(),
+                containment: settings.containment.as_str(),
+                notices: files.inline.is_some().then(|| fs.clone()),
+                settings: WatchSettings {
+                    notify: settings.watch_notifications,
+                    ..WatchSettings::default()
+                },
+            })
+        });
         let router = Router::new(Mounted {
             files,
             peer,
@@ -532,6 +558,7 @@ impl<'m> CapsuleBuilder<'m> {
             agent_card: serde_json::to_vec(&card).unwrap_or_default(),
             lanes: crate::blocking::Lanes::for_cores(settings.cores),
             rpc_path: audience::url_path(&url).to_owned(),
+            watch,
         });
         Ok(Capsule {
             session_id,
@@ -677,6 +704,13 @@ impl Capsule {
         self.generation.task_completed()
     }
 
+    /// The export's changes as an async stream ([`ChangeStream`]), from the listing whose etag
+    /// is `resume` or from the current listing; `None` without `exports.files`. Call it inside
+    /// a tokio runtime: the first subscriber starts the export's watcher there.
+    pub fn watch(&self, resume: Option<&str>) -> Option<ChangeStream> {
+        self.router.watch(resume)
+    }
+
     /// Ends the session's keys: every outstanding handle stops verifying (D-12), and the
     /// identity key signs no more proofs (D-14.1). Call after the listener has drained. From
     /// then on every tool call fails `session_ended` (D-12.1), and a call still in flight that
@@ -685,6 +719,7 @@ impl Capsule {
     pub fn end_session(&self) {
         self.ended.mark();
         self.tools.mark_session_ended();
+        self.router.shut_down_watches();
         if let Some(peer) = &self.peer {
             peer.end_session();
         }

@@ -31,6 +31,23 @@ impl TraceEvent for ResourceList {
     const EVENT_TYPE: &'static str = "resource_list";
 }
 
+/// A `resource_list` line of a long-poll or a watch stream (D-17.2, D-17.3): the listing's
+/// fields, then `waited_ms` (how long a long-poll was held; null for a stream) and `watch`.
+#[derive(Debug, Serialize)]
+pub struct ResourceListWaited {
+    /// The listing's fields, first and in their order.
+    #[serde(flatten)]
+    pub event: ResourceList,
+    /// Milliseconds from the request to the answer; null for a stream.
+    pub waited_ms: Option<u64>,
+    /// Whether the request opened a watch stream.
+    pub watch: bool,
+}
+
+impl TraceEvent for ResourceListWaited {
+    const EVENT_TYPE: &'static str = ResourceList::EVENT_TYPE;
+}
+
 /// `resource_read`: one per request on every other operator route.
 #[derive(Debug, Serialize)]
 pub struct ResourceRead {

@@ -84,7 +84,8 @@ pub enum Code {
     PathRefused,
     /// A console call to a tool the capsule was not granted (`docs/spec/contract.md`).
     UnknownTool,
-    /// A console line that is not a known request (`docs/spec/contract.md`).
+    /// 400: a console line that is not a known request (`docs/spec/contract.md`), or a listing
+    /// whose `wait` or `watch` parameter is malformed (D-17.2).
     InvalidRequest,
     /// The client left before its answer was ready: its work was stopped, or never started
     /// (D-4.6.1). A trace `outcome` only: nobody is left to answer.
@@ -178,7 +179,9 @@ impl Code {
             Code::EtagMismatch => "the peer's etag does not describe the body it sent",
             Code::PathRefused => "the landing path is not a plain directory under the workdir",
             Code::UnknownTool => "this capsule has no such tool",
-            Code::InvalidRequest => "the request is not a known console operation",
+            Code::InvalidRequest => {
+                "the request is malformed (a query parameter, or a console operation)"
+            }
             Code::ClientGone => "the client left before its answer was ready",
             Code::SessionEnded => "the session has ended; its tools no longer run",
         }

@@ -173,10 +173,20 @@ fn rss(pid: u32) -> u64 {
         * 1024
 }
 
+/// The threads of process `pid`.
+fn threads(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("Threads")
+}
+
 /// Thirty clients that ask for a 20,000-file listing (a 4 MB body) and never read it: the
 /// listings are charged to an 8 MiB in-flight budget, so the server's memory grows by a few
-/// listings' worth, not thirty; the stalled clients are cut at the send deadline, and then a
-/// client that reads gets the whole listing.
+/// listings' worth, not thirty, and its threads stay within 2 × cores + 16; the stalled clients
+/// are cut at the send deadline, and then a client that reads gets the whole listing.
 #[test]
 fn stalled_listing_clients_stay_inside_the_budget_and_are_cut() {
     let world = Workdir::new(FILES);
@@ -204,10 +214,18 @@ fn stalled_listing_clients_stay_inside_the_budget_and_are_cut() {
         })
         .collect();
     let mut most = before;
+    let mut most_threads = 0;
     for _ in 0..20 {
         std::thread::sleep(Duration::from_millis(100));
         most = most.max(rss(served.child.id()));
+        most_threads = most_threads.max(threads(served.child.id()));
     }
+    // D-4.6.1: waiting costs no thread.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as u64;
+    assert!(
+        most_threads <= 2 * cores + 16,
+        "{most_threads} threads with 30 stalled listings"
+    );
     let grown = most.saturating_sub(before);
     assert!(
         grown < 40 << 20,

@@ -1587,7 +1587,9 @@ fn mirrored(dir: &Path) -> Files {
         .collect()
 }
 
+/// A watch line: the listing named by its opaque etag, without quotes, as event ids name it.
 fn watch_line(etag: &str, downloaded: u64, deleted: u64, failed: Value) -> Value {
+    let etag = etag.trim_start_matches("W/").trim_matches('"');
     json!({"watch": etag, "downloaded": downloaded, "deleted": deleted, "failed": failed})
 }
 
@@ -1853,5 +1855,64 @@ fn watch_signalled_mid_file(twice: bool) {
         assert_eq!(exit.code(), Some(0), "stderr: {stderr}");
         assert_eq!(std::fs::read(mirror.join("big.bin")).expect("landed"), big);
     }
+    assert_eq!(part_files(&mirror), Vec::<String>::new());
+}
+
+/// `pull --watch` against the real server's watch stream (D-17.3): a file written, changed,
+/// added in a new directory and removed in the export reaches the mirror as one batch line
+/// each, with `--delete`; the mirror then equals the export; SIGTERM ends it with status 0 and
+/// no temporary file.
+#[test]
+fn watch_keeps_a_mirror_of_a_real_server_current() {
+    let (_dir, root) = scratch();
+    let out = root.join("wd/out");
+    write(&out.join("a.txt"), b"first");
+    let server = serve(
+        &root,
+        "name: r\nexports:\n  files: { root: out, mode: read-only }\n",
+    );
+    let mirror = root.join("mirror");
+    let running = Running::start(&[
+        server.url(),
+        mirror.to_str().expect("utf-8"),
+        "--watch",
+        "--delete",
+    ]);
+    assert_eq!(running.line(Duration::from_secs(20))["pull"], "ok");
+    assert_eq!(std::fs::read(mirror.join("a.txt")).expect("a"), b"first");
+    // The stream opens and the export's watcher starts (a change before it would be caught up
+    // by a full pass instead: a `reset`).
+    std::thread::sleep(Duration::from_millis(800));
+    let steps: [(&str, &dyn Fn()); 3] = [
+        ("a write", &|| write(&out.join("sub/b.txt"), b"second")),
+        ("a change", &|| write(&out.join("a.txt"), b"changed")),
+        ("a removal", &|| {
+            std::fs::remove_file(out.join("sub/b.txt")).expect("remove")
+        }),
+    ];
+    for (what, step) in steps {
+        step();
+        let line = running.line(Duration::from_secs(20));
+        assert!(
+            line["watch"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("sha256:")),
+            "{what}: {line}"
+        );
+        assert_eq!(line["failed"], json!([]), "{what}: {line}");
+        let files_of = |dir: &Path| {
+            let mut files = snapshot(dir);
+            files.retain(|_, leaf| leaf.starts_with("file "));
+            files
+        };
+        eventually(what, RUN_TIMEOUT, || files_of(&mirror) == files_of(&out));
+    }
+    running.signal(rustix::process::Signal::TERM);
+    let (exit, _, stderr) = running.finish();
+    assert!(
+        !stderr.contains("reset"),
+        "every change came as an event: {stderr}"
+    );
+    assert_eq!(exit.code(), Some(0), "stderr: {stderr}");
     assert_eq!(part_files(&mirror), Vec::<String>::new());
 }

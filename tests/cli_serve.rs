@@ -565,6 +565,7 @@ fn listing_and_read_carry_exactly_the_spec_headers() {
             "content-length",
             "content-type",
             "date",
+            "etag",
             "x-murmur-containment",
             "x-murmur-export-root",
             "x-murmur-generation",

@@ -3,6 +3,8 @@
 //! request's one trace line says `client_gone`. Thread counts, CPU time and bytes read come
 //! from `/proc`, so these run on Linux.
 
+#![allow(clippy::disallowed_methods)] // the tests build their world with std::fs and processes
+
 mod support;
 
 use serde_json::Value;

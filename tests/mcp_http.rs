@@ -105,7 +105,10 @@ async fn open(mcp: &McpService, version: &str) -> String {
     let answer = send(mcp, post(None, init)).await;
     assert_eq!(answer.status, 200, "{:?}", answer.messages);
     assert_eq!(answer.only()["result"]["protocolVersion"], version);
-    let session = answer.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let session = answer.headers["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     let done = send(
         mcp,
         post(
@@ -153,7 +156,11 @@ async fn initialize_negotiates_both_required_versions_and_offers_subscribable_re
 async fn resources_are_the_listing_with_uri_mime_size_and_meta_and_each_list_is_traced() {
     let w = files_world();
     w.fs.add_file("out/report.md", "# hi\n", 1_700_000_000_500);
-    w.fs.add_file("out/dir/a b#.bin", vec![0u8, 159, 146, 150], 1_700_000_000_600);
+    w.fs.add_file(
+        "out/dir/a b#.bin",
+        vec![0u8, 159, 146, 150],
+        1_700_000_000_600,
+    );
     let mcp = McpService::new(&w.capsule, McpConfig::default());
     let session = open(&mcp, "2025-11-25").await;
     let listed = call(&mcp, &session, "resources/list", json!({})).await;
@@ -185,7 +192,10 @@ async fn resources_are_the_listing_with_uri_mime_size_and_meta_and_each_list_is_
         .iter()
         .filter(|e| e["event_type"] == "resource_list")
         .count();
-    assert_eq!(lists, 2, "one line for the MCP list, one for the HTTP listing");
+    assert_eq!(
+        lists, 2,
+        "one line for the MCP list, one for the HTTP listing"
+    );
 }
 
 #[tokio::test]
@@ -207,7 +217,11 @@ async fn a_cursor_survives_change_without_repeat_or_skip_and_a_forged_one_is_inv
         let page = call(&mcp, &session, "resources/list", params).await;
         let resources = page["result"]["resources"].as_array().unwrap();
         assert!(resources.len() <= 1_000);
-        seen.extend(resources.iter().map(|r| r["name"].as_str().unwrap().to_owned()));
+        seen.extend(
+            resources
+                .iter()
+                .map(|r| r["name"].as_str().unwrap().to_owned()),
+        );
         pages += 1;
         if pages == 1 {
             // Between pages: files before and after the cursor come and go.
@@ -229,11 +243,20 @@ async fn a_cursor_survives_change_without_repeat_or_skip_and_a_forged_one_is_inv
     for i in 0..2_500 {
         let path = format!("f{i:05}.txt");
         if i != 10 && i != 2_400 {
-            assert!(seen.contains(&path), "{path} was present throughout and listed");
+            assert!(
+                seen.contains(&path),
+                "{path} was present throughout and listed"
+            );
         }
     }
-    assert!(seen.contains(&"f01500a.txt".to_owned()), "added after the cursor: listed");
-    assert!(!seen.contains(&"f02400.txt".to_owned()), "removed after the cursor: not listed");
+    assert!(
+        seen.contains(&"f01500a.txt".to_owned()),
+        "added after the cursor: listed"
+    );
+    assert!(
+        !seen.contains(&"f02400.txt".to_owned()),
+        "removed after the cursor: not listed"
+    );
 
     let issued = cursor.unwrap();
     let (_, tag) = issued.rsplit_once('.').unwrap();
@@ -251,7 +274,11 @@ async fn a_cursor_survives_change_without_repeat_or_skip_and_a_forged_one_is_inv
 async fn reads_are_text_or_blob_with_the_etags_sha256_and_one_read_line_each() {
     let w = files_world();
     w.fs.add_file("out/notes.txt", "héllo", 1_700_000_000_000);
-    w.fs.add_file("out/pic.png", vec![0x89, b'P', b'N', b'G', 0, 0xff], 1_700_000_000_000);
+    w.fs.add_file(
+        "out/pic.png",
+        vec![0x89, b'P', b'N', b'G', 0, 0xff],
+        1_700_000_000_000,
+    );
     w.fs.add_file("out/bad.txt", vec![0xff, 0xfe], 1_700_000_000_000);
     let mcp = McpService::new(&w.capsule, McpConfig::default());
     let session = open(&mcp, "2025-11-25").await;
@@ -269,11 +296,18 @@ async fn reads_are_text_or_blob_with_the_etags_sha256_and_one_read_line_each() {
         let http = w
             .capsule
             .router()
-            .handle(http::Request::get(format!("/resources/files/{name}")).body(()).unwrap())
+            .handle(
+                http::Request::get(format!("/resources/files/{name}"))
+                    .body(())
+                    .unwrap(),
+            )
             .await;
         let etag = http.headers()["etag"].to_str().unwrap();
         assert_eq!(
-            format!("\"sha256:{}\"", content["_meta"]["sha256"].as_str().unwrap()),
+            format!(
+                "\"sha256:{}\"",
+                content["_meta"]["sha256"].as_str().unwrap()
+            ),
             etag
         );
     }
@@ -336,7 +370,11 @@ async fn hostile_reads_get_the_operator_planes_codes_and_trace_lines() {
         let http = w
             .capsule
             .router()
-            .handle(http::Request::get(format!("/resources/files/{raw}")).body(()).unwrap())
+            .handle(
+                http::Request::get(format!("/resources/files/{raw}"))
+                    .body(())
+                    .unwrap(),
+            )
             .await;
         let body: Value = serde_json::from_slice(&http.body().bytes()).unwrap();
         assert_eq!(body["error"], code, "{raw} over HTTP");
@@ -385,7 +423,11 @@ async fn a_foreign_origin_an_oversized_body_and_an_unknown_session_are_refused()
     let mcp = McpService::new(&w.capsule, McpConfig::default());
     let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name":"t","version":"1"}}});
-    for origin in ["http://evil.example", "http://127.0.0.1:41235", "https://127.0.0.1:41234"] {
+    for origin in [
+        "http://evil.example",
+        "http://127.0.0.1:41235",
+        "https://127.0.0.1:41234",
+    ] {
         let mut request = post(None, init.clone());
         request
             .headers_mut()
@@ -434,7 +476,10 @@ async fn sessions_are_capped_at_256_delete_ends_one_and_an_idle_one_expires() {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name":"t","version":"1"}}});
     let refused = send(&mcp, post(None, init.clone())).await;
     assert_eq!(refused.status, 503);
-    assert_eq!(refused.only()["error"]["data"]["error"], "too_many_sessions");
+    assert_eq!(
+        refused.only()["error"]["data"]["error"],
+        "too_many_sessions"
+    );
     // Sessions already open still work.
     let listed = call(&mcp, &sessions[0], "resources/list", json!({})).await;
     assert!(listed["result"]["resources"].is_array());
@@ -492,7 +537,10 @@ async fn a_subscribed_file_that_changes_is_notified_and_an_added_path_changes_th
     let w = files_world();
     w.fs.add_file("out/watched.txt", "v1", 1_700_000_000_000);
     let changes = Arc::new(Scripted::default());
-    let mcp = McpService::new(&w.capsule, McpConfig::default().with_changes(changes.clone()));
+    let mcp = McpService::new(
+        &w.capsule,
+        McpConfig::default().with_changes(changes.clone()),
+    );
     let session = open(&mcp, "2025-11-25").await;
     let uri = format!("{FILES}watched.txt");
     let subscribed = call(&mcp, &session, "resources/subscribe", json!({"uri": uri})).await;

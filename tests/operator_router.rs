@@ -99,7 +99,11 @@ fn listing_is_sorted_by_bytes_with_exact_body_headers_and_trace_under_each_class
         let ctx = format!("listing ({})", class.as_str());
         let (reply, ev) = w.get("/resources/files");
         assert_eq!(reply.status, 200, "{ctx}: {}", reply.text());
-        assert_headers(&reply, &listing_headers(0, class, "out/"), &ctx);
+        assert_headers(
+            &reply,
+            &listing_headers(&reply.body, 0, class, "out/"),
+            &ctx,
+        );
         let entries = expected_listing(class);
         let paths: Vec<&[u8]> = entries.iter().map(|e| e.0.as_bytes()).collect();
         assert!(
@@ -185,7 +189,7 @@ fn listing_of_a_missing_root_or_a_file_root_is_empty() {
         assert_eq!(reply.status, 200, "{what}: {}", reply.text());
         assert_headers(
             &reply,
-            &listing_headers(0, Containment::Advisory, "out/"),
+            &listing_headers(&reply.body, 0, Containment::Advisory, "out/"),
             what,
         );
         assert_eq!(
@@ -229,7 +233,7 @@ fn listing_echoes_each_declared_root_verbatim() {
         assert_eq!(reply.status, 200, "root {root:?}");
         assert_headers(
             &reply,
-            &listing_headers(0, Containment::Advisory, root),
+            &listing_headers(&reply.body, 0, Containment::Advisory, root),
             root,
         );
         assert_eq!(
@@ -1396,7 +1400,7 @@ async fn handle_lists_and_refuses_lexically() {
     assert_eq!(reply.status, 200);
     assert_headers(
         &reply,
-        &listing_headers(1, Containment::Sealed, "out/"),
+        &listing_headers(&reply.body, 1, Containment::Sealed, "out/"),
         "listing",
     );
     assert_eq!(
@@ -1494,13 +1498,16 @@ fn read_ok_headers(
     ]
 }
 
+/// A listing's headers: D-4.5's, and its etag, the sha256 of its body (D-17.1).
 fn listing_headers(
+    body: &[u8],
     generation: u64,
     containment: Containment,
     root: &str,
 ) -> Vec<(&'static str, String)> {
     vec![
         ("content-type", "application/json".into()),
+        ("etag", format!("\"sha256:{}\"", sha256_hex(body))),
         ("x-murmur-generation", generation.to_string()),
         ("x-murmur-containment", containment.as_str().into()),
         ("x-murmur-export-root", root.into()),

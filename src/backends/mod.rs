@@ -37,8 +37,8 @@ pub(crate) mod trace;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use fs::{
-    FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, OpenFile, OsFilesystem, RootDir,
-    Strategy,
+    ChangeNotifier, FileMeta, Filesystem, FsError, FsErrorKind, MemoryFilesystem, Notice, OpenFile,
+    OsFilesystem, RootDir, Strategy,
 };
 pub use identity::{FixedIdentityKey, IdentityKey, OsRandomIdentityKey};
 pub use keys::{FixedKeyStore, KeyStore, OsRandomKeyStore};

@@ -300,8 +300,18 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         let _ = stop_tx.send(true);
     });
     let router = capsule.router();
+    // Watch streams end, and held long-polls answer, when shutdown begins, so the drain does
+    // not wait on them.
+    let watches = router.clone();
+    let mut stopping = stop_rx.clone();
+    tokio::spawn(async move {
+        if stopping.wait_for(|stop| *stop).await.is_ok() {
+            watches.shut_down_watches();
+        }
+    });
     let lanes = router.lane_count();
-    // `/mcp` beside the planes (D-18.2); without the feature, the planes alone.
+    // `/mcp` beside the planes (D-18.2), its subscriptions fed by the export's watcher;
+    // without the feature, the planes alone.
     #[cfg(feature = "mcp")]
     let service = router.with_mcp(crate::mcp::McpService::new(
         &capsule,

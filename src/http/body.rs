@@ -36,8 +36,13 @@ pub struct PlaneBody {
 
 #[derive(Debug)]
 enum Kind {
-    Whole { data: Option<Bytes>, len: u64 },
+    Whole {
+        data: Option<Bytes>,
+        len: u64,
+    },
     Listing(Box<ListingBody>),
+    /// A watch stream's events, as long as the stream lasts.
+    Watch(Box<super::watch_stream::WatchBody>),
 }
 
 impl Default for Kind {
@@ -71,6 +76,17 @@ impl PlaneBody {
         match &self.kind {
             Kind::Whole { data, .. } => data.clone().unwrap_or_default(),
             Kind::Listing(listing) => Bytes::from(listing.render()),
+            // A stream is read as it comes, with the `Body` trait.
+            Kind::Watch(_) => Bytes::new(),
+        }
+    }
+}
+
+impl PlaneBody {
+    /// A watch stream's body (D-17.3).
+    pub(crate) fn watch(body: super::watch_stream::WatchBody) -> Self {
+        PlaneBody {
+            kind: Kind::Watch(Box::new(body)),
         }
     }
 }
@@ -87,11 +103,17 @@ impl Body for PlaneBody {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Kind::Watch(stream) = &mut self.kind {
+            return stream
+                .poll_next(cx)
+                .map(|next| next.map(|d| Ok(Frame::data(d))));
+        }
         Poll::Ready(match &mut self.kind {
             Kind::Whole { data, .. } => data.take().map(|d| Ok(Frame::data(d))),
             Kind::Listing(listing) => listing.next_chunk().map(|d| Ok(Frame::data(d))),
+            Kind::Watch(_) => None,
         })
     }
 
@@ -99,6 +121,7 @@ impl Body for PlaneBody {
         match &self.kind {
             Kind::Whole { data, .. } => data.is_none(),
             Kind::Listing(listing) => listing.is_end(),
+            Kind::Watch(stream) => stream.is_end(),
         }
     }
 
@@ -106,6 +129,7 @@ impl Body for PlaneBody {
         match &self.kind {
             Kind::Whole { data, len } => SizeHint::with_exact(data.as_ref().map_or(0, |_| *len)),
             Kind::Listing(listing) => SizeHint::with_exact(listing.remaining()),
+            Kind::Watch(_) => SizeHint::default(),
         }
     }
 }

@@ -191,6 +191,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Departure<IO> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::disallowed_methods)] // the tests need real TCP: resets and half-closes
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};

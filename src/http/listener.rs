@@ -187,6 +187,13 @@ pub async fn serve(
     config: ListenerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    // Watch streams end, and held long-polls answer, when shutdown begins: the drain would
+    // otherwise wait on them until its deadline.
+    let watches = router.clone();
+    let shutdown = async move {
+        shutdown.await;
+        watches.shut_down_watches();
+    };
     serve_with(listener, router, config, shutdown).await
 }
 

@@ -7,9 +7,11 @@ pub(crate) mod client;
 pub(crate) mod date;
 pub(crate) mod departure;
 pub(crate) mod listener;
+pub(crate) mod listing_query;
 pub(crate) mod response;
 pub(crate) mod router;
 pub(crate) mod stall_guard;
+pub(crate) mod watch_stream;
 internal_module!(version_gate);
 
 pub use body::PlaneBody;

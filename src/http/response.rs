@@ -2,7 +2,7 @@
 
 use super::body::PlaneBody;
 use crate::refusal::Code;
-use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, ETAG, HeaderName, HeaderValue};
+use http::header::{ALLOW, CACHE_CONTROL, CONNECTION, CONTENT_TYPE, ETAG, HeaderName, HeaderValue};
 use http::{Response, StatusCode};
 
 /// `x-murmur-generation`.
@@ -122,6 +122,43 @@ pub(crate) fn json(body: Vec<u8>) -> Response<PlaneBody> {
 /// A listing (`200`), streamed from its entries.
 pub(crate) fn listing(body: crate::planes::ListingBody) -> Response<PlaneBody> {
     base(200, JSON, PlaneBody::listing(body))
+}
+
+/// A listing (`200`) with its etag (D-17.1), streamed from its entries.
+pub(crate) fn listing_with_etag(
+    body: crate::planes::ListingBody,
+    etag: &str,
+) -> Response<PlaneBody> {
+    let mut response = listing(body);
+    response.headers_mut().insert(ETAG, quoted(etag));
+    response
+}
+
+/// `304 Not Modified` for a listing whose etag matched (D-17.1): the headers of the `200` it
+/// replaces (the plane headers are the router's to add) without `content-type` and
+/// `content-length`.
+pub(crate) fn listing_not_modified(etag: &str) -> Response<PlaneBody> {
+    let mut response = Response::new(PlaneBody::default());
+    *response.status_mut() = StatusCode::NOT_MODIFIED;
+    *response.headers_mut() = http::HeaderMap::with_capacity(HEADER_ROOM);
+    let headers = response.headers_mut();
+    headers.insert(ETAG, quoted(etag));
+    headers.insert(CONNECTION, CLOSE);
+    response
+}
+
+/// A watch stream (`200`, `text/event-stream`, `cache-control: no-store`, D-17.3).
+pub(crate) fn event_stream(body: PlaneBody) -> Response<PlaneBody> {
+    let mut response = base(200, HeaderValue::from_static("text/event-stream"), body);
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `"<etag>"`: an unquoted etag (`sha256:<hex>`) as the `etag` header carries it.
+fn quoted(etag: &str) -> HeaderValue {
+    header_text(&format!("\"{etag}\""))
 }
 
 /// `304 Not Modified` for a file whose etag matched (D-13.1): the validator headers of the

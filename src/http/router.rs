@@ -11,24 +11,32 @@
 //! it needs none); `run` decides where that call runs, inline on the async worker or on the
 //! blocking pool; `render` turns its one outcome into the response and the trace line.
 
+mod wait;
+
 use super::body::PlaneBody;
+use super::listing_query::ListingQuery;
 use super::response::{
     self, AUDIENCE, CONTAINMENT, EXPORT_ROOT, GENERATION, HANDLE_ID, PROOF, header_text,
 };
+use super::watch_stream::WatchBody;
 use crate::blocking;
-use crate::events::{PeerHandleRedeem, ResourceList, ResourceRead, WithAudienceProof};
+use crate::events::{
+    PeerHandleRedeem, ResourceList, ResourceListWaited, ResourceRead, WithAudienceProof,
+};
 use crate::generation::Generation;
 use crate::path::{RelPath, percent_decode_strict, strip_query};
 use crate::planes::reader::Opened;
+use crate::planes::watch::hub::Current;
+use crate::planes::watch::{ChangeStream, Hub};
 use crate::planes::{
-    Attempt, Cancel, ExportScope, IfNoneMatch, Listing, ListingBody, ListingHead, PeerPlane,
-    ReadOutcome, ReadsInline, RedeemOutcome, RedeemRequest, RedeemResume, RedeemsInline,
-    ResourcePlane, ServedFile,
+    Attempt, Cancel, ExportScope, IfNoneMatch, ListingBody, ListingHead, PeerPlane, ReadOutcome,
+    ReadsInline, RedeemOutcome, RedeemRequest, RedeemResume, RedeemsInline, ResourcePlane,
+    ServedFile,
 };
 use crate::refusal::{Code, Refusal};
 use crate::scope::Containment;
 use crate::trace::Tracer;
-use http::header::{HeaderValue, IF_NONE_MATCH};
+use http::header::{HeaderName, HeaderValue, IF_NONE_MATCH};
 use http::{Method, Request, Response};
 use http_body_util::Either;
 use std::convert::Infallible;
@@ -40,6 +48,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use tower_service::Service;
+
+/// `Last-Event-ID`: the etag a watch stream resumes from (D-17.3).
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// The largest file a read or redeem of the crate's own planes serves on the async worker that
 /// received it; larger files, every listing, every proof-checked redeem and every call to a
@@ -141,6 +152,8 @@ pub(crate) struct Mounted {
     pub(crate) lanes: crate::blocking::Lanes,
     /// The path of the card's JSON-RPC URL (its `url`), as a request names it.
     pub(crate) rpc_path: String,
+    /// The watcher of the operator plane's root, for long-polls and streams (D-17).
+    pub(crate) watch: Option<Arc<Hub>>,
 }
 
 /// Answers requests for the capsule's `/resources/` planes and its agent card. Cheap to clone
@@ -237,6 +250,8 @@ struct Asking {
     path: String,
     /// Whether the path is the card's JSON-RPC endpoint ([`Router::is_rpc_endpoint`]).
     rpc_endpoint: bool,
+    /// The raw query, without its `?`.
+    query: Option<String>,
     headers: Headers,
 }
 
@@ -248,6 +263,8 @@ struct Headers {
     proof: Vec<Vec<u8>>,
     /// `If-None-Match`, parsed (D-13).
     if_none_match: IfNoneMatch,
+    /// The first `Last-Event-ID`, as sent (D-17.3).
+    last_event_id: Option<Vec<u8>>,
 }
 
 impl Asking {
@@ -273,10 +290,15 @@ impl Asking {
             method: request.method().clone(),
             path: router.local_path(request.uri().path()).to_owned(),
             rpc_endpoint: router.is_rpc_endpoint(request.uri().path()),
+            query: request.uri().query().map(str::to_owned),
             headers: Headers {
                 audience: values(AUDIENCE),
                 proof: values(PROOF),
                 if_none_match,
+                last_event_id: request
+                    .headers()
+                    .get(LAST_EVENT_ID)
+                    .map(|v| v.as_bytes().to_vec()),
             },
         }
     }
@@ -445,10 +467,11 @@ impl Router {
             method,
             path,
             rpc_endpoint,
+            query,
             headers,
         } = asking;
         let generation = self.mounted.generation.current();
-        let call = self.call_for(&method, &path, rpc_endpoint, headers);
+        let call = self.call_for(&method, &path, rpc_endpoint, query.as_deref(), headers);
         self.run(call, generation, method, path).await
     }
 
@@ -480,9 +503,11 @@ impl Router {
             audience: owned(audience),
             proof: owned(proof),
             if_none_match: IfNoneMatch::absent(),
+            last_event_id: None,
         };
         let generation = self.mounted.generation.current();
-        let call = self.call_for(method, raw_path, rpc_endpoint, headers);
+        let query = raw_path.split_once('?').map(|(_, query)| query);
+        let call = self.call_for(method, raw_path, rpc_endpoint, query, headers);
         let response = self.answer_blocking(call, generation, &Claim::sole(), None);
         self.finish(response, method, raw_path)
     }
@@ -498,6 +523,7 @@ impl Router {
         method: &Method,
         raw_path: &str,
         rpc_endpoint: bool,
+        query: Option<&str>,
         headers: Headers,
     ) -> Call {
         let files = || {
@@ -515,10 +541,24 @@ impl Router {
             Route::AgentCard => Call::Answered(Outcome::AgentCard {
                 method_allowed: method == Method::GET,
             }),
-            Route::Listing => match files() {
-                Ok(files) => Call::List(files.clone()),
-                Err(refusal) => Call::Answered(Outcome::Listing(Err(refusal))),
-            },
+            Route::Listing => {
+                let asked = files().and_then(|files| Ok((files, ListingQuery::parse(query)?)));
+                match asked {
+                    Ok((files, query)) => Call::List(
+                        files.clone(),
+                        ListAsk {
+                            query,
+                            if_none_match: headers.if_none_match,
+                            last_event_id: headers.last_event_id,
+                        },
+                    ),
+                    Err(refusal) => Call::Answered(Outcome::Listing {
+                        result: Err(refusal),
+                        if_none_match: IfNoneMatch::absent(),
+                        extra: ListExtra::of(&ListingQuery::default()),
+                    }),
+                }
+            }
             Route::Read(raw) => {
                 let (recorded, path) = decode_once(raw);
                 match files().and_then(|files| Ok((files, path?))) {
@@ -611,6 +651,19 @@ impl Router {
         method: Method,
         raw_path: String,
     ) -> Response<PlaneBody> {
+        let call = match call {
+            Call::List(files, ask) if ask.query.watch => {
+                let response = self.open_watch(files, ask, generation).await;
+                return self.finish(response, &method, &raw_path);
+            }
+            Call::List(files, ask)
+                if ask.query.wait.is_some() && !ask.if_none_match.is_absent() =>
+            {
+                let response = self.long_poll(files, ask).await;
+                return self.finish(response, &method, &raw_path);
+            }
+            call => call,
+        };
         let call = match self.answer_inline(call, generation) {
             Inline::Answered(response) => return self.finish(response, &method, &raw_path),
             Inline::Deferred(call) => call,
@@ -627,7 +680,7 @@ impl Router {
         let needed = first_borrow(&call);
         let kind = match (&call, &needed) {
             (_, Some(_)) => blocking::Kind::Read,
-            (Call::List(_), None) => blocking::Kind::List,
+            (Call::List(..), None) => blocking::Kind::List,
             _ => blocking::Kind::Call,
         };
         // Bytes before the lane (see `Lanes`): a read waiting for bytes holds no lane.
@@ -654,7 +707,7 @@ impl Router {
             Call::Answered(outcome) => {
                 Inline::Answered(self.render(outcome, generation, &Claim::sole()))
             }
-            Call::List(_) => Inline::Deferred(call),
+            Call::List(..) => Inline::Deferred(call),
             Call::Read {
                 files,
                 path,
@@ -727,11 +780,30 @@ impl Router {
     ) -> Response<PlaneBody> {
         let outcome = match call {
             Call::Answered(outcome) => return self.render(outcome, generation, claim),
-            Call::List(files) => {
-                let listed = files.plane.list(&claim.cancel);
+            Call::List(files, ask) => {
+                if ask.query.watch {
+                    let refusal = Refusal::new(
+                        Code::InvalidRequest,
+                        "a watch stream needs the async router",
+                    );
+                    return self.render(
+                        Outcome::Listing {
+                            result: Err(refusal),
+                            if_none_match: ask.if_none_match,
+                            extra: ListExtra::of(&ask.query),
+                        },
+                        generation,
+                        claim,
+                    );
+                }
+                let listed = self.list_now(&files, generation, &claim.cancel);
                 let scope = files.plane.scope();
                 return self.render(
-                    Outcome::Listing(listed.map(|listing| (scope, listing))),
+                    Outcome::Listing {
+                        result: listed.map(|listed| (scope, ListAnswer::Full(listed))),
+                        if_none_match: ask.if_none_match,
+                        extra: ListExtra::of(&ask.query),
+                    },
                     generation,
                     claim,
                 );
@@ -795,26 +867,64 @@ impl Router {
                 method_allowed: false,
             } => return response::card_method_not_allowed(),
             Outcome::NoAgent => return response::json_rpc_no_agent(),
-            Outcome::Listing(result) => {
-                let (body, outcome, reason) =
-                    Body::of(result.map(|(scope, listing)| Body::Listing(scope, listing)));
-                let (entry_count, total_bytes) = match &body {
-                    Body::Listing(_, listing) => {
-                        (Some(listing.len() as u64), Some(listing.total_bytes()))
+            Outcome::Listing {
+                result,
+                if_none_match,
+                extra,
+            } => {
+                let counts = result.as_ref().ok().map(|(_, answer)| match answer {
+                    ListAnswer::Full(listed) => {
+                        let listing = listed.body.listing();
+                        (listing.len() as u64, listing.total_bytes())
                     }
-                    _ => (None, None),
-                };
-                let root = self.mounted.files.as_ref();
-                let line = Line::List(ResourceList {
-                    root: root.map(|files| files.plane.scope().root.declared().to_owned()),
-                    entry_count,
-                    total_bytes,
+                    ListAnswer::Unchanged {
+                        entry_count,
+                        total_bytes,
+                        ..
+                    } => (*entry_count, *total_bytes),
+                });
+                let (body, outcome, reason) =
+                    Body::of(result.map(|(scope, answer)| match answer {
+                        ListAnswer::Full(listed) => {
+                            let hex = listed.etag.strip_prefix("sha256:").unwrap_or_default();
+                            if if_none_match.matches(hex) {
+                                Body::ListingNotModified(scope, listed.etag)
+                            } else {
+                                Body::Listing(scope, listed)
+                            }
+                        }
+                        ListAnswer::Unchanged { etag, .. } => Body::ListingNotModified(scope, etag),
+                    }));
+                let line = extra.line(ResourceList {
+                    root: self.files_root(),
+                    entry_count: counts.map(|c| c.0),
+                    total_bytes: counts.map(|c| c.1),
                     generation,
                     containment_achieved,
                     outcome,
                     reason,
                 });
                 (line, body)
+            }
+            Outcome::Watch {
+                scope,
+                current,
+                body,
+            } => {
+                let line = Line::ListWaited(ResourceListWaited {
+                    event: ResourceList {
+                        root: self.files_root(),
+                        entry_count: Some(current.entry_count),
+                        total_bytes: Some(current.total_bytes),
+                        generation,
+                        containment_achieved,
+                        outcome: "ok",
+                        reason: None,
+                    },
+                    waited_ms: None,
+                    watch: true,
+                });
+                (line, Body::Watch(scope, body))
             }
             Outcome::Read { path, result } => {
                 let (body, outcome, reason) = Body::of(result.map(|(scope, read)| match read {
@@ -884,6 +994,57 @@ impl Router {
     fn containment(&self) -> &'static str {
         self.mounted.containment.as_str()
     }
+
+    /// The operator plane's root as declared, for a `resource_list` line.
+    fn files_root(&self) -> Option<String> {
+        let files = self.mounted.files.as_ref();
+        files.map(|files| files.plane.scope().root.declared().to_owned())
+    }
+
+    /// Lists the operator plane now (blocking) and builds the body at `generation`, with its
+    /// etag (D-17.1).
+    ///
+    /// # Errors
+    /// The plane's refusal.
+    fn list_now(
+        &self,
+        files: &FilesMount,
+        generation: u64,
+        cancel: &Cancel,
+    ) -> Result<Listed, Refusal> {
+        let listing = files.plane.list(cancel)?;
+        let scope = files.plane.scope();
+        let head = ListingHead {
+            root: scope.root.declared(),
+            max_bytes: scope.max_bytes,
+            generation,
+            containment_achieved: self.containment(),
+        };
+        let body = ListingBody::new(listing, &head);
+        let etag = format!("sha256:{}", crate::hex::encode(&body.sha256()));
+        Ok(Listed { body, etag })
+    }
+
+    /// The export's changes as an async stream, from the listing whose etag is `resume`
+    /// (`sha256:<hex>`, quoted or not) or from the current listing; `None` when the router
+    /// has no operator plane. See [`ChangeStream`].
+    pub fn watch(&self, resume: Option<&str>) -> Option<ChangeStream> {
+        let hub = self.mounted.watch.clone()?;
+        let resume = resume
+            .map(|etag| crate::planes::watch::client_etag(etag).unwrap_or_else(|| etag.to_owned()));
+        Some(ChangeStream::new(hub, resume))
+    }
+
+    /// Ends every watch stream (and answers every held long-poll with its `304`), and stops
+    /// the watcher: the server is shutting down, and a stream would otherwise hold its
+    /// connection open past the drain. [`serve`](crate::http::serve) calls it when its
+    /// shutdown begins; a runtime serving the router on its own listener calls it then. New
+    /// streams end at once, and new long-polls answer at once, from then on.
+    pub fn shut_down_watches(&self) {
+        if let Some(hub) = &self.mounted.watch {
+            hub.shut_down();
+        }
+    }
 }
 
 /// The two checks every plane route makes before its plane is asked, in this order (D-4.2):
@@ -940,8 +1101,8 @@ fn read_outcome<'p>(
 enum Call {
     /// Answered without a plane.
     Answered(Outcome<'static>),
-    /// [`ResourcePlane::list`].
-    List(FilesMount),
+    /// [`ResourcePlane::list`], and what the listing request asks beyond it.
+    List(FilesMount, ListAsk),
     /// [`ResourcePlane::read`] of `path`; the trace line records `recorded`.
     Read {
         files: FilesMount,
@@ -960,6 +1121,65 @@ enum Call {
         /// ([`RedeemsInline::redeem_resumed`]).
         resume: Option<RedeemResume>,
     },
+}
+
+/// What a listing request asks beyond the listing (D-17).
+struct ListAsk {
+    query: ListingQuery,
+    if_none_match: IfNoneMatch,
+    last_event_id: Option<Vec<u8>>,
+}
+
+/// A listing's answer: the listing, or (a long-poll whose time ran out) only what its `304`
+/// needs.
+enum ListAnswer {
+    /// The listing: `200`, or `304` when `If-None-Match` holds its etag.
+    Full(Listed),
+    /// Known unchanged: `304`.
+    Unchanged {
+        etag: String,
+        entry_count: u64,
+        total_bytes: u64,
+    },
+}
+
+/// A listing with its body built and its etag computed.
+struct Listed {
+    body: ListingBody,
+    /// `sha256:<hex>` of the body.
+    etag: String,
+}
+
+/// What a listing's trace line adds for a long-poll or a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ListExtra {
+    /// `waited_ms`, for a long-poll.
+    waited_ms: Option<u64>,
+    /// A stream.
+    watch: bool,
+}
+
+impl ListExtra {
+    /// A listing answered at once: `waited_ms: 0` when it asked to wait.
+    fn of(query: &ListingQuery) -> ListExtra {
+        ListExtra {
+            waited_ms: query.wait.map(|_| 0),
+            watch: query.watch,
+        }
+    }
+
+    /// The line for `event`: the plain `resource_list`, or with `waited_ms` and `watch`.
+    fn line(self, event: ResourceList) -> Line {
+        if self.waited_ms.is_none() && !self.watch {
+            Line::List(event)
+        } else {
+            Line::ListWaited(ResourceListWaited {
+                event,
+                waited_ms: self.waited_ms,
+                watch: self.watch,
+            })
+        }
+    }
 }
 
 /// What [`Router::answer_inline`] did with a call.
@@ -1012,8 +1232,18 @@ enum Outcome<'p> {
     /// A `POST` to the card's JSON-RPC endpoint: the JSON-RPC error `-32601` (D-4.7.1); no
     /// trace line.
     NoAgent,
-    /// The listing route: `resource_list`.
-    Listing(Result<(&'p ExportScope, Listing), Refusal>),
+    /// The listing route: `resource_list`; a `304` when `if_none_match` holds its etag.
+    Listing {
+        result: Result<(&'p ExportScope, ListAnswer), Refusal>,
+        if_none_match: IfNoneMatch,
+        extra: ListExtra,
+    },
+    /// A watch stream opened on the listing route: `resource_list` with `watch: true`.
+    Watch {
+        scope: &'p ExportScope,
+        current: Current,
+        body: WatchBody,
+    },
     /// The read route and any other route under `/resources`: `resource_read`, recording
     /// `path`.
     Read {
@@ -1033,7 +1263,15 @@ impl Outcome<'_> {
     /// once its MAC verified).
     fn given_up(self) -> Self {
         match self {
-            Outcome::Listing(_) => Outcome::Listing(Err(client_gone())),
+            Outcome::Listing {
+                if_none_match,
+                extra,
+                ..
+            } => Outcome::Listing {
+                result: Err(client_gone()),
+                if_none_match,
+                extra,
+            },
             Outcome::Read { path, .. } => Outcome::Read {
                 path,
                 result: Err(client_gone()),
@@ -1045,7 +1283,10 @@ impl Outcome<'_> {
                     ..outcome
                 },
             },
-            other @ (Outcome::Foreign | Outcome::AgentCard { .. } | Outcome::NoAgent) => other,
+            other @ (Outcome::Foreign
+            | Outcome::AgentCard { .. }
+            | Outcome::NoAgent
+            | Outcome::Watch { .. }) => other,
         }
     }
 }
@@ -1061,7 +1302,7 @@ fn client_gone() -> Refusal {
 /// What a deferred request's trace line needs when its client leaves before the work has
 /// answered: its route and what it said of itself.
 enum Pending {
-    List,
+    List(ListExtra),
     Read(String),
     Redeem(RedeemFacts),
     /// Answered without a plane: never deferred.
@@ -1071,7 +1312,7 @@ enum Pending {
 impl Pending {
     fn of(call: &Call) -> Pending {
         match call {
-            Call::List(_) => Pending::List,
+            Call::List(_, ask) => Pending::List(ListExtra::of(&ask.query)),
             Call::Read { recorded, .. } => Pending::Read(recorded.clone()),
             Call::Redeem { facts, .. } => Pending::Redeem(facts.clone()),
             Call::Answered(_) => Pending::Nothing,
@@ -1081,7 +1322,11 @@ impl Pending {
     /// The `client_gone` outcome of the request.
     fn given_up(self) -> Option<Outcome<'static>> {
         Some(match self {
-            Pending::List => Outcome::Listing(Err(client_gone())),
+            Pending::List(extra) => Outcome::Listing {
+                result: Err(client_gone()),
+                if_none_match: IfNoneMatch::absent(),
+                extra,
+            },
             Pending::Read(path) => Outcome::Read {
                 path,
                 result: Err(client_gone()),
@@ -1195,7 +1440,11 @@ fn first_borrow(call: &Call) -> Option<(crate::budget::ByteBudget, u64)> {
 /// A response's content, whichever route answered.
 enum Body<'p> {
     /// `200`: a listing of the plane whose scope it is.
-    Listing(&'p ExportScope, Listing),
+    Listing(&'p ExportScope, Listed),
+    /// `304`: the listing's etag matched.
+    ListingNotModified(&'p ExportScope, String),
+    /// `200`: a watch stream.
+    Watch(&'p ExportScope, WatchBody),
     /// `200`: a file, read from the operator plane whose scope it is, or redeemed (`None`).
     File(ServedFile, Option<&'p ExportScope>),
     /// `304`.
@@ -1212,7 +1461,9 @@ impl<'p> Body<'p> {
     /// The body of `result`, the trace line's `outcome` for it and the refusal's `reason`.
     fn of(result: Result<Body<'p>, Refusal>) -> (Body<'p>, &'static str, Option<String>) {
         match result {
-            Ok(body @ Body::NotModified { .. }) => (body, "not_modified", None),
+            Ok(body @ (Body::NotModified { .. } | Body::ListingNotModified(..))) => {
+                (body, "not_modified", None)
+            }
             Ok(body) => (body, "ok", None),
             Err(refusal) => (
                 Body::Refused(refusal.code),
@@ -1227,7 +1478,7 @@ impl<'p> Body<'p> {
         match self {
             Body::File(file, _) => Some(file.bytes.len() as u64),
             Body::NotModified { .. } | Body::Refused(Code::ClientGone) => Some(0),
-            Body::Listing(..) | Body::Refused(_) => None,
+            _ => None,
         }
     }
 
@@ -1236,7 +1487,7 @@ impl<'p> Body<'p> {
         match self {
             Body::File(file, _) => Some(file.sha256.clone()),
             Body::NotModified { sha256, .. } => Some(sha256.clone()),
-            Body::Listing(..) | Body::Refused(_) => None,
+            _ => None,
         }
     }
 
@@ -1251,17 +1502,15 @@ impl<'p> Body<'p> {
     ) -> Response<PlaneBody> {
         let (mut response, scope) = match self {
             Body::Refused(code) => return response::refusal(code, Some(generation), handle_id),
-            Body::Listing(scope, listing) => {
-                let head = ListingHead {
-                    root: scope.root.declared(),
-                    max_bytes: scope.max_bytes,
-                    generation,
-                    containment_achieved,
-                };
-                (
-                    response::listing(ListingBody::new(listing, &head)),
-                    Some(scope),
-                )
+            Body::Listing(scope, listed) => (
+                response::listing_with_etag(listed.body, &listed.etag),
+                Some(scope),
+            ),
+            Body::ListingNotModified(scope, etag) => {
+                (response::listing_not_modified(&etag), Some(scope))
+            }
+            Body::Watch(scope, body) => {
+                (response::event_stream(PlaneBody::watch(body)), Some(scope))
             }
             Body::File(file, scope) => (
                 response::file(PlaneBody::new(file.bytes), &file.sha256, file.mtime_ms),
@@ -1289,6 +1538,7 @@ impl<'p> Body<'p> {
 /// The one trace line a request under `/resources` leaves (D-6.2).
 enum Line {
     List(ResourceList),
+    ListWaited(ResourceListWaited),
     Read(ResourceRead),
     Redeem(WithAudienceProof<PeerHandleRedeem>),
 }
@@ -1301,6 +1551,7 @@ impl Line {
     fn emit(&self, tracer: &Tracer) -> io::Result<()> {
         match self {
             Line::List(event) => tracer.emit(event),
+            Line::ListWaited(event) => tracer.emit(event),
             Line::Read(event) => tracer.emit(event),
             Line::Redeem(event) => tracer.emit(event),
         }
@@ -1310,7 +1561,7 @@ impl Line {
     fn handle_id(&self) -> Option<&str> {
         match self {
             Line::Redeem(event) => event.event.handle_id.as_deref(),
-            Line::List(_) | Line::Read(_) => None,
+            Line::List(_) | Line::ListWaited(_) | Line::Read(_) => None,
         }
     }
 }

@@ -65,3 +65,54 @@ pub trait ExportChanges: Debug + Send + Sync {
     /// A receiver of the notices from now on; `None` when the export cannot be watched.
     fn subscribe(&self) -> Option<tokio::sync::mpsc::Receiver<ChangeNotice>>;
 }
+
+/// The router's own export watcher (D-17.4) as a source of notices: each subscriber follows
+/// one [`ChangeStream`](crate::planes::watch::ChangeStream) of the shared watcher, each change
+/// batch becoming one notice (its paths; `list_changed` when one was added or removed). A
+/// `reset` (the subscriber fell behind the watcher's history) says only that the list
+/// changed: which files did is not known then.
+#[derive(Debug)]
+pub(crate) struct WatcherChanges {
+    pub(crate) router: crate::http::Router,
+}
+
+/// Notices a subscriber may have waiting before its feed waits for it.
+const QUEUED_NOTICES: usize = 64;
+
+impl ExportChanges for WatcherChanges {
+    fn subscribe(&self) -> Option<tokio::sync::mpsc::Receiver<ChangeNotice>> {
+        use crate::planes::watch::{ChangeKind, WatchEvent};
+        use futures_core::Stream;
+        let mut stream = self.router.watch(None)?;
+        let (sender, receiver) = tokio::sync::mpsc::channel(QUEUED_NOTICES);
+        tokio::spawn(async move {
+            loop {
+                let next = std::future::poll_fn(|cx| std::pin::Pin::new(&mut stream).poll_next(cx));
+                let event = tokio::select! {
+                    event = next => event,
+                    () = sender.closed() => break,
+                };
+                let notice = match event {
+                    None => break,
+                    Some(WatchEvent::Listing { .. }) => continue,
+                    Some(WatchEvent::Reset { .. }) => ChangeNotice::new(Vec::new(), true),
+                    Some(WatchEvent::Change(batch)) => {
+                        if batch.changes.is_empty() {
+                            continue;
+                        }
+                        let list_changed = batch
+                            .changes
+                            .iter()
+                            .any(|change| change.change != ChangeKind::Modified);
+                        let changed = batch.changes.iter().map(|c| c.path.clone()).collect();
+                        ChangeNotice::new(changed, list_changed)
+                    }
+                };
+                if sender.send(notice).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Some(receiver)
+    }
+}

@@ -132,8 +132,8 @@ impl McpConfig {
         self
     }
 
-    /// Where subscriptions learn of change (the export's watcher); without it, subscriptions
-    /// are accepted and never notified.
+    /// Where subscriptions learn of change; by default, the router's own export watcher
+    /// (D-17.4), shared with its long-polls and watch streams.
     pub fn with_changes(mut self, changes: Arc<dyn ExportChanges>) -> Self {
         self.changes = Some(changes);
         self
@@ -231,7 +231,11 @@ impl McpService {
             uri_prefix: format!("{base}/resources/files/"),
             request_prefix: router.base_path().unwrap_or("").to_owned(),
             cursors: Cursors::new(config.random.as_ref()),
-            changes: config.changes.clone(),
+            changes: config.changes.clone().or_else(|| {
+                Some(Arc::new(super::changes::WatcherChanges {
+                    router: router.clone(),
+                }) as Arc<dyn ExportChanges>)
+            }),
         });
         let (origin, host) = origin_and_host(base);
         let mut origins = config.allowed_origins.clone();

@@ -87,6 +87,15 @@ impl IfNoneMatch {
         self.0 == Condition::Any
     }
 
+    /// The opaque tags listed (between the quotes, without `W/`), in order; none for `*` or
+    /// no condition. A watch stream resumes from one (D-17.3).
+    pub(crate) fn tags(&self) -> &[String] {
+        match &self.0 {
+            Condition::Tags(tags) => tags,
+            Condition::Absent | Condition::Any => &[],
+        }
+    }
+
     /// Whether a file whose content hash is `sha256` (lowercase hex; its etag is
     /// `"sha256:<sha256>"`) matches, so that a read answers 304.
     pub fn matches(&self, sha256: &str) -> bool {

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use std::fmt;
 
 /// One listing entry (D-3.3, D-3.5).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ListingEntry {
     /// Path relative to the export root, `/`-separated.
     pub path: String,
@@ -154,6 +154,34 @@ impl Listing {
     fn path(&self, entry: &Compact) -> &str {
         &self.paths[entry.span.range()]
     }
+
+    /// The entries, in order, borrowed: path, size, mtime and hash, with nothing allocated
+    /// (a watcher compares two listings of 100,000 entries on every change).
+    pub(crate) fn raw_entries(&self) -> impl Iterator<Item = RawEntry<'_>> + '_ {
+        self.entries.iter().map(|e| RawEntry {
+            path: self.path(e),
+            size: e.size,
+            mtime_ms: e.mtime_ms,
+            sha256: &e.sha256,
+        })
+    }
+
+    /// Gives the listing's in-flight budget bytes back while the listing lives on: a watcher
+    /// keeps one listing per export root for as long as anyone waits on it, and a budget held
+    /// that long would stall every read behind it. The one such listing per root is the
+    /// watcher's own memory, outside the budget.
+    pub(crate) fn release_budget(&mut self) {
+        self.permit = None;
+    }
+}
+
+/// One entry of a [`Listing`], borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RawEntry<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) size: u64,
+    pub(crate) mtime_ms: i64,
+    pub(crate) sha256: &'a [u8; 32],
 }
 
 /// Collects entries into a [`Listing`].
@@ -384,6 +412,28 @@ impl ListingBody {
             cursor.done = true;
         }
         Some(chunk)
+    }
+
+    /// The sha256 of the whole body, from its start, whatever has been sent: the listing's
+    /// etag (D-17.1). Computed chunk by chunk, so the body is never held whole.
+    pub fn sha256(&self) -> [u8; 32] {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        let mut cursor = Cursor::default();
+        while let Some(chunk) = self.chunk_at(&mut cursor) {
+            hasher.update(&chunk);
+        }
+        hasher.finalize().into()
+    }
+
+    /// The listing this body was built from.
+    pub(crate) fn into_listing(self) -> Listing {
+        self.listing
+    }
+
+    /// The listing this body is built from.
+    pub(crate) fn listing(&self) -> &Listing {
+        &self.listing
     }
 
     /// The whole body, from its start, whatever has been sent (tests and in-process callers).

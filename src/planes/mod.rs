@@ -10,12 +10,13 @@ mod cancel;
 mod condition;
 internal_module!(handle);
 pub(crate) mod hash_cache;
-mod listing;
+pub(crate) mod listing;
 mod peer;
 internal_module!(proof);
 pub(crate) mod reader;
 pub(crate) mod replay;
 mod resource;
+pub mod watch;
 
 pub use crate::scope::ExportScope;
 pub use cancel::{Cancel, CancelOnDrop};

@@ -7,11 +7,14 @@
 //! (`openat2` + `RESOLVE_BENEATH`, with a component-by-component fallback), and
 //! [`MemoryFilesystem`] runs the same rules over an in-memory tree.
 
+mod inotify;
 mod memory;
+mod notify;
 mod os;
 mod resolve;
 
 pub use memory::MemoryFilesystem;
+pub use notify::{ChangeNotifier, Notice};
 pub use os::{OsFilesystem, Strategy};
 
 use crate::path::RelPath;
@@ -381,6 +384,22 @@ pub trait Filesystem: Debug + Send + Sync {
     /// `PathRefused` when `dir` is a symlink or not a directory, `name` is a directory, or
     /// either is not a single plain component; `Io` otherwise (`ENOSPC`, ...).
     fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
+
+    /// A source of change notices for the export root `root`, for its watcher (D-17.4):
+    /// something beneath the root may have changed. Blocking (it may walk the tree to watch
+    /// every directory). The default offers none, and the watcher re-lists every 2 s instead;
+    /// [`OsFilesystem`] watches every directory with inotify.
+    ///
+    /// # Errors
+    /// `Io` when no notices can be given (none offered, inotify unavailable, the watch limit
+    /// reached); `NotFound` or `OutsideRoot` as for [`open_root`](Self::open_root).
+    fn notifier(&self, root: &RootPath) -> Result<Box<dyn ChangeNotifier>, FsError> {
+        let _ = root;
+        Err(FsError::new(
+            FsErrorKind::Io,
+            "this filesystem gives no change notices",
+        ))
+    }
 
     /// Removes the file [`land`](Self::land) put at `<dir>/<name>`, following no symlink: a
     /// fetch whose trace line cannot be written fails closed and leaves no bytes unrecorded

@@ -373,10 +373,15 @@ impl Lookup for OsLookup {
     }
 }
 
-impl Filesystem for OsFilesystem {
-    fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError> {
+impl OsFilesystem {
+    /// The export root, opened beneath the workdir (`O_PATH`); symlinks in the root's own
+    /// path are followed only while they stay inside the workdir (D-2.4, D-2.5).
+    ///
+    /// # Errors
+    /// As [`Filesystem::open_root`].
+    fn root_fd(&self, root: &RootPath) -> Result<Arc<OwnedFd>, FsError> {
         let relative = root.relative();
-        let fd = match self.strategy {
+        Ok(match self.strategy {
             Strategy::Openat2 => Arc::new(
                 openat2_retrying(
                     self.workdir.as_fd(),
@@ -406,13 +411,26 @@ impl Filesystem for OsFilesystem {
                     }
                 }
             }
-        };
+        })
+    }
+}
+
+impl Filesystem for OsFilesystem {
+    fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError> {
+        let fd = self.root_fd(root)?;
         Ok(Box::new(OsRootDir {
             proc_fds: self.proc_fds.clone(),
             fd,
             class,
             strategy: self.strategy,
         }))
+    }
+
+    fn notifier(&self, root: &RootPath) -> Result<Box<dyn super::ChangeNotifier>, FsError> {
+        let fd = self.root_fd(root)?;
+        super::inotify::Inotify::start(fd)
+            .map(|watcher| Box::new(watcher) as Box<dyn super::ChangeNotifier>)
+            .map_err(|e| FsError::new(FsErrorKind::Io, e.0))
     }
 
     fn check_root(&self, root: &RootPath) -> Result<(), FsError> {

@@ -30,7 +30,7 @@ impl Etag {
     }
 
     /// The opaque value: without a `W/` prefix and the quotes around it.
-    fn opaque(&self) -> &str {
+    pub(crate) fn opaque(&self) -> &str {
         let tag = self.0.strip_prefix("W/").unwrap_or(&self.0);
         tag.strip_prefix('"')
             .and_then(|t| t.strip_suffix('"'))

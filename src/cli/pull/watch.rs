@@ -385,10 +385,11 @@ fn remove_all(
     (removed.len() as u64, failed)
 }
 
-/// One watch line.
+/// One watch line, naming the listing by its opaque etag (`sha256:<hex>`, as the stream's
+/// event ids do), whether it came from an event or from a listing's quoted `etag` header.
 fn line(etag: &Etag, downloaded: u64, deleted: u64, failed: &[(String, String)]) -> String {
     json!({
-        "watch": etag.as_str(),
+        "watch": etag.opaque(),
         "downloaded": downloaded,
         "deleted": deleted,
         "failed": failed_json(failed),
