@@ -489,7 +489,7 @@ async fn sessions_are_capped_at_256_delete_ends_one_and_an_idle_one_expires() {
         .header("mcp-session-id", &sessions[1])
         .body(String::new())
         .unwrap();
-    assert_eq!(send(&mcp, delete).await.status, 202);
+    assert_eq!(send(&mcp, delete).await.status, 200);
     let gone = post(
         Some(&sessions[1]),
         json!({"jsonrpc":"2.0","id":1,"method":"resources/list"}),

@@ -160,7 +160,8 @@ impl McpConfig {
 /// * No `exports.files`: every request is `404 no_resource_plane`.
 /// * An `Origin` that is not the advertised URL's (or one allowed): `403`.
 /// * A body over 256 KiB: `413`. An unknown or ended `Mcp-Session-Id`: `404`.
-/// * A new session past 256 at once: `503`; a session idle 10 minutes ends; `DELETE` ends one.
+/// * A new session past 256 at once: `503`; a session idle 10 minutes ends; `DELETE` ends one
+///   (`200`).
 ///
 /// ```
 /// use resource_plane::backends::{MemoryFilesystem, RecordingTraceSink};
@@ -280,7 +281,14 @@ impl McpService {
         if opens_session(&request) && self.sessions.count().await >= self.sessions.max {
             return sessions_full();
         }
-        inner.handle(request).await
+        let delete = request.method() == http::Method::DELETE;
+        let mut response = inner.handle(request).await;
+        // A session ended by `DELETE` is answered `200`, which every client reads as done
+        // (the SDK's `202` makes some log a failed termination).
+        if delete && response.status() == http::StatusCode::ACCEPTED {
+            *response.status_mut() = http::StatusCode::OK;
+        }
+        response
     }
 }
 
