@@ -68,6 +68,7 @@ for scenario in server-initialize resources-list; do
   check "conformance $scenario" has 'Passed: 1/1, 0 failed' conformance server --url "$url/mcp" --scenario "$scenario"
 done
 check "python mcp client" "$venv/bin/python" "$here/python_client.py" "$url" "$work/w/out"
+grep '^ok: ' "$work/out" | sed 's/^/  python: /' || true
 stdio=("$bin" serve --workdir "$work/w" --manifest "$work/m.yaml" --trace "$work/stdio.jsonl" --console=mcp)
 check "inspector tools/list (stdio)" has '"outputSchema"' inspector "${stdio[@]}" --method tools/list
 check "inspector tools/call (stdio)" has '"isError": true' inspector "${stdio[@]}" --method tools/call --tool-name share-file --tool-arg path=../escape --tool-arg peer=127.0.0.1:9
