@@ -63,6 +63,8 @@ pub(crate) struct Lanes {
     reads: std::sync::Arc<tokio::sync::Semaphore>,
     lists: std::sync::Arc<tokio::sync::Semaphore>,
     calls: std::sync::Arc<tokio::sync::Semaphore>,
+    /// How many lanes there are in all: the binary sizes its runtimes' blocking pools by it.
+    #[cfg(feature = "cli")]
     count: usize,
 }
 
@@ -93,6 +95,7 @@ impl Lanes {
             reads: semaphore(cores),
             lists: semaphore(LIST_LANES),
             calls: semaphore(cores),
+            #[cfg(feature = "cli")]
             count: 2 * cores + LIST_LANES,
         }
     }
@@ -113,6 +116,7 @@ impl Lanes {
     }
 
     /// How many lanes there are, of every kind.
+    #[cfg(feature = "cli")]
     pub(crate) fn count(&self) -> usize {
         self.count
     }

@@ -84,6 +84,7 @@ pub mod capsule;
 pub mod card;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod confine;
 internal_module!(events);
 internal_module!(generation);
 internal_module!(hex);

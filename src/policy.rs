@@ -266,6 +266,28 @@ impl AllowRule {
         Address::parse(text).map(AllowRule)
     }
 
+    /// The address as written.
+    pub fn address(&self) -> &Address {
+        &self.0
+    }
+
+    /// The one TCP port this rule can reach: the port written, or for a URL rule its scheme's
+    /// default; `None` for a bare rule without a port, which admits any port.
+    ///
+    /// ```
+    /// use resource_plane::manifest::AllowRule;
+    ///
+    /// assert_eq!(AllowRule::parse("localhost:41234").unwrap().reaches_port(), Some(41234));
+    /// assert_eq!(AllowRule::parse("https://peer.example").unwrap().reaches_port(), Some(443));
+    /// assert_eq!(AllowRule::parse("localhost").unwrap().reaches_port(), None);
+    /// ```
+    pub fn reaches_port(&self) -> Option<u16> {
+        match self.0.scheme {
+            None => self.0.port,
+            Some(scheme) => Some(self.0.port.unwrap_or(scheme.default_port())),
+        }
+    }
+
     /// Whether this rule admits `target` (D-11).
     pub fn matches(&self, target: &Address) -> bool {
         let rule = &self.0;

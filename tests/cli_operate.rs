@@ -56,7 +56,10 @@ fn check_prints_the_effective_configuration_as_one_line_and_creates_nothing() {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys, ["check", "manifest", "tools", "warnings"]);
+        assert_eq!(
+            keys,
+            ["check", "manifest", "tools", "confinement", "warnings"]
+        );
         assert_eq!(report["check"], "ok");
         assert_eq!(
             report["manifest"],
@@ -422,7 +425,8 @@ fn the_ready_line_ends_with_the_declared_planes_and_the_registered_tools_sorted(
                 "session_id",
                 "trace",
                 "planes",
-                "tools"
+                "tools",
+                "confinement"
             ],
             "the existing fields first, then the new ones: {}",
             server.ready_line

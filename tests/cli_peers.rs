@@ -314,8 +314,8 @@ fn fetch_refuses_disallowed_peers_and_malformed_handles_before_connecting() {
     assert_eq!(outcomes(&fetches), want, "B's fetch lines");
     assert_eq!(fetches[0]["handle_id"], handle_id.as_str());
     assert!(
-        !b.workdir().join("peer-in").exists(),
-        "no refused fetch created peer-in/"
+        landed(&b.workdir()).is_empty(),
+        "no refused fetch landed anything in peer-in/"
     );
 
     // The same handle still works from the allowed address.
@@ -513,6 +513,7 @@ fn fetch_refuses_a_peer_in_symlink_out_of_the_workdir() {
     let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
     let outside = world.at("outside");
     std::fs::create_dir(&outside).expect("create the outside directory");
+    remove_empty_landing(&b.workdir());
     std::os::unix::fs::symlink(&outside, b.workdir().join("peer-in")).expect("peer-in symlink");
     let (handle, _) = share(&mut a, &b);
 
@@ -548,6 +549,7 @@ fn fetch_refuses_a_peer_in_that_is_not_a_directory() {
     let (mut a, mut b) = minter_and_fetcher(&world, Some("15m"));
     let (handle, _) = share(&mut a, &b);
     let peer_in = b.workdir().join("peer-in");
+    remove_empty_landing(&b.workdir());
 
     std::fs::write(&peer_in, b"not a directory\n").expect("peer-in as a file");
     let code = b.call_err(
@@ -1353,4 +1355,27 @@ fn share(a: &mut Served, peer: &Served) -> (String, String) {
         json!({"path": "report.md", "peer": peer.addr()}),
     );
     check_share_result(&result, peer.audience())
+}
+
+/// The names under `workdir/peer-in/`; empty when it does not exist. A confined `serve` creates
+/// the (empty) directory at launch so that its Landlock wall can grant writing beneath it.
+fn landed(workdir: &Path) -> Vec<String> {
+    match std::fs::read_dir(workdir.join("peer-in")) {
+        Ok(entries) => entries
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => panic!("peer-in: {e}"),
+    }
+}
+
+/// Removes the empty `peer-in/` a confined launch made, so that a test can put something else
+/// in its place (the agent shares the workdir and can do the same).
+fn remove_empty_landing(workdir: &Path) {
+    assert!(landed(workdir).is_empty(), "peer-in/ holds nothing yet");
+    match std::fs::remove_dir(workdir.join("peer-in")) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => panic!("remove peer-in: {e}"),
+    }
 }

@@ -54,6 +54,7 @@ fn ready_line_has_exactly_the_documented_keys_and_stdout_holds_nothing_else() {
         keys,
         BTreeSet::from([
             "audience",
+            "confinement",
             "event",
             "planes",
             "session_id",
@@ -67,6 +68,15 @@ fn ready_line_has_exactly_the_documented_keys_and_stdout_holds_nothing_else() {
     assert_eq!(ready["event"], "listening");
     assert_eq!(ready["planes"], serde_json::json!(["files"]));
     assert_eq!(ready["tools"], serde_json::json!([]));
+    let confinement = ready["confinement"]
+        .as_object()
+        .expect("confinement is an object");
+    assert_eq!(
+        confinement.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["landlock_abi", "status"]
+    );
+    assert!(confinement["landlock_abi"].is_u64());
+    assert!(["full", "partial", "none"].contains(&confinement["status"].as_str().unwrap_or("")));
     let port = server.port();
     assert_eq!(
         server.ready_str("audience"),

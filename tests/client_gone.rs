@@ -3,7 +3,7 @@
 //! request's one trace line says `client_gone`. Thread counts, CPU time and bytes read come
 //! from `/proc`, so these run on Linux.
 
-#![allow(clippy::disallowed_methods)] // the tests build their world with std::fs and processes
+#![allow(clippy::disallowed_methods)] // the test reads /proc and builds its own world with std::fs and std::net
 
 mod support;
 

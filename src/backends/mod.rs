@@ -27,6 +27,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub(crate) mod clock;
+pub(crate) mod confine;
 pub(crate) mod fs;
 pub(crate) mod identity;
 pub(crate) mod keys;

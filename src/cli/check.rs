@@ -6,6 +6,7 @@
 
 use crate::Manifest;
 use crate::backends::{Filesystem, OsFilesystem};
+use crate::confine::Confinement;
 use crate::manifest::{LaunchError, ParseOptions, Parsed};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -91,23 +92,32 @@ pub(crate) fn run(args: CheckArgs) -> ExitCode {
 
 /// The checks of a launch, in its order: the manifest (`E-MAN-003`), with a workdir the
 /// workdir itself (`E-CLI-001`), the handle lifetime (`E-CAP-008`), then with a workdir the
-/// export roots (`E-CAP-007`). The report: `{"check":"ok","manifest":{…},"tools":[…],"warnings":[…]}`, the
-/// manifest as [`Manifest::effective`] describes it, each warning with its tokens redacted as
+/// export roots (`E-CAP-007`). The report: `{"check":"ok","manifest":{…},"tools":[…],"confinement":{…},"warnings":[…]}`, the
+/// manifest as [`Manifest::effective`] describes it, the Landlock wall `serve` would put up
+/// on this kernel (`{"landlock_abi":N,"status":…}`), each warning with its tokens redacted as
 /// `serve`'s warning lines have them.
 fn check(args: &CheckArgs) -> Result<serde_json::Value, LaunchError> {
     let parsed = read_manifest(&args.manifest, args.strict)?;
     let manifest = &parsed.manifest;
-    match &args.workdir {
+    let workdir = match &args.workdir {
         Some(workdir) => {
-            let (_, fs) = open_workdir(workdir)?;
+            let (workdir, fs) = open_workdir(workdir)?;
             manifest.check_launch(|root| Ok(fs.check_root(root)?))?;
+            workdir
         }
-        None => manifest.check_handle_lifetime()?,
-    }
+        None => {
+            manifest.check_handle_lifetime()?;
+            PathBuf::new()
+        }
+    };
+    // What `serve` would enforce here: the status depends on the kernel and the allow rules,
+    // not on the workdir, which nothing opens.
+    let confinement = Confinement::new(manifest, workdir).preview();
     Ok(serde_json::json!({
         "check": "ok",
         "manifest": manifest.effective(),
         "tools": manifest.granted_tools(),
+        "confinement": confinement.to_json(),
         // Redacted as `serve` logs them: a key is the operator's text, but nothing
         // token-shaped is repeated (D-6.5).
         "warnings": parsed

@@ -7,6 +7,7 @@
 
 use crate::backends::tls::PeerTls;
 use crate::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
+use crate::confine::{Confinement, ConfinementReport};
 use crate::http::client::{Limits, PeerClient, PeerResponse};
 use crate::http::response::AUDIENCE;
 use crate::http::{ListenerConfig, serve};
@@ -35,9 +36,23 @@ fn step(text: &str) {
     println!("demo: {text}");
 }
 
-/// Runs the demo.
-pub(crate) async fn run() -> ExitCode {
-    match demo().await {
+/// Runs the demo: the world is built and both listeners bound on this thread; a second thread
+/// confines itself to what both capsules need together and runs them (its async runtime's
+/// threads start inside the wall); this thread, unconfined, removes the temporary directory at
+/// the end.
+pub(crate) fn run() -> ExitCode {
+    let outcome = tempdir().and_then(|temp| {
+        let world = prepare(temp.path())?;
+        let ran = std::thread::Builder::new()
+            .name("demo".to_owned())
+            .spawn(move || confined(world))
+            .map_err(|e| e.to_string())?
+            .join()
+            .unwrap_or_else(|_| Err("the demo thread panicked".to_owned()));
+        drop(temp);
+        ran
+    });
+    match outcome {
         Ok(summary) => {
             println!("{summary}");
             ExitCode::SUCCESS
@@ -50,28 +65,107 @@ pub(crate) async fn run() -> ExitCode {
     }
 }
 
+/// One capsule, ready to launch: its manifest, workdir handle, trace and bound listener.
+struct Prepared {
+    name: &'static str,
+    manifest: Manifest,
+    fs: OsFilesystem,
+    sink: JsonlTraceSink,
+    trace: PathBuf,
+    listener: std::net::TcpListener,
+}
+
+/// Both capsules and the directory that holds them.
+struct World {
+    root: PathBuf,
+    a: Prepared,
+    b: Prepared,
+}
+
+/// Writes the two workdirs, binds both listeners, opens both workdirs and traces: everything
+/// that happens before the wall goes up.
 #[allow(clippy::disallowed_methods)] // the demo builds its own temporary world
-async fn start(
-    root: &Path,
-    name: &str,
-    yaml: impl Fn(u16) -> String,
-    listener: TcpListener,
-) -> Result<Running, String> {
-    let workdir = root.join(name);
-    let trace = root.join(format!("trace-{name}.jsonl"));
+fn prepare(root: &Path) -> Result<World, String> {
+    std::fs::create_dir_all(root.join("a/out/notes")).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(root.join("b")).map_err(|e| e.to_string())?;
+    std::fs::write(root.join("a/out/report.md"), REPORT).map_err(|e| e.to_string())?;
+    std::fs::write(root.join("a/out/notes/todo.txt"), "ship it\n").map_err(|e| e.to_string())?;
+    std::fs::write(root.join("a/secret.txt"), "not exported\n").map_err(|e| e.to_string())?;
+    step(&format!("workdirs under {}", root.display()));
+    let bind = || -> Result<(std::net::TcpListener, u16), String> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        Ok((listener, port))
+    };
+    let (listener_a, port_a) = bind()?;
+    let (listener_b, port_b) = bind()?;
+    // A reaches B's card to share; B redeems at A: each allow rule names its one port, so the
+    // wall lets TCP connect only to these two.
+    let yaml_a = format!(
+        "name: reporter\nexports:\n  files: {{ root: out/, mode: read-only, max_bytes: 10Mi }}\n  \
+         peer_files: {{ root: out/, max_ttl: 15m }}\ncapabilities:\n  network: {{ allow: [\"127.0.0.1:{port_b}\"] }}\n"
+    );
+    let yaml_b = format!(
+        "name: reader\ncapabilities:\n  peer_fetch: {{ allow: [\"127.0.0.1:{port_a}\"] }}\n"
+    );
+    let capsule = |name: &'static str, yaml: &str, listener| -> Result<Prepared, String> {
+        let trace = root.join(format!("trace-{name}.jsonl"));
+        Ok(Prepared {
+            name,
+            manifest: Manifest::from_yaml(yaml)
+                .map_err(|e| e.to_string())?
+                .manifest,
+            fs: OsFilesystem::open(&root.join(name)).map_err(|e| e.to_string())?,
+            sink: JsonlTraceSink::open(&trace).map_err(|e| e.to_string())?,
+            trace,
+            listener,
+        })
+    };
+    Ok(World {
+        root: root.to_path_buf(),
+        a: capsule("a", &yaml_a, listener_a)?,
+        b: capsule("b", &yaml_b, listener_b)?,
+    })
+}
+
+/// On the demo thread: puts up one wall for both capsules, then starts the async runtime
+/// inside it and runs the demo. The wall is the union of the two capsules' (both workdirs,
+/// B's `peer-in/`, the two ports) plus reading the demo's directory, where the operator reads
+/// both traces back at the end.
+fn confined(world: World) -> Result<String, String> {
+    super::cores();
+    let wall = Confinement::new(&world.a.manifest, world.root.join("a"))
+        .also(&world.b.manifest, world.root.join("b"))
+        .read(&world.root);
+    let report = wall.apply().map_err(|e| format!("confinement: {e}"))?;
+    step(&format!(
+        "confined: landlock ABI {}, {}",
+        report.landlock_abi, report.status
+    ));
+    let runtime = super::runtime().ok_or("the async runtime could not start")?;
+    let outcome = runtime.block_on(demo(world, &report));
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    outcome
+}
+
+async fn start(prepared: Prepared) -> Result<Running, String> {
+    let Prepared {
+        name,
+        manifest,
+        fs,
+        sink,
+        trace,
+        listener,
+    } = prepared;
+    let listener = TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let url = format!("http://127.0.0.1:{port}");
-    let manifest = Manifest::from_yaml(&yaml(port))
-        .map_err(|e| e.to_string())?
-        .manifest;
-    let fs = OsFilesystem::open(&workdir).map_err(|e| e.to_string())?;
     let capsule = Arc::new(
         Capsule::builder(&manifest)
             .filesystem(Arc::new(fs))
             .clock(Arc::new(SystemClock))
-            .trace(Arc::new(
-                JsonlTraceSink::open(&trace).map_err(|e| e.to_string())?,
-            ))
+            .trace(Arc::new(sink))
             .advertised_url(url.clone())
             .containment(Containment::Sealed)
             .cores(super::cores())
@@ -133,46 +227,12 @@ fn check(ok: bool, what: &str) -> Result<(), String> {
     }
 }
 
-#[allow(clippy::disallowed_methods)] // the demo builds and inspects its own temporary world
-async fn demo() -> Result<String, String> {
-    let temp = tempdir()?;
-    let root = temp.path();
-    std::fs::create_dir_all(root.join("a/out/notes")).map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(root.join("b")).map_err(|e| e.to_string())?;
-    std::fs::write(root.join("a/out/report.md"), REPORT).map_err(|e| e.to_string())?;
-    std::fs::write(root.join("a/out/notes/todo.txt"), "ship it\n").map_err(|e| e.to_string())?;
-    std::fs::write(root.join("a/secret.txt"), "not exported\n").map_err(|e| e.to_string())?;
-    step(&format!("workdirs under {}", root.display()));
-
-    let listener_a = TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let listener_b = TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let port_a = listener_a.local_addr().map_err(|e| e.to_string())?.port();
-    let a = start(
-        root,
-        "a",
-        |_| {
-            "name: reporter\nexports:\n  files: { root: out/, mode: read-only, max_bytes: 10Mi }\n  \
-             peer_files: { root: out/, max_ttl: 15m }\ncapabilities:\n  network: { allow: [\"127.0.0.1\"] }\n"
-                .to_owned()
-        },
-        listener_a,
-    )
-    .await?;
-    let b = start(
-        root,
-        "b",
-        move |_| {
-            format!(
-                "name: reader\ncapabilities:\n  peer_fetch: {{ allow: [\"127.0.0.1:{port_a}\"] }}\n"
-            )
-        },
-        listener_b,
-    )
-    .await?;
+#[allow(clippy::disallowed_methods)] // the demo inspects its own temporary world
+async fn demo(world: World, confinement: &ConfinementReport) -> Result<String, String> {
+    let root = world.root.as_path();
+    let a = start(world.a).await?;
+    let b = start(world.b).await?;
+    let port_a = a.address.effective_port();
     let client = PeerClient::new(PeerTls::system().client_config());
 
     // 1. The operator lists A's export.
@@ -355,6 +415,7 @@ async fn demo() -> Result<String, String> {
         "fetched_sha256": fetched_sha,
         "forgery": forgery,
         "trace_lines": {"A": lines[0], "B": lines[1]},
+        "confinement": confinement.to_json(),
     })
     .to_string())
 }

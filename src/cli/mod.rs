@@ -198,25 +198,36 @@ pub fn main() -> ExitCode {
         }
     };
     raise_descriptor_limit();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    match args.command {
+        Command::Serve(serve) => serve::run(serve),
+        Command::Check(check) => check::run(check),
+        Command::Demo => demo::run(),
+        Command::Pull(pull) => {
+            let Some(runtime) = runtime() else {
+                return ExitCode::FAILURE;
+            };
+            let code = runtime.block_on(pull::run(pull));
+            runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+            code
+        }
+    }
+}
+
+/// The multi-threaded async runtime, one worker per core; `None` (said on stderr) when it
+/// cannot start. `serve` and `demo` build it only once the process is confined, so that
+/// every worker and blocking thread starts inside the Landlock wall.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cores())
         .enable_all()
         .build()
     {
-        Ok(rt) => rt,
+        Ok(rt) => Some(rt),
         Err(e) => {
             log::say!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            None
         }
-    };
-    let code = match args.command {
-        Command::Serve(serve) => runtime.block_on(serve::run(serve)),
-        Command::Check(check) => check::run(check),
-        Command::Demo => runtime.block_on(demo::run()),
-        Command::Pull(pull) => runtime.block_on(pull::run(pull)),
-    };
-    // The console's stdin read cannot be cancelled; do not wait for it once the session is over.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-    code
+    }
 }
 
 /// The machine's cores, taken once for the whole process: the binary sizes its shards and

@@ -6,6 +6,7 @@ use super::check::{cli_error, open_workdir, read_manifest};
 use crate::backends::tls::PeerTls;
 use crate::backends::{Filesystem, JsonlTraceSink, SystemClock};
 use crate::capsule::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_INFLIGHT_BUDGET_BYTES};
+use crate::confine::{Confinement, ConfinementReport, ConfinementStatus, landlock_abi};
 use crate::http::ListenerConfig;
 use crate::http::listener::serve_sharded;
 use crate::manifest::LaunchError;
@@ -63,6 +64,13 @@ pub(crate) struct ServeArgs {
     /// Refuse unknown manifest keys (E-MAN-003) instead of warning about them.
     #[arg(long)]
     strict: bool,
+    /// Refuse to start (E-CLI-001) when the kernel offers no Landlock to confine the process
+    /// (README § Security).
+    #[arg(long, conflicts_with = "no_confine")]
+    require_confinement: bool,
+    /// Do not confine the process with Landlock (README § Security).
+    #[arg(long)]
+    no_confine: bool,
 }
 
 /// What `--console` speaks.
@@ -83,12 +91,39 @@ fn refuse(e: &LaunchError) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Runs `serve`; exit 0 after a graceful end, 2 on a refused launch.
-pub(crate) async fn run(args: ServeArgs) -> ExitCode {
-    match launch(args).await {
+/// Runs `serve`; exit 0 after a graceful end, 2 on a refused launch. Everything that reaches
+/// outside the workdir is done first (the manifest read, the listener bound, the trace opened),
+/// then the process confines itself, and only then is the async runtime started, so that
+/// every one of its threads is inside the wall.
+pub(crate) fn run(args: ServeArgs) -> ExitCode {
+    let prepared = match prepare(args) {
+        Ok(prepared) => prepared,
+        Err(e) => return refuse(&e),
+    };
+    let Some(runtime) = super::runtime() else {
+        return ExitCode::FAILURE;
+    };
+    let code = match runtime.block_on(serve(prepared)) {
         Ok(code) => code,
         Err(e) => refuse(&e),
-    }
+    };
+    // The console's stdin read cannot be cancelled; do not wait for it once the session is over.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    code
+}
+
+/// What `serve` holds once the launch checks passed and the process is confined.
+struct Prepared {
+    started: std::time::Instant,
+    manifest: Manifest,
+    fs: crate::backends::OsFilesystem,
+    trace_path: PathBuf,
+    sink: JsonlTraceSink,
+    peer_tls: PeerTls,
+    listeners: Vec<std::net::TcpListener>,
+    url: String,
+    confinement: ConfinementReport,
+    args: ServeArgs,
 }
 
 /// The parent of `path` made absolute and canonical, whether or not `path` exists yet.
@@ -99,8 +134,14 @@ fn canonical_parent(path: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(parent).ok()
 }
 
+/// The launch checks, the listener, the trace, then the wall.
+///
+/// # Errors
+/// The refused launch: `E-MAN-003`, `E-CAP-007`, `E-CAP-008`, or `E-CLI-001` (a flag, the
+/// listener, the trace, `--require-confinement` on a kernel without Landlock, a wall that could
+/// not be put up).
 #[allow(clippy::disallowed_methods)]
-async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
+fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
     let started = std::time::Instant::now();
     let parsed = read_manifest(&args.manifest, args.strict)?;
     let console_mcp = args.console == Some(ConsoleMode::Mcp);
@@ -124,6 +165,13 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
     let manifest = parsed.manifest;
     let (workdir, fs) = open_workdir(&args.workdir)?;
     manifest.check_launch(|root| Ok(fs.check_root(root)?))?;
+    if args.require_confinement && landlock_abi() == 0 {
+        return Err(cli_error(
+            "--require-confinement: this kernel offers no Landlock",
+            "run on a kernel with Landlock enabled (Linux 5.13 or later, `landlock` in the lsm= \
+             boot list), or drop --require-confinement to run unconfined (README § Security)",
+        ));
+    }
 
     let (trace_path, default_trace) = match &args.trace {
         Some(path) => (path.clone(), false),
@@ -199,15 +247,6 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
             "pass --url http://host:port",
         ));
     }
-    // Handlers first: a signal that arrives right after the ready line must end the session
-    // gracefully, not kill the process.
-    let signals = Signals::install().map_err(|e| {
-        cli_error(
-            format!("signal handlers: {e}"),
-            "check the process's limits",
-        )
-    })?;
-
     if default_trace && let Some(dir) = trace_path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| cli_error(format!("trace directory: {e}"), "pass --trace"))?;
@@ -218,6 +257,96 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         cli_error(
             format!("trace {}: {e}", trace_path.display()),
             "pass --trace with a new file, or a writable regular file with a single link, outside the workdir",
+        )
+    })?;
+    // Read once, before the wall: the core count reads cgroup files outside it.
+    super::cores();
+    let confinement = confine(&args, &manifest, &workdir)?;
+    Ok(Prepared {
+        started,
+        manifest,
+        fs,
+        trace_path,
+        sink,
+        peer_tls,
+        listeners,
+        url,
+        confinement,
+        args,
+    })
+}
+
+/// Puts the wall up (unless `--no-confine`), or says why not.
+///
+/// # Errors
+/// `E-CLI-001` when the wall cannot be put up, or when `--require-confinement` finds the kernel
+/// did not enforce it.
+fn confine(
+    args: &ServeArgs,
+    manifest: &Manifest,
+    workdir: &Path,
+) -> Result<ConfinementReport, LaunchError> {
+    if args.no_confine {
+        return Ok(ConfinementReport::unconfined(landlock_abi()));
+    }
+    let wall = args
+        .peer_ca
+        .iter()
+        .fold(Confinement::new(manifest, workdir), |wall, ca| {
+            wall.read(ca)
+        });
+    let report = wall.apply().map_err(|e| {
+        cli_error(
+            format!("confinement: {e}"),
+            "check the workdir and --peer-ca paths, or pass --no-confine to run without the \
+             Landlock wall (README § Security)",
+        )
+    })?;
+    match report.status {
+        ConfinementStatus::None if args.require_confinement => Err(cli_error(
+            "--require-confinement: the kernel did not enforce the Landlock ruleset",
+            "drop --require-confinement to run unconfined (README § Security)",
+        )),
+        ConfinementStatus::None => {
+            tracing::warn!(
+                "this kernel offers no Landlock: serving unconfined (README § Security)"
+            );
+            Ok(report)
+        }
+        ConfinementStatus::Partial if report.connects_open => {
+            tracing::warn!(
+                "an allow rule names no port: TCP connects stay open to every port \
+                 (README § Security)"
+            );
+            Ok(report)
+        }
+        _ => Ok(report),
+    }
+}
+
+/// Serves the prepared session until SIGINT, SIGTERM or the console's end.
+///
+/// # Errors
+/// `E-CLI-001` when the signal handlers cannot be installed; the capsule's own launch errors.
+async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
+    let Prepared {
+        started,
+        manifest,
+        fs,
+        trace_path,
+        sink,
+        peer_tls,
+        listeners,
+        url,
+        confinement,
+        args,
+    } = prepared;
+    // Handlers first: a signal that arrives right after the ready line must end the session
+    // gracefully, not kill the process.
+    let signals = Signals::install().map_err(|e| {
+        cli_error(
+            format!("signal handlers: {e}"),
+            "check the process's limits",
         )
     })?;
     let capsule = Capsule::builder(&manifest)
@@ -242,6 +371,7 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         "trace": trace_display.display().to_string(),
         "planes": manifest.planes(),
         "tools": tools,
+        "confinement": confinement.to_json(),
     });
     // Nobody can learn the session's address once stdout is gone (a closed pipe, a full
     // disk): end the session at once, with a word on stderr, instead of panicking as
@@ -266,6 +396,8 @@ async fn launch(args: ServeArgs) -> Result<ExitCode, LaunchError> {
         planes = %declared_planes(&manifest),
         tools = %list_or_none(&tools),
         containment = %args.containment.as_str(),
+        confinement = %confinement.status,
+        landlock_abi = confinement.landlock_abi,
         trace = %trace_display.display(),
         "listening"
     );
