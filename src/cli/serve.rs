@@ -124,6 +124,9 @@ struct Prepared {
     url: String,
     confinement: ConfinementReport,
     args: ServeArgs,
+    /// The manifest's warnings not logged yet: under `--console mcp` they follow the ready
+    /// line, which must be the first line on stderr.
+    warnings: Vec<String>,
 }
 
 /// The parent of `path` made absolute and canonical, whether or not `path` exists yet.
@@ -152,16 +155,13 @@ fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
             "use --console, or a build with the default features",
         ));
     }
-    let warn_manifest = |warnings: &[String]| {
-        for warning in warnings {
-            // A key is the operator's text; even so, nothing token-shaped reaches a log.
-            tracing::warn!("{}", crate::redact::redact_tokens(warning));
-        }
-    };
     // Under `--console mcp` the ready line is the first line on stderr: warnings follow it.
-    if !console_mcp {
+    let warnings = if console_mcp {
+        parsed.warnings.clone()
+    } else {
         warn_manifest(&parsed.warnings);
-    }
+        Vec::new()
+    };
     let manifest = parsed.manifest;
     let (workdir, fs) = open_workdir(&args.workdir)?;
     manifest.check_launch(|root| Ok(fs.check_root(root)?))?;
@@ -273,7 +273,16 @@ fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
         url,
         confinement,
         args,
+        warnings,
     })
+}
+
+/// Logs the manifest's warnings.
+fn warn_manifest(warnings: &[String]) {
+    for warning in warnings {
+        // A key is the operator's text; even so, nothing token-shaped reaches a log.
+        tracing::warn!("{}", crate::redact::redact_tokens(warning));
+    }
 }
 
 /// Puts the wall up (unless `--no-confine`), or says why not.
@@ -340,7 +349,9 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
         url,
         confinement,
         args,
+        warnings,
     } = prepared;
+    let console_mcp = args.console == Some(ConsoleMode::Mcp);
     // Handlers first: a signal that arrives right after the ready line must end the session
     // gracefully, not kill the process.
     let signals = Signals::install().map_err(|e| {
@@ -387,9 +398,7 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
         capsule.end_session();
         return Ok(ExitCode::FAILURE);
     }
-    if console_mcp {
-        warn_manifest(&parsed.warnings);
-    }
+    warn_manifest(&warnings);
     tracing::info!(
         url = %url,
         audience = %capsule.audience(),

@@ -415,6 +415,7 @@ impl Router {
     }
 
     /// Whether the operator plane (`exports.files`) is mounted.
+    #[cfg(feature = "mcp")]
     pub(crate) fn serves_files(&self) -> bool {
         self.mounted.files.is_some()
     }

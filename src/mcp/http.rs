@@ -15,6 +15,7 @@ use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, SessionConfig,
 };
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::streamable_http_server::{
     SessionId, SessionManager, StreamableHttpServerConfig, StreamableHttpService,
 };
@@ -460,26 +461,18 @@ impl SessionManager for BoundedSessions {
             .map_err(SessionsError::Local)
     }
 
-    fn create_stream(
+    async fn create_stream(
         &self,
         id: &SessionId,
         message: ClientJsonRpcMessage,
-    ) -> impl Future<
-        Output = Result<
-            impl futures_core::Stream<
-                Item = rmcp::transport::streamable_http_server::session::ServerSseMessage,
-            > + Send
-            + Sync
-            + 'static,
-            Self::Error,
-        >,
-    > + Send {
-        async move {
-            self.inner
-                .create_stream(id, message)
-                .await
-                .map_err(SessionsError::Local)
-        }
+    ) -> Result<
+        impl futures_core::Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+        Self::Error,
+    > {
+        self.inner
+            .create_stream(id, message)
+            .await
+            .map_err(SessionsError::Local)
     }
 
     async fn accept_message(
@@ -493,47 +486,31 @@ impl SessionManager for BoundedSessions {
             .map_err(SessionsError::Local)
     }
 
-    fn create_standalone_stream(
+    async fn create_standalone_stream(
         &self,
         id: &SessionId,
-    ) -> impl Future<
-        Output = Result<
-            impl futures_core::Stream<
-                Item = rmcp::transport::streamable_http_server::session::ServerSseMessage,
-            > + Send
-            + Sync
-            + 'static,
-            Self::Error,
-        >,
-    > + Send {
-        async move {
-            self.inner
-                .create_standalone_stream(id)
-                .await
-                .map_err(SessionsError::Local)
-        }
+    ) -> Result<
+        impl futures_core::Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+        Self::Error,
+    > {
+        self.inner
+            .create_standalone_stream(id)
+            .await
+            .map_err(SessionsError::Local)
     }
 
-    fn resume(
+    async fn resume(
         &self,
         id: &SessionId,
         last_event_id: String,
-    ) -> impl Future<
-        Output = Result<
-            impl futures_core::Stream<
-                Item = rmcp::transport::streamable_http_server::session::ServerSseMessage,
-            > + Send
-            + Sync
-            + 'static,
-            Self::Error,
-        >,
-    > + Send {
-        async move {
-            self.inner
-                .resume(id, last_event_id)
-                .await
-                .map_err(SessionsError::Local)
-        }
+    ) -> Result<
+        impl futures_core::Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+        Self::Error,
+    > {
+        self.inner
+            .resume(id, last_event_id)
+            .await
+            .map_err(SessionsError::Local)
     }
 }
 
