@@ -12,10 +12,10 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Either, Full, combinators::BoxBody};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, SessionConfig,
 };
-use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::streamable_http_server::{
     SessionId, SessionManager, StreamableHttpServerConfig, StreamableHttpService,
 };
