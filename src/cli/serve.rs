@@ -101,12 +101,15 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         Err(e) => return refuse(&e),
     };
     let Some(runtime) = super::runtime() else {
+        super::log::release();
         return ExitCode::FAILURE;
     };
     let code = match runtime.block_on(serve(prepared)) {
         Ok(code) => code,
         Err(e) => refuse(&e),
     };
+    // Whatever ended the session, nothing logged stays held back.
+    super::log::release();
     // The console's stdin read cannot be cancelled; do not wait for it once the session is over.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     code
@@ -124,9 +127,6 @@ struct Prepared {
     url: String,
     confinement: ConfinementReport,
     args: ServeArgs,
-    /// The manifest's warnings not logged yet: under `--console mcp` they follow the ready
-    /// line, which must be the first line on stderr.
-    warnings: Vec<String>,
 }
 
 /// The parent of `path` made absolute and canonical, whether or not `path` exists yet.
@@ -155,13 +155,12 @@ fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
             "use --console, or a build with the default features",
         ));
     }
-    // Under `--console mcp` the ready line is the first line on stderr: warnings follow it.
-    let warnings = if console_mcp {
-        parsed.warnings.clone()
-    } else {
-        warn_manifest(&parsed.warnings);
-        Vec::new()
-    };
+    // Under `--console mcp` the ready line is the first line on stderr: logs (warnings for
+    // the manifest, the confinement) are held back until it is out.
+    if console_mcp {
+        super::log::hold();
+    }
+    warn_manifest(&parsed.warnings);
     let manifest = parsed.manifest;
     let (workdir, fs) = open_workdir(&args.workdir)?;
     manifest.check_launch(|root| Ok(fs.check_root(root)?))?;
@@ -273,7 +272,6 @@ fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
         url,
         confinement,
         args,
-        warnings,
     })
 }
 
@@ -349,7 +347,6 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
         url,
         confinement,
         args,
-        warnings,
     } = prepared;
     let console_mcp = args.console == Some(ConsoleMode::Mcp);
     // Handlers first: a signal that arrives right after the ready line must end the session
@@ -398,7 +395,7 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
         capsule.end_session();
         return Ok(ExitCode::FAILURE);
     }
-    warn_manifest(&warnings);
+    super::log::release();
     tracing::info!(
         url = %url,
         audience = %capsule.audience(),
