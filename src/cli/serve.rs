@@ -76,9 +76,9 @@ pub(crate) struct ServeArgs {
 /// What `--console` speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum ConsoleMode {
-    /// One JSON request per line, one JSON answer per line (`contract.md`).
+    /// One JSON request per line, one JSON answer per line (README § Operating).
     Json,
-    /// MCP over stdio (D-18.3).
+    /// An MCP server on stdin/stdout; the ready line on stderr (README § MCP).
     Mcp,
 }
 
