@@ -419,6 +419,7 @@ impl<'m> CapsuleBuilder<'m> {
         }
         manifest.check_launch(|root| Ok(fs.check_root(root)?))?;
         let origin = check_url(&url)?;
+        let advertised_url = url.clone();
         let audience = audience::audience(&manifest.name, &url).ok_or_else(|| {
             LaunchError::malformed("name", "a non-empty string without control characters")
         })?;
@@ -562,6 +563,7 @@ impl<'m> CapsuleBuilder<'m> {
         Ok(Capsule {
             session_id,
             audience,
+            advertised_url,
             generation,
             router,
             tools,
@@ -613,6 +615,7 @@ impl<'m> CapsuleBuilder<'m> {
 pub struct Capsule {
     session_id: String,
     audience: String,
+    advertised_url: String,
     generation: Generation,
     router: Router,
     tools: ToolInventory,
@@ -684,6 +687,11 @@ impl Capsule {
         self.identity
             .as_ref()
             .map(|i| audience::encode_key(&i.public_key()))
+    }
+
+    /// The URL this capsule advertises (its card's `url`), as configured.
+    pub fn advertised_url(&self) -> &str {
+        &self.advertised_url
     }
 
     /// The generation counter.

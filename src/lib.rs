@@ -90,6 +90,8 @@ internal_module!(generation);
 internal_module!(hex);
 pub mod http;
 pub mod manifest;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 internal_module!(page_aligned);
 internal_module!(path);
 pub mod planes;

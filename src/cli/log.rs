@@ -13,6 +13,14 @@ pub(crate) struct LossyStderr;
 
 impl Write for LossyStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut held) = HELD.lock()
+            && let Some(held) = held.as_mut()
+        {
+            if held.len() + buf.len() <= MAX_HELD_BYTES {
+                held.extend_from_slice(buf);
+            }
+            return Ok(buf.len());
+        }
         let _ = std::io::stderr().lock().write_all(buf);
         Ok(buf.len())
     }
@@ -22,8 +30,32 @@ impl Write for LossyStderr {
     }
 }
 
-/// Writes one line to stderr, dropping it if stderr cannot take it.
+/// Log lines held back while the first line of stderr is reserved (`--console mcp`, whose
+/// ready line must come first there); `None`: not held.
+static HELD: std::sync::Mutex<Option<Vec<u8>>> = std::sync::Mutex::new(None);
+
+/// The most log bytes held back; more are dropped (a launch logs a few lines).
+const MAX_HELD_BYTES: usize = 64 * 1024;
+
+/// Holds log lines back until [`release`]: the next line on stderr is reserved.
+pub(crate) fn hold() {
+    if let Ok(mut held) = HELD.lock() {
+        held.get_or_insert_with(Vec::new);
+    }
+}
+
+/// Writes the log lines held back, in order, and stops holding.
+pub(crate) fn release() {
+    let held = HELD.lock().ok().and_then(|mut held| held.take());
+    if let Some(held) = held {
+        let _ = std::io::stderr().lock().write_all(&held);
+    }
+}
+
+/// Writes one line to stderr, dropping it if stderr cannot take it. Log lines held back are
+/// written first, so the order stays what happened.
 pub(crate) fn line(text: std::fmt::Arguments<'_>) {
+    release();
     let mut stderr = std::io::stderr().lock();
     let _ = stderr
         .write_fmt(text)

@@ -10,6 +10,8 @@ mod check;
 mod console;
 mod demo;
 mod log;
+#[cfg(feature = "mcp")]
+mod mcp_console;
 mod pull;
 mod serve;
 mod socket_file;
@@ -31,6 +33,15 @@ fn print_line(line: &str) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{line}")?;
     stdout.flush()
+}
+
+/// Writes `line` and a line end to stderr and flushes it: the ready line under
+/// `--console mcp`, where stdout carries only MCP.
+fn print_error_line(line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stderr = std::io::stderr().lock();
+    writeln!(stderr, "{line}")?;
+    stderr.flush()
 }
 use std::process::ExitCode;
 

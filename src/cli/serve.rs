@@ -58,9 +58,10 @@ pub(crate) struct ServeArgs {
     /// PEM certificates trusted for https peers, added to the system's roots.
     #[arg(long)]
     peer_ca: Vec<PathBuf>,
-    /// Read tool calls from stdin, one JSON object per line (README § Operating).
-    #[arg(long)]
-    console: bool,
+    /// Read tool calls from stdin: `json` (the default), one JSON object per line (README §
+    /// Operating); `mcp`, an MCP server on stdin/stdout, the ready line on stderr (README § MCP).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "json", value_enum)]
+    console: Option<ConsoleMode>,
     /// Refuse unknown manifest keys (E-MAN-003) instead of warning about them.
     #[arg(long)]
     strict: bool,
@@ -71,6 +72,15 @@ pub(crate) struct ServeArgs {
     /// Do not confine the process with Landlock (README § Security).
     #[arg(long)]
     no_confine: bool,
+}
+
+/// What `--console` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ConsoleMode {
+    /// One JSON request per line, one JSON answer per line (README § Operating).
+    Json,
+    /// An MCP server on stdin/stdout; the ready line on stderr (README § MCP).
+    Mcp,
 }
 
 fn parse_containment(text: &str) -> Result<Containment, String> {
@@ -92,12 +102,15 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         Err(e) => return refuse(&e),
     };
     let Some(runtime) = super::runtime() else {
+        super::log::release();
         return ExitCode::FAILURE;
     };
     let code = match runtime.block_on(serve(prepared)) {
         Ok(code) => code,
         Err(e) => refuse(&e),
     };
+    // Whatever ended the session, nothing logged stays held back.
+    super::log::release();
     // The console's stdin read cannot be cancelled; do not wait for it once the session is over.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     code
@@ -137,10 +150,20 @@ fn canonical_parent(path: &Path) -> Option<PathBuf> {
 fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
     let started = std::time::Instant::now();
     let parsed = read_manifest(&args.manifest, args.strict)?;
-    for warning in &parsed.warnings {
-        // A key is the operator's text; even so, nothing token-shaped reaches a log.
-        tracing::warn!("{}", crate::redact::redact_tokens(warning));
+    let console_mcp = args.console == Some(ConsoleMode::Mcp);
+    #[cfg(not(feature = "mcp"))]
+    if console_mcp {
+        return Err(cli_error(
+            "--console mcp: this build has no MCP (the `mcp` feature is off)",
+            "use --console, or a build with the default features",
+        ));
     }
+    // Under `--console mcp` the ready line is the first line on stderr: logs (warnings for
+    // the manifest, the confinement) are held back until it is out.
+    if console_mcp {
+        super::log::hold();
+    }
+    warn_manifest(&parsed.warnings);
     let manifest = parsed.manifest;
     let (workdir, fs) = open_workdir(&args.workdir)?;
     manifest.check_launch(|root| Ok(fs.check_root(root)?))?;
@@ -275,6 +298,14 @@ fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
     })
 }
 
+/// Logs the manifest's warnings.
+fn warn_manifest(warnings: &[String]) {
+    for warning in warnings {
+        // A key is the operator's text; even so, nothing token-shaped reaches a log.
+        tracing::warn!("{}", crate::redact::redact_tokens(warning));
+    }
+}
+
 /// Puts the wall up (unless `--no-confine`), or says why not.
 ///
 /// # Errors
@@ -341,6 +372,7 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
         confinement,
         args,
     } = prepared;
+    let console_mcp = args.console == Some(ConsoleMode::Mcp);
     // Handlers first: a signal that arrives right after the ready line must end the session
     // gracefully, not kill the process.
     let signals = Signals::install().map_err(|e| {
@@ -376,11 +408,18 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
     // Nobody can learn the session's address once stdout is gone (a closed pipe, a full
     // disk): end the session at once, with a word on stderr, instead of panicking as
     // `println!` does.
-    if let Err(e) = super::print_line(&ready.to_string()) {
-        super::log::say!("error: cannot write the ready line to stdout: {e}");
+    let printed = if console_mcp {
+        super::print_error_line(&ready.to_string())
+    } else {
+        super::print_line(&ready.to_string())
+    };
+    if let Err(e) = printed {
+        let stream = if console_mcp { "stderr" } else { "stdout" };
+        super::log::say!("error: cannot write the ready line to {stream}: {e}");
         capsule.end_session();
         return Ok(ExitCode::FAILURE);
     }
+    super::log::release();
     tracing::info!(
         url = %url,
         audience = %capsule.audience(),
@@ -400,12 +439,20 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
     };
     let drain = listener_config.drain_deadline;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let console = args.console.then(|| {
+    let console = args.console.map(|mode| {
         let console_capsule = capsule.clone();
         let stop = stop_tx.clone();
         let stopping = stop_tx.subscribe();
         tokio::spawn(async move {
-            super::console::run(&console_capsule, stopping, drain).await;
+            match mode {
+                ConsoleMode::Json => super::console::run(&console_capsule, stopping, drain).await,
+                #[cfg(feature = "mcp")]
+                ConsoleMode::Mcp => {
+                    super::mcp_console::run(&console_capsule, stopping, drain).await;
+                }
+                #[cfg(not(feature = "mcp"))]
+                ConsoleMode::Mcp => {}
+            }
             let _ = stop.send(true);
         })
     });
@@ -424,9 +471,20 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
             watches.shut_down_watches();
         }
     });
-    let served =
-        crate::blocking::run(move || serve_sharded(listeners, router, listener_config, stop_rx))
-            .await;
+    let lanes = router.lane_count();
+    // `/mcp` beside the planes (D-18.2), its subscriptions fed by the export's watcher;
+    // without the feature, the planes alone.
+    #[cfg(feature = "mcp")]
+    let service = router.with_mcp(crate::mcp::McpService::new(
+        &capsule,
+        crate::mcp::McpConfig::default(),
+    ));
+    #[cfg(not(feature = "mcp"))]
+    let service = router;
+    let served = crate::blocking::run(move || {
+        serve_sharded(listeners, service, lanes, listener_config, stop_rx)
+    })
+    .await;
     // A listener that could not go on ends the session with a failure status: a supervisor
     // must not read it as a clean end.
     let listener_failed = match served {

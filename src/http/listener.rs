@@ -390,7 +390,8 @@ where
 
 /// `service`, whose answer is given up when its client leaves first: the service's future is
 /// dropped (the router then records the request as `client_gone` and stops its work, D-4.6.1)
-/// and the connection closes with no answer (see [`departure`](super::departure)).
+/// and the connection closes with no answer (see [`departure`](super::departure)). Only a
+/// request without a body is watched so: the body of any other is its service's to read.
 fn leaving<S, ResBody, IO>(
     service: S,
     departure: super::departure::Departure<IO>,
@@ -409,9 +410,16 @@ where
 {
     hyper::service::service_fn(move |request: Request<Incoming>| {
         let version = request.version();
+        // A request with a body (a POST to a runtime's route, or to `/mcp`) is read by its
+        // service: the watch would read and drop the body's bytes, so it waits for the answer
+        // alone. The planes' requests (`GET`) carry none.
+        let watched = http_body::Body::is_end_stream(request.body());
         let answer = service.call(request);
         let departure = departure.clone();
         async move {
+            if !watched {
+                return answer.await.map_err(Into::into);
+            }
             tokio::select! {
                 biased;
                 answer = answer => answer.map_err(Into::into),
@@ -498,12 +506,24 @@ pub(crate) enum ShardSocket {
 /// # Errors
 /// When a shard's runtime cannot be built.
 #[cfg(feature = "cli")]
-pub(crate) fn serve_sharded(
+pub(crate) fn serve_sharded<S, ResBody>(
     listeners: Vec<ShardSocket>,
-    router: Router,
+    service: S,
+    lanes: usize,
     config: ListenerConfig,
     shutdown: tokio::sync::watch::Receiver<bool>,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<ResBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn StdError + Send + Sync>>,
+    ResBody: http_body::Body + Send + 'static,
+    ResBody::Data: Send,
+    ResBody::Error: Into<Box<dyn StdError + Send + Sync>>,
+{
     let per_shard = ListenerConfig {
         max_connections: (config.max_connections / listeners.len().max(1)).max(1),
         ..config
@@ -514,7 +534,7 @@ pub(crate) fn serve_sharded(
         .into_iter()
         .enumerate()
         .map(|(index, listener)| {
-            let router = router.clone();
+            let service = service.clone();
             let per_shard = per_shard.clone();
             let mut shutdown = shutdown.clone();
             let (one_failed, mut another_failed) = (failed.clone(), failed.subscribe());
@@ -526,7 +546,7 @@ pub(crate) fn serve_sharded(
                     // finishing as the next call starts. Threads start on demand.
                     let runtime = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
-                        .max_blocking_threads(router.lane_count() + BLOCKING_MARGIN)
+                        .max_blocking_threads(lanes + BLOCKING_MARGIN)
                         .build()?;
                     let drain_deadline = per_shard.drain_deadline;
                     let served = runtime.block_on(async move {
@@ -539,11 +559,11 @@ pub(crate) fn serve_sharded(
                         match listener {
                             ShardSocket::Tcp(listener) => {
                                 let listener = tokio::net::TcpListener::from_std(listener)?;
-                                serve(listener, router, per_shard, stop).await
+                                serve_with(listener, service, per_shard, stop).await
                             }
                             ShardSocket::Unix(listener) => {
                                 let listener = tokio::net::UnixListener::from_std(listener)?;
-                                serve(listener, router, per_shard, stop).await
+                                serve_with(listener, service, per_shard, stop).await
                             }
                         }
                     });

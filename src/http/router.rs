@@ -388,7 +388,7 @@ impl Router {
 
     /// `raw_path` relative to the base path: the rest after it, or `""` (which no route
     /// claims) when `raw_path` is not under it.
-    fn local_path<'a>(&self, raw_path: &'a str) -> &'a str {
+    pub(crate) fn local_path<'a>(&self, raw_path: &'a str) -> &'a str {
         let Some(base) = self.base.as_deref() else {
             return raw_path;
         };
@@ -412,6 +412,12 @@ impl Router {
             None => path == "/",
             Some(base) => matches!(path.strip_prefix(base), Some("" | "/")),
         }
+    }
+
+    /// Whether the operator plane (`exports.files`) is mounted.
+    #[cfg(feature = "mcp")]
+    pub(crate) fn serves_files(&self) -> bool {
+        self.mounted.files.is_some()
     }
 
     /// Whether this router answers `raw_path`, its base path considered: what

@@ -1,0 +1,600 @@
+//! The MCP endpoint (D-18.2) driven as a function: JSON-RPC over Streamable HTTP requests
+//! handed to `McpService::handle`, the answers (JSON or SSE frames) read back, and compared
+//! with what the operator plane answers over HTTP for the same files.
+
+use http_body_util::BodyExt;
+use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
+use resource_plane::mcp::{ChangeNotice, ExportChanges, McpConfig, McpService};
+use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const URL: &str = "http://127.0.0.1:41234";
+const FILES: &str = "http://127.0.0.1:41234/resources/files/";
+
+struct World {
+    fs: Arc<MemoryFilesystem>,
+    trace: Arc<RecordingTraceSink>,
+    capsule: Capsule,
+}
+
+fn world(yaml: &str) -> World {
+    let manifest = Manifest::from_yaml(yaml).unwrap().manifest;
+    let fs = Arc::new(MemoryFilesystem::new());
+    fs.add_dir("out");
+    let trace = Arc::new(RecordingTraceSink::new());
+    let capsule = Capsule::launch(
+        &manifest,
+        CapsuleConfig::new(URL).unwrap(),
+        Backends {
+            fs: fs.clone(),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            keys: None,
+            trace: trace.clone(),
+        },
+    )
+    .unwrap();
+    World { fs, trace, capsule }
+}
+
+fn files_world() -> World {
+    world("name: r\nexports: { files: { root: out/, mode: read-only, max_bytes: 64 } }")
+}
+
+/// An answer: status, headers, and the JSON-RPC messages of its body (JSON or SSE `data:`).
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    messages: Vec<Value>,
+}
+
+impl Answer {
+    fn only(&self) -> &Value {
+        assert_eq!(self.messages.len(), 1, "{:?}", self.messages);
+        &self.messages[0]
+    }
+}
+
+fn messages_of(body: &[u8]) -> Vec<Value> {
+    let text = String::from_utf8_lossy(body);
+    if let Ok(value) = serde_json::from_str::<Value>(&text) {
+        return vec![value];
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|data| !data.is_empty())
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+async fn send(mcp: &McpService, request: http::Request<String>) -> Answer {
+    let response = mcp.handle(request).await;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = tokio::time::timeout(Duration::from_secs(10), response.into_body().collect())
+        .await
+        .expect("the answer ends")
+        .unwrap()
+        .to_bytes();
+    Answer {
+        status,
+        headers,
+        messages: messages_of(&body),
+    }
+}
+
+fn post(session: Option<&str>, body: Value) -> http::Request<String> {
+    let mut request = http::Request::post("/mcp")
+        .header("host", "127.0.0.1:41234")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(session) = session {
+        request = request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    request.body(body.to_string()).unwrap()
+}
+
+/// Opens a session (initialize, then initialized) and returns its id.
+async fn open(mcp: &McpService, version: &str) -> String {
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name":"t","version":"1"}}});
+    let answer = send(mcp, post(None, init)).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.messages);
+    assert_eq!(answer.only()["result"]["protocolVersion"], version);
+    let session = answer.headers["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let done = send(
+        mcp,
+        post(
+            Some(&session),
+            json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        ),
+    )
+    .await;
+    assert_eq!(done.status, 202);
+    session
+}
+
+async fn call(mcp: &McpService, session: &str, method: &str, params: Value) -> Value {
+    let answer = send(
+        mcp,
+        post(
+            Some(session),
+            json!({"jsonrpc":"2.0","id":7,"method":method,"params":params}),
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, 200);
+    answer.only().clone()
+}
+
+#[tokio::test]
+async fn initialize_negotiates_both_required_versions_and_offers_subscribable_resources() {
+    let w = files_world();
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    for version in ["2025-06-18", "2025-11-25"] {
+        let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name":"t","version":"1"}}});
+        let answer = send(&mcp, post(None, init)).await;
+        let result = &answer.only()["result"];
+        assert_eq!(result["protocolVersion"], version);
+        assert_eq!(
+            result["capabilities"]["resources"],
+            json!({"subscribe": true, "listChanged": true})
+        );
+        assert_eq!(result["serverInfo"]["name"], "resource-plane");
+    }
+}
+
+#[tokio::test]
+async fn resources_are_the_listing_with_uri_mime_size_and_meta_and_each_list_is_traced() {
+    let w = files_world();
+    w.fs.add_file("out/report.md", "# hi\n", 1_700_000_000_500);
+    w.fs.add_file(
+        "out/dir/a b#.bin",
+        vec![0u8, 159, 146, 150],
+        1_700_000_000_600,
+    );
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    let session = open(&mcp, "2025-11-25").await;
+    let listed = call(&mcp, &session, "resources/list", json!({})).await;
+    let resources = listed["result"]["resources"].as_array().unwrap().clone();
+    // The operator plane's own listing of the same export.
+    let http = w
+        .capsule
+        .router()
+        .handle(http::Request::get("/resources/files").body(()).unwrap())
+        .await;
+    let listing: Value = serde_json::from_slice(&http.body().bytes()).unwrap();
+    let entries = listing["entries"].as_array().unwrap();
+    assert_eq!(resources.len(), entries.len());
+    for (resource, entry) in resources.iter().zip(entries) {
+        assert_eq!(resource["name"], entry["path"]);
+        assert_eq!(resource["size"], entry["size_bytes"]);
+        assert_eq!(resource["_meta"]["sha256"], entry["sha256"]);
+        assert_eq!(resource["_meta"]["mtime_ms"], entry["mtime_ms"]);
+        assert_eq!(resource["_meta"]["generation"], listing["generation"]);
+    }
+    assert_eq!(resources[0]["uri"], format!("{FILES}dir/a%20b%23.bin"));
+    assert_eq!(resources[0]["mimeType"], "application/octet-stream");
+    assert_eq!(resources[1]["uri"], format!("{FILES}report.md"));
+    assert_eq!(resources[1]["mimeType"], "text/markdown");
+    assert!(listed["result"].get("nextCursor").is_none());
+    let lists = w
+        .trace
+        .events()
+        .iter()
+        .filter(|e| e["event_type"] == "resource_list")
+        .count();
+    assert_eq!(
+        lists, 2,
+        "one line for the MCP list, one for the HTTP listing"
+    );
+}
+
+#[tokio::test]
+async fn a_cursor_survives_change_without_repeat_or_skip_and_a_forged_one_is_invalid_params() {
+    let w = files_world();
+    for i in 0..2_500 {
+        w.fs.add_file(&format!("out/f{i:05}.txt"), "x", 1_700_000_000_000);
+    }
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    let session = open(&mcp, "2025-06-18").await;
+    let mut seen: Vec<String> = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let page = call(&mcp, &session, "resources/list", params).await;
+        let resources = page["result"]["resources"].as_array().unwrap();
+        assert!(resources.len() <= 1_000);
+        seen.extend(
+            resources
+                .iter()
+                .map(|r| r["name"].as_str().unwrap().to_owned()),
+        );
+        pages += 1;
+        if pages == 1 {
+            // Between pages: files before and after the cursor come and go.
+            w.fs.remove("out/f00010.txt");
+            w.fs.remove("out/f02400.txt");
+            w.fs.add_file("out/f00000a.txt", "new", 1_700_000_000_000);
+            w.fs.add_file("out/f01500a.txt", "new", 1_700_000_000_000);
+        }
+        match page["result"]["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len(), "no path repeats");
+    for i in 0..2_500 {
+        let path = format!("f{i:05}.txt");
+        if i != 10 && i != 2_400 {
+            assert!(
+                seen.contains(&path),
+                "{path} was present throughout and listed"
+            );
+        }
+    }
+    assert!(
+        seen.contains(&"f01500a.txt".to_owned()),
+        "added after the cursor: listed"
+    );
+    assert!(
+        !seen.contains(&"f02400.txt".to_owned()),
+        "removed after the cursor: not listed"
+    );
+
+    let issued = cursor.unwrap();
+    let (_, tag) = issued.rsplit_once('.').unwrap();
+    for forged in [
+        "c1.ZjAwMDAwLnR4dA.AAAA".to_owned(),
+        format!("c1.ZjAwMDAwLnR4dA.{tag}"),
+        "garbage".to_owned(),
+    ] {
+        let refused = call(&mcp, &session, "resources/list", json!({"cursor": forged})).await;
+        assert_eq!(refused["error"]["code"], -32602, "{forged}");
+    }
+}
+
+#[tokio::test]
+async fn reads_are_text_or_blob_with_the_etags_sha256_and_one_read_line_each() {
+    let w = files_world();
+    w.fs.add_file("out/notes.txt", "héllo", 1_700_000_000_000);
+    w.fs.add_file(
+        "out/pic.png",
+        vec![0x89, b'P', b'N', b'G', 0, 0xff],
+        1_700_000_000_000,
+    );
+    w.fs.add_file("out/bad.txt", vec![0xff, 0xfe], 1_700_000_000_000);
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    let session = open(&mcp, "2025-11-25").await;
+    for (name, text, blob) in [
+        ("notes.txt", Some("héllo"), None),
+        ("pic.png", None, Some("iVBORwD/")),
+        ("bad.txt", None, Some("//4=")),
+    ] {
+        let uri = format!("{FILES}{name}");
+        let read = call(&mcp, &session, "resources/read", json!({"uri": uri})).await;
+        let content = &read["result"]["contents"][0];
+        assert_eq!(content["uri"], uri);
+        assert_eq!(content.get("text").and_then(Value::as_str), text, "{name}");
+        assert_eq!(content.get("blob").and_then(Value::as_str), blob, "{name}");
+        let http = w
+            .capsule
+            .router()
+            .handle(
+                http::Request::get(format!("/resources/files/{name}"))
+                    .body(())
+                    .unwrap(),
+            )
+            .await;
+        let etag = http.headers()["etag"].to_str().unwrap();
+        assert_eq!(
+            format!(
+                "\"sha256:{}\"",
+                content["_meta"]["sha256"].as_str().unwrap()
+            ),
+            etag
+        );
+    }
+    let reads: Vec<Value> = w
+        .trace
+        .events()
+        .into_iter()
+        .filter(|e| e["event_type"] == "resource_read")
+        .collect();
+    assert_eq!(reads.len(), 6, "one line per MCP read and per HTTP read");
+    assert_eq!(reads[0]["path"], "notes.txt");
+    assert_eq!(reads[0]["outcome"], "ok");
+    assert_eq!(reads[0]["sha256"], reads[1]["sha256"]);
+}
+
+/// Every hostile target the operator plane refuses is refused by `resources/read` with the
+/// same code, and leaves the same trace line (but its ids and time).
+#[tokio::test]
+async fn hostile_reads_get_the_operator_planes_codes_and_trace_lines() {
+    let w = files_world();
+    w.fs.add_file("out/ok.txt", "fine", 1_700_000_000_000);
+    w.fs.add_file("out/big.txt", vec![b'x'; 65], 1_700_000_000_000);
+    w.fs.add_file("secret.txt", "SENTINEL", 1_700_000_000_000);
+    w.fs.add_dir("out/dir");
+    w.fs.add_fifo("out/fifo");
+    w.fs.add_symlink("out/up", "../secret.txt");
+    w.fs.add_symlink("out/abs", "/etc/passwd");
+    w.fs.add_symlink("out/dangling", "nowhere");
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    let session = open(&mcp, "2025-11-25").await;
+    let table = [
+        ("../secret.txt", "outside_root", -32602),
+        ("%2e%2e/secret.txt", "outside_root", -32602),
+        ("ok.txt%2F..%2F..%2Fsecret.txt", "outside_root", -32602),
+        ("./ok.txt", "outside_root", -32602),
+        ("a//b", "outside_root", -32602),
+        ("%zz", "outside_root", -32602),
+        ("ok%00.txt", "outside_root", -32602),
+        ("%ff", "outside_root", -32602),
+        ("", "outside_root", -32602),
+        ("up", "outside_root", -32602),
+        ("abs", "outside_root", -32602),
+        ("dangling", "not_found", -32002),
+        ("missing.txt", "not_found", -32002),
+        ("dir", "not_a_regular_file", -32602),
+        ("fifo", "not_a_regular_file", -32602),
+        ("big.txt", "too_large", -32602),
+    ];
+    for (raw, code, rpc) in table {
+        let before = w.trace.events().len();
+        let refused = call(
+            &mcp,
+            &session,
+            "resources/read",
+            json!({"uri": format!("{FILES}{raw}")}),
+        )
+        .await;
+        assert_eq!(refused["error"]["code"], rpc, "{raw}");
+        assert_eq!(refused["error"]["data"]["error"], code, "{raw}");
+        let http = w
+            .capsule
+            .router()
+            .handle(
+                http::Request::get(format!("/resources/files/{raw}"))
+                    .body(())
+                    .unwrap(),
+            )
+            .await;
+        let body: Value = serde_json::from_slice(&http.body().bytes()).unwrap();
+        assert_eq!(body["error"], code, "{raw} over HTTP");
+        let events = w.trace.events();
+        assert_eq!(events.len(), before + 2, "{raw}: one line each");
+        let strip = |mut e: Value| {
+            for key in ["event_id", "timestamp"] {
+                e.as_object_mut().unwrap().remove(key);
+            }
+            e
+        };
+        assert_eq!(
+            strip(events[before].clone()),
+            strip(events[before + 1].clone()),
+            "{raw}"
+        );
+    }
+    // Not under this capsule's URL at all: not one of its resources, nothing read.
+    let before = w.trace.events().len();
+    let foreign = call(
+        &mcp,
+        &session,
+        "resources/read",
+        json!({"uri": "file:///etc/passwd"}),
+    )
+    .await;
+    assert_eq!(foreign["error"]["code"], -32002);
+    assert_eq!(w.trace.events().len(), before);
+}
+
+#[tokio::test]
+async fn the_template_names_every_file_under_the_export_url() {
+    let w = files_world();
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    let session = open(&mcp, "2025-11-25").await;
+    let templates = call(&mcp, &session, "resources/templates/list", json!({})).await;
+    assert_eq!(
+        templates["result"]["resourceTemplates"][0]["uriTemplate"],
+        format!("{FILES}{{+path}}")
+    );
+}
+
+#[tokio::test]
+async fn a_foreign_origin_an_oversized_body_and_an_unknown_session_are_refused() {
+    let w = files_world();
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name":"t","version":"1"}}});
+    for origin in [
+        "http://evil.example",
+        "http://127.0.0.1:41235",
+        "https://127.0.0.1:41234",
+    ] {
+        let mut request = post(None, init.clone());
+        request
+            .headers_mut()
+            .insert("origin", origin.parse().unwrap());
+        assert_eq!(send(&mcp, request).await.status, 403, "{origin}");
+    }
+    for own in ["http://127.0.0.1:41234"] {
+        let mut request = post(None, init.clone());
+        request.headers_mut().insert("origin", own.parse().unwrap());
+        assert_eq!(send(&mcp, request).await.status, 200, "{own}");
+    }
+    let allowed = McpService::new(
+        &w.capsule,
+        McpConfig::default().with_allowed_origins(["https://ide.example"]),
+    );
+    let mut request = post(None, init.clone());
+    request
+        .headers_mut()
+        .insert("origin", "https://ide.example".parse().unwrap());
+    assert_eq!(send(&allowed, request).await.status, 200);
+
+    let mut huge = post(None, init.clone());
+    *huge.body_mut() = format!("{}{}", " ".repeat(256 * 1024), init);
+    assert_eq!(send(&mcp, huge).await.status, 413);
+    let mut fits = post(None, init.clone());
+    *fits.body_mut() = format!("{}{}", " ".repeat(200 * 1024), init);
+    assert_eq!(send(&mcp, fits).await.status, 200);
+
+    let unknown = post(
+        Some("not-a-session"),
+        json!({"jsonrpc":"2.0","id":1,"method":"resources/list"}),
+    );
+    assert_eq!(send(&mcp, unknown).await.status, 404);
+}
+
+#[tokio::test]
+async fn sessions_are_capped_at_256_delete_ends_one_and_an_idle_one_expires() {
+    let w = files_world();
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    let mut sessions = Vec::new();
+    for _ in 0..256 {
+        sessions.push(open(&mcp, "2025-11-25").await);
+    }
+    assert_eq!(mcp.session_count().await, 256);
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name":"t","version":"1"}}});
+    let refused = send(&mcp, post(None, init.clone())).await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(
+        refused.only()["error"]["data"]["error"],
+        "too_many_sessions"
+    );
+    // Sessions already open still work.
+    let listed = call(&mcp, &sessions[0], "resources/list", json!({})).await;
+    assert!(listed["result"]["resources"].is_array());
+
+    let delete = http::Request::delete("/mcp")
+        .header("host", "127.0.0.1:41234")
+        .header("mcp-session-id", &sessions[1])
+        .body(String::new())
+        .unwrap();
+    assert_eq!(send(&mcp, delete).await.status, 200);
+    let gone = post(
+        Some(&sessions[1]),
+        json!({"jsonrpc":"2.0","id":1,"method":"resources/list"}),
+    );
+    assert_eq!(send(&mcp, gone).await.status, 404);
+    assert_eq!(send(&mcp, post(None, init)).await.status, 200);
+
+    let short = McpService::new(
+        &w.capsule,
+        McpConfig::default().with_session_idle(Duration::from_millis(200)),
+    );
+    let idle = open(&short, "2025-11-25").await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let expired = post(
+        Some(&idle),
+        json!({"jsonrpc":"2.0","id":1,"method":"resources/list"}),
+    );
+    assert_eq!(send(&short, expired).await.status, 404);
+    assert_eq!(short.session_count().await, 0);
+}
+
+#[tokio::test]
+async fn without_exports_files_mcp_is_404_no_resource_plane() {
+    let w = world("name: r\nexports: { peer_files: { root: out/ } }");
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    let answer = send(&mcp, post(None, json!({}))).await;
+    assert_eq!(answer.status, 404);
+    assert_eq!(answer.only()["error"], "no_resource_plane");
+}
+
+/// A change source a test drives: every subscriber's sender is kept.
+#[derive(Debug, Default)]
+struct Scripted(Mutex<Vec<tokio::sync::mpsc::Sender<ChangeNotice>>>);
+
+impl ExportChanges for Scripted {
+    fn subscribe(&self) -> Option<tokio::sync::mpsc::Receiver<ChangeNotice>> {
+        let (sender, receiver) = tokio::sync::mpsc::channel(16);
+        self.0.lock().unwrap().push(sender);
+        Some(receiver)
+    }
+}
+
+#[tokio::test]
+async fn a_subscribed_file_that_changes_is_notified_and_an_added_path_changes_the_list() {
+    let w = files_world();
+    w.fs.add_file("out/watched.txt", "v1", 1_700_000_000_000);
+    let changes = Arc::new(Scripted::default());
+    let mcp = McpService::new(
+        &w.capsule,
+        McpConfig::default().with_changes(changes.clone()),
+    );
+    let session = open(&mcp, "2025-11-25").await;
+    let uri = format!("{FILES}watched.txt");
+    let subscribed = call(&mcp, &session, "resources/subscribe", json!({"uri": uri})).await;
+    assert_eq!(subscribed["result"], json!({}));
+    // The session's own stream, where notifications go.
+    let get = http::Request::get("/mcp")
+        .header("host", "127.0.0.1:41234")
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(String::new())
+        .unwrap();
+    let response = mcp.handle(get).await;
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let senders = changes.0.lock().unwrap().clone();
+    assert_eq!(senders.len(), 1, "one feed for the session");
+    senders[0]
+        .send(ChangeNotice::new(
+            vec!["other.txt".into(), "watched.txt".into()],
+            true,
+        ))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while seen.len() < 2 {
+        let frame = tokio::time::timeout_at(deadline, body.frame())
+            .await
+            .expect("notifications within 5 s")
+            .unwrap()
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            seen.extend(messages_of(&data));
+        }
+    }
+    let methods: Vec<&str> = seen.iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/resources/list_changed",
+            "notifications/resources/updated"
+        ]
+    );
+    assert_eq!(seen[1]["params"]["uri"], uri, "only the subscribed file");
+
+    let unsubscribed = call(&mcp, &session, "resources/unsubscribe", json!({"uri": uri})).await;
+    assert_eq!(unsubscribed["result"], json!({}));
+    let foreign = call(
+        &mcp,
+        &session,
+        "resources/subscribe",
+        json!({"uri": "http://elsewhere/resources/files/x"}),
+    )
+    .await;
+    assert_eq!(foreign["error"]["code"], -32002);
+}
