@@ -5,7 +5,7 @@
 //! keyed card binds `<audience>#ed25519:<key>` instead of the plain audience (D-14.2).
 
 use crate::card::{AgentSkill, DEFAULT_INPUT_MODES, DEFAULT_OUTPUT_MODES, PROTOCOL_VERSION};
-use crate::policy::Address;
+use crate::policy::url_address;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
@@ -20,37 +20,6 @@ pub const PEER_PROOF_ALG: &str = "Ed25519";
 pub const KEY_TAG: &str = "#ed25519:";
 /// The length of a 32-byte key in unpadded base64url.
 pub const KEY_TEXT_LEN: usize = 43;
-
-/// The host part of an `http(s)` URL as an [`Address`]; the URL may carry a path.
-pub fn url_address(url: &str) -> Option<Address> {
-    let url = url.trim();
-    let scheme_len = ["http://", "https://"]
-        .iter()
-        .find(|p| {
-            url.get(..p.len())
-                .is_some_and(|h| h.eq_ignore_ascii_case(p))
-        })?
-        .len();
-    let rest = &url[scheme_len..];
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    Address::parse(&format!("{}{}", &url[..scheme_len], &rest[..end])).ok()
-}
-
-/// The path of an `http(s)` URL as a request names it: what follows the host and port, up to a
-/// query or fragment; `/` when the URL has none (`http://h:1`). The whole text for a string
-/// that is not an `http(s)` URL.
-pub fn url_path(url: &str) -> &str {
-    let url = url.trim();
-    let rest = ["http://", "https://"]
-        .iter()
-        .find(|p| {
-            url.get(..p.len())
-                .is_some_and(|h| h.eq_ignore_ascii_case(p))
-        })
-        .map_or(url, |p| &url[p.len()..]);
-    let rest = rest.split(['?', '#']).next().unwrap_or("");
-    rest.find('/').map_or("/", |start| &rest[start..])
-}
 
 /// Whether `name` can head an audience: not empty once trimmed, and no control character
 /// (an audience travels as an HTTP header value, which cannot carry one).
@@ -229,6 +198,7 @@ pub fn looks_keyed(audience: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::url_path;
 
     #[test]
     fn names_with_control_characters_make_no_audience() {

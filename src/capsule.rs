@@ -557,7 +557,7 @@ impl<'m> CapsuleBuilder<'m> {
             containment: settings.containment,
             agent_card: serde_json::to_vec(&card).unwrap_or_default(),
             lanes: crate::blocking::Lanes::for_cores(settings.cores),
-            rpc_path: audience::url_path(&url).to_owned(),
+            rpc_path: crate::policy::url_path(&url).to_owned(),
             watch,
         });
         Ok(Capsule {

@@ -55,8 +55,8 @@
 //!
 //! Every public function documents the refusal codes it can produce and the rule it
 //! implements. Rules are cited as `D-x.y`: they are numbered in `docs/spec/decisions.md`, which
-//! ships with the crate beside the specification it settles (`docs/spec/resource-plane.md`) and
-//! the binary's command-line contract (`docs/spec/contract.md`).
+//! ships with the crate beside the protocol it settles, described in the project's own words
+//! (`docs/protocol.md`), and the binary's command-line contract (`docs/spec/contract.md`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs, unreachable_pub)]

@@ -253,8 +253,8 @@ impl PeerUrl {
                 base_path: String::new(),
             });
         }
-        let address = crate::audience::url_address(text).ok_or(ACCEPTED)?;
-        let path = crate::audience::url_path(text);
+        let address = url_address(text).ok_or(ACCEPTED)?;
+        let path = url_path(text);
         let base_path = path.strip_suffix('/').unwrap_or(path);
         if !base_path.is_empty() && !is_clean_path(base_path) {
             return Err(PATH);
@@ -428,6 +428,37 @@ impl AllowList {
     pub fn admits(&self, target: &Address) -> bool {
         self.0.iter().any(|r| r.matches(target))
     }
+}
+
+/// The host part of an `http(s)` URL as an [`Address`]; the URL may carry a path.
+pub fn url_address(url: &str) -> Option<Address> {
+    let url = url.trim();
+    let scheme_len = ["http://", "https://"]
+        .iter()
+        .find(|p| {
+            url.get(..p.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(p))
+        })?
+        .len();
+    let rest = &url[scheme_len..];
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    Address::parse(&format!("{}{}", &url[..scheme_len], &rest[..end])).ok()
+}
+
+/// The path of an `http(s)` URL as a request names it: what follows the host and port, up to a
+/// query or fragment; `/` when the URL has none (`http://h:1`). The whole text for a string
+/// that is not an `http(s)` URL.
+pub fn url_path(url: &str) -> &str {
+    let url = url.trim();
+    let rest = ["http://", "https://"]
+        .iter()
+        .find(|p| {
+            url.get(..p.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(p))
+        })
+        .map_or(url, |p| &url[p.len()..]);
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    rest.find('/').map_or("/", |start| &rest[start..])
 }
 
 #[cfg(test)]

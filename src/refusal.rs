@@ -8,7 +8,7 @@
 use std::fmt;
 
 /// A refusal code from the specification's error tables, the tools' vocabulary, or the
-/// console's (`docs/spec/resource-plane.md` and `docs/spec/contract.md`). Each code has one
+/// console's (`docs/protocol.md` and `docs/spec/contract.md`). Each code has one
 /// wire string, one HTTP status and one fixed public message; a refused request is answered
 /// `{"error": <wire string>, "message": <message>}` with that status.
 ///

@@ -28,8 +28,17 @@ impl Capsule {
         let manifest_path = dir.join(format!("{label}.yaml"));
         std::fs::write(&manifest_path, manifest).unwrap();
         let trace = dir.join(format!("{label}.jsonl"));
+        // Both spellings the contract allows: `--console=mcp` for the capsule labelled `a`,
+        // `--console mcp` for any other.
+        let console: &[&str] = if label == "a" {
+            &["--console=mcp"]
+        } else {
+            &["--console", "mcp"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_resource-plane"))
-            .args(["serve", "--console=mcp", "--workdir"])
+            .arg("serve")
+            .args(console)
+            .arg("--workdir")
             .arg(&workdir)
             .arg("--manifest")
             .arg(&manifest_path)

@@ -60,7 +60,8 @@ pub(crate) struct ServeArgs {
     peer_ca: Vec<PathBuf>,
     /// Read tool calls from stdin: `json` (the default), one JSON object per line (README §
     /// Operating); `mcp`, an MCP server on stdin/stdout, the ready line on stderr (README § MCP).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "json", value_enum)]
+    /// Written `--console`, `--console=mcp` or `--console mcp`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "json", value_enum)]
     console: Option<ConsoleMode>,
     /// Refuse unknown manifest keys (E-MAN-003) instead of warning about them.
     #[arg(long)]

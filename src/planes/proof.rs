@@ -54,7 +54,7 @@ impl Origin {
     /// The origin of `url`, an `http` or `https` URL with a host; `None` for anything else
     /// (another scheme, no host, userinfo, a port out of range).
     pub fn of_url(url: &str) -> Option<Self> {
-        crate::audience::url_address(url).map(|address| Self::of_address(&address))
+        crate::policy::url_address(url).map(|address| Self::of_address(&address))
     }
 
     /// The origin a connection to `address` reaches: its scheme (`http` when none is written)

@@ -1,6 +1,6 @@
 //! `fetch-peer-file` (D-10): token shape → `peer_fetch.allow` (before any connection) → redeem
 //! over HTTP(S) asserting our own audience → etag check → land under `peer-in/` by temp file,
-//! fsync and rename. The bytes arrive as a file and never as text.
+//! fsync and rename. What was fetched reaches the agent as a landed file, never inline.
 //!
 //! A fetcher with an identity key (D-14.1) sends beside its audience one `x-murmur-proof`
 //! signed for this handle, now, with a fresh nonce, naming the origin the redeem is sent to

@@ -275,8 +275,8 @@ pub trait RootDir: Send + Sync + Debug {
 
     /// The path beneath this root of the regular file `target` resolves to, with the same
     /// checks as [`open_file`](Self::open_file): each symlink followed replaced by where it
-    /// led. A handle's `p` is canonicalised at mint time (the specification's § The handle,
-    /// `docs/spec/resource-plane.md`), so it names the file itself, and moving a symlink
+    /// led. A handle's `p` is canonicalised at mint time (`docs/protocol.md`, handles), so it
+    /// names the file itself, and moving a symlink
     /// afterwards cannot point the handle elsewhere. The default is `target` itself, right
     /// for a root that reaches no file through a symlink; a root that follows symlinks
     /// overrides it.
