@@ -104,8 +104,14 @@ fn percent_encoded_tokens_never_reach_the_trace() {
         Some(0)
     );
     let trace = std::fs::read_to_string(world.trace()).expect("the trace");
-    // Two fetches (each redeemed by this same capsule: two lines each) and two reads.
-    assert_eq!(trace.lines().count(), 6, "{trace}");
+    // Two fetches and two reads. Each fetch addresses the peer under its URL's path (D-20.2),
+    // which this capsule does not serve: its 404 leaves no redeem line.
+    assert_eq!(trace.lines().count(), 4, "{trace}");
+    assert_eq!(
+        trace.matches("\"event_type\":\"peer_file_fetch\"").count(),
+        2,
+        "{trace}"
+    );
     assert!(
         !trace.contains(payload) && !trace.contains(mac),
         "a token's payload or MAC reached the trace:\n{trace}"
