@@ -1,0 +1,72 @@
+"""Tables from mcpbench.py's JSON lines: report.py ESCAPES.jsonl PERF.jsonl.
+
+Exits non-zero when resource-plane served any escape attempt (or refused the control read)."""
+
+import json
+import sys
+
+escapes = [json.loads(line) for line in open(sys.argv[1])]
+perf = [json.loads(line) for line in open(sys.argv[2])]
+
+print("\n## Path escapes (outside file read through each server)\n")
+print("| server | class | attempt | outcome | detail |")
+print("| --- | --- | --- | --- | --- |")
+bad = False
+for e in escapes:
+    detail = e["detail"].replace("|", "/").replace("\n", " ")
+    print(f"| {e['server']} | {e['class']} | {e['how']} | **{e['outcome']}** | {detail} |")
+    if e["server"].startswith("resource-plane"):
+        want = "served" if e["class"] == "control" else "refused"
+        bad |= e["outcome"] != want
+
+cases = {p["case"]: p for p in perf if "case" in p}
+versions = next(p["versions"] for p in perf if "versions" in p)
+# Each group's baseline: resource-plane's plain HTTP answer for the same thing.
+baseline = {
+    "list": "list/rp http GET /resources/files",
+    "1m": "1m/rp http GET 1m.bin",
+    "4k": None,  # per file type, below
+}
+def base_of(name):
+    group = name.split("/", 1)[0]
+    if group == "4k":
+        return "4k/rp http GET 4k.txt" if name.endswith("txt") or "txt " in name else "4k/rp http GET 4k.bin"
+    return baseline[group]
+
+print("\n## Timings (per operation, medians over rounds; ratios against the named baseline)\n")
+print("| case | server CPU ms | wall ms | CPU ratio | wall ratio | baseline |")
+print("| --- | ---: | ---: | ---: | ---: | --- |")
+for name, p in cases.items():
+    b = cases[base_of(name)]
+    print(f"| {name} | {p['cpu_ms']:.3f} | {p['wall_ms']:.3f} | "
+          f"{p['cpu_ms'] / b['cpu_ms']:.2f}x | {p['wall_ms'] / b['wall_ms']:.2f}x | {b['case']} |")
+
+print("\n## Targets of issue 23 (server CPU; MCP over HTTP of the same resource-plane)\n")
+print("| target | ratio | limit | met |")
+print("| --- | ---: | ---: | --- |")
+for label, num, den in [
+    ("4 KiB resources/read (blob) / HTTP GET", "4k/rp mcp resources/read 4k.bin (blob)", "4k/rp http GET 4k.bin"),
+    ("4 KiB resources/read (text) / HTTP GET", "4k/rp mcp resources/read 4k.txt (text)", "4k/rp http GET 4k.txt"),
+    ("all pages of resources/list (10,000) / one HTTP listing", "list/rp mcp resources/list (all pages)", "list/rp http GET /resources/files"),
+]:
+    r = cases[num]["cpu_ms"] / cases[den]["cpu_ms"]
+    print(f"| {label} | {r:.2f}x | 1.5x | {'yes' if r <= 1.5 else '**no**'} |")
+
+print("\n## Against the reference server (CPU ratio reference / resource-plane, same operation)\n")
+print("| operation | reference | resource-plane | CPU ratio | wall ratio |")
+print("| --- | --- | --- | ---: | ---: |")
+for label, ref, rp in [
+    ("list 10,000 files", "list/ref directory_tree", "list/rp mcp resources/list (all pages)"),
+    ("list 10,000 files", "list/ref directory_tree", "list/rp http GET /resources/files"),
+    ("read 1 MiB binary", "1m/ref read_media_file 1m.bin", "1m/rp mcp resources/read 1m.bin (blob)"),
+    ("read 1 MiB binary", "1m/ref read_media_file 1m.bin", "1m/rp http GET 1m.bin"),
+    ("read 1 MiB text", "1m/ref read_text_file 1m.txt", "1m/rp mcp resources/read 1m.txt (text)"),
+    ("read 4 KiB text", "4k/ref read_text_file 4k.txt", "4k/rp mcp resources/read 4k.txt (text)"),
+]:
+    a, b = cases[ref], cases[rp]
+    print(f"| {label} | {ref.split('/', 1)[1]} | {rp.split('/', 1)[1]} | "
+          f"{a['cpu_ms'] / b['cpu_ms']:.2f}x | {a['wall_ms'] / b['wall_ms']:.2f}x |")
+print(f"\nservers: {json.dumps(versions)}")
+if bad:
+    print("\nFAILED: resource-plane served an escape attempt or refused the control read")
+    sys.exit(1)
