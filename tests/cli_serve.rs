@@ -22,7 +22,9 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, UNIX_EPOCH};
-use support::http::{Reply, ask, connect, exchange, get, parse_reply, read_to_eof, send};
+use support::http::{
+    Reply, ask, ask_small_window, connect, exchange, get, parse_reply, read_to_eof, send,
+};
 use support::process::{Exited, Served, Stderr, Workdir, read_trace};
 use support::{is_lower_hex, sha256_hex};
 
@@ -1275,8 +1277,8 @@ fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
     );
     let port = server.port();
     let mut stalled = [
-        ask(port, "/resources/files/big1"),
-        ask(port, "/resources/files/big2"),
+        ask_small_window(port, "/resources/files/big1"),
+        ask_small_window(port, "/resources/files/big2"),
     ];
     std::thread::sleep(Duration::from_millis(300));
     let started = Instant::now();

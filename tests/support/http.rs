@@ -200,6 +200,19 @@ pub fn connect(to: impl Into<Target>) -> TcpStream {
     TcpStream::connect(to.into().0).expect("connect to the server")
 }
 
+/// [`ask`] from a client whose receive buffer is held small (64 KiB, no autotuning): one that
+/// stops reading then holds far less of the answer in its kernel than a large body, whatever
+/// the machine's socket defaults, so the server sees it stall.
+pub fn ask_small_window(to: impl Into<Target>, path: &str) -> TcpStream {
+    let stream = connect(to);
+    rustix::net::sockopt::set_socket_recv_buffer_size(&stream, 64 << 10).expect("SO_RCVBUF");
+    let mut stream = stream;
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .expect("send a request");
+    stream
+}
+
 /// Connects and sends `GET path` (`Host: x`), leaving the answer unread: the caller decides
 /// how, or whether, to read it (a client that stops reading is the point of some tests).
 pub fn ask(to: impl Into<Target>, path: &str) -> TcpStream {
