@@ -110,6 +110,7 @@ fn a_listing_whose_client_left_stops_hashing_inside_the_file() {
     std::thread::sleep(Duration::from_secs(2));
     let after = usage(pid);
     let spent = after.cpu_ticks - before.cpu_ticks;
+    eprintln!("measured: {spent} ticks of CPU in the 2 s after the clients left");
     assert!(
         spent <= 20,
         "{spent} ticks of CPU in 2 s after every client left (hashing went on)"
@@ -192,6 +193,10 @@ fn reads_whose_clients_left_while_waiting_never_start_and_hold_no_thread() {
         assert_eq!(line["path"], "big.bin", "{line}");
     }
     let read = end.rchar - start.rchar;
+    eprintln!(
+        "measured: {most_threads} threads at most, {} KiB read after the queue formed",
+        read >> 10
+    );
     assert!(
         read < 64 << 20,
         "{} MiB read after the queue formed: reads of clients that left ran",
@@ -245,6 +250,7 @@ fn a_large_read_whose_client_left_stops_within_a_step() {
     let before = usage(pid);
     std::thread::sleep(Duration::from_secs(2));
     let spent = usage(pid).cpu_ticks - before.cpu_ticks;
+    eprintln!("measured: {spent} ticks of CPU in the 2 s after the clients left");
     assert!(
         spent <= 20,
         "{spent} ticks of CPU in 2 s after every client left (reads went on)"
@@ -285,6 +291,7 @@ fn queued_listings_hold_no_thread_each() {
         std::thread::sleep(Duration::from_millis(100));
         most_threads = most_threads.max(usage(pid).threads);
     }
+    eprintln!("measured: {most_threads} threads at most with 150 listings queued");
     assert!(
         most_threads <= thread_bound(),
         "{most_threads} threads with 150 listings queued (bound {})",

@@ -637,10 +637,12 @@ async fn peer_refusals_are_typed_and_keep_their_wire_strings() {
         .share(ShareFileInput::new("report.md", &fetcher.url))
         .await
         .unwrap();
-    // One byte of the MAC changed: the minter answers 403 handle_not_valid.
-    let mut forged = shared.handle.clone();
-    let last = forged.pop().unwrap();
-    forged.push(if last == 'A' { 'B' } else { 'A' });
+    // One character inside the MAC changed (not its last, whose spare bits must stay zero for
+    // the token to be well formed): the minter answers 403 handle_not_valid.
+    let mut chars: Vec<char> = shared.handle.chars().collect();
+    let at = chars.len() - 10;
+    chars[at] = if chars[at] == 'A' { 'B' } else { 'A' };
+    let forged: String = chars.into_iter().collect();
     let error = fetch_tool(&fetcher)
         .fetch(FetchPeerFileInput::new(&minter.url, &forged))
         .await
