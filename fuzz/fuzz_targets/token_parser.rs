@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         ByteBudget::new(1 << 20),
         Origin::of_url("http://127.0.0.1:41234").unwrap(),
     );
-    let redeem = plane.redeem(RedeemRequest::new(token, &[b"reader@127.0.0.1:1"]));
+    let redeem = plane.redeem_blocking(RedeemRequest::new(token, &[b"reader@127.0.0.1:1"]));
     let code = redeem.result.err().map(|r| r.code);
     assert!(
         matches!(code, Some(Code::MalformedHandle | Code::HandleNotValid)),
