@@ -344,6 +344,8 @@ impl RedeemOutcome {
 ///     }
 /// }
 ///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
 /// # use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem};
 /// # use resource_plane::planes::ByteBudget;
 /// # use resource_plane::scope::{Containment, RootPath};
@@ -359,8 +361,6 @@ impl RedeemOutcome {
 /// #     ByteBudget::new(1 << 20),
 /// #     resource_plane::planes::Origin::of_url("http://127.0.0.1:41234").unwrap(),
 /// # );
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
 /// let plane = Counted { inner, redeems: AtomicUsize::new(0) };
 /// let path = plane.resolve_for_mint("report.md").unwrap();
 /// let minted = plane.mint(&path, "reader@127.0.0.1:9000", 60).unwrap();

@@ -153,7 +153,7 @@ impl PeerPlane for HmacPeerPlane {
 
     /// Awaited directly (a runtime's decorator around the crate's plane, mounted as its own),
     /// the redeem runs whole on tokio's blocking pool when the caller is in a tokio runtime,
-    /// else on the caller's thread ([`blocking::off_worker`]). The router never awaits it: it
+    /// else on the caller's thread. The router never awaits it: it
     /// calls the crate's plane inline or on the blocking pool itself.
     async fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
         let plane = self.clone();

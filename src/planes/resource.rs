@@ -135,7 +135,7 @@ impl OperatorPlane {
 
 /// Awaited directly (a runtime's decorator around the crate's plane, mounted as its own), each
 /// call runs whole on tokio's blocking pool when the caller is in a tokio runtime, else on the
-/// caller's thread ([`blocking::off_worker`]): the file work blocks. The router never awaits
+/// caller's thread: the file work blocks. The router never awaits
 /// these: it calls the crate's plane inline or on the blocking pool itself.
 #[async_trait::async_trait]
 impl ResourcePlane for OperatorPlane {
@@ -147,7 +147,7 @@ impl ResourcePlane for OperatorPlane {
         let (plane, cancel) = (self.clone(), cancel.clone());
         blocking::off_worker(move || plane.list_blocking(&cancel))
             .await
-            .unwrap_or_else(|refusal| Err(refusal))
+            .unwrap_or_else(Err)
     }
 
     async fn read(
@@ -158,7 +158,7 @@ impl ResourcePlane for OperatorPlane {
         let (plane, path, condition) = (self.clone(), path.clone(), if_none_match.clone());
         blocking::off_worker(move || plane.read_blocking(&path, &condition))
             .await
-            .unwrap_or_else(|refusal| Err(refusal))
+            .unwrap_or_else(Err)
     }
 }
 
