@@ -23,7 +23,7 @@ use resource_plane::page_aligned;
 use resource_plane::path::decode_request_path;
 use resource_plane::planes::{
     ExportScope, HmacPeerPlane, IfNoneMatch, OperatorPlane, Origin, PeerPlane, ReadOutcome,
-    RedeemRequest, ResourcePlane, ServedFile, proof,
+    RedeemRequest, ServedFile, proof,
 };
 use resource_plane::scope::{Containment, RootPath};
 use sha2::{Digest, Sha256};
@@ -84,22 +84,23 @@ fn floor_read(path: &Path) -> String {
 /// read with no condition; the file's sha256.
 fn read_sha(plane: &OperatorPlane, raw: &str) -> String {
     let path = decode_request_path(raw).unwrap();
-    match plane.read(&path, &IfNoneMatch::absent()).unwrap() {
+    match plane.read_blocking(&path, &IfNoneMatch::absent()).unwrap() {
         ReadOutcome::File(file) => file.sha256,
         ReadOutcome::NotModified { .. } => unreachable!("no condition, so no 304"),
+        other => unreachable!("a file whole: {other:?}"),
     }
 }
 
 /// A plain redeem of `token` by the bench's reader; the file served.
 fn redeem_plain(peer: &HmacPeerPlane, token: &str) -> ServedFile {
-    peer.redeem(RedeemRequest::new(token, &[b"reader@127.0.0.1:1"]))
+    peer.redeem_blocking(RedeemRequest::new(token, &[b"reader@127.0.0.1:1"]))
         .result
         .unwrap()
 }
 
 /// A redeem of `token` with the proof `header`; the file served.
 fn redeem_proved(peer: &HmacPeerPlane, token: &str, header: &str) -> ServedFile {
-    peer.redeem(
+    peer.redeem_blocking(
         RedeemRequest::new(token, &[b"reader@127.0.0.1:1"]).with_proof(&[header.as_bytes()]),
     )
     .result
@@ -393,7 +394,7 @@ fn listing(c: &mut Criterion) {
         // Let the racy-git window pass so the warm plane may cache.
         std::thread::sleep(Duration::from_millis(2100));
         let warm = operator(dir.path(), "out");
-        warm.list(&resource_plane::planes::Cancel::default())
+        warm.list_blocking(&resource_plane::planes::Cancel::default())
             .unwrap();
         let mut group = c.benchmark_group(format!("list/{files}"));
         group.sample_size(20);
@@ -401,14 +402,14 @@ fn listing(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("plane", "cold"), |b| {
             b.iter(|| {
                 operator(dir.path(), "out")
-                    .list(&resource_plane::planes::Cancel::default())
+                    .list_blocking(&resource_plane::planes::Cancel::default())
                     .unwrap()
                     .len()
             })
         });
         group.bench_function(BenchmarkId::new("plane", "warm"), |b| {
             b.iter(|| {
-                warm.list(&resource_plane::planes::Cancel::default())
+                warm.list_blocking(&resource_plane::planes::Cancel::default())
                     .unwrap()
                     .len()
             })
@@ -443,7 +444,7 @@ fn conditional(c: &mut Criterion) {
         ByteBudget::new(1 << 30),
     );
     plane
-        .list(&resource_plane::planes::Cancel::default())
+        .list_blocking(&resource_plane::planes::Cancel::default())
         .unwrap();
     let mut group = c.benchmark_group("not_modified");
     for name in ["4k.bin", "1g.bin"] {
@@ -451,11 +452,12 @@ fn conditional(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter(|| {
                 match plane
-                    .read(&decode_request_path(name).unwrap(), &any)
+                    .read_blocking(&decode_request_path(name).unwrap(), &any)
                     .unwrap()
                 {
                     ReadOutcome::NotModified { sha256, .. } => sha256,
                     ReadOutcome::File(_) => panic!("a cached file is a 304"),
+                    other => panic!("a cached file is a 304: {other:?}"),
                 }
             })
         });

@@ -19,7 +19,7 @@
 use resource_plane::backends::{OsFilesystem, SystemClock};
 use resource_plane::budget::ByteBudget;
 use resource_plane::path::decode_request_path;
-use resource_plane::planes::{ExportScope, IfNoneMatch, OperatorPlane, ReadOutcome, ResourcePlane};
+use resource_plane::planes::{ExportScope, IfNoneMatch, OperatorPlane, ReadOutcome};
 use resource_plane::scope::{Containment, RootPath};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
@@ -485,7 +485,7 @@ fn main() {
     //    hashing the same files with their names known in advance, opened plainly or as D-2.6
     //    requires (an `O_PATH` probe, `fstat`, a reopen through `/proc/self/fd`).
     plane(dir.path())
-        .list(&resource_plane::planes::Cancel::default())
+        .list_blocking(&resource_plane::planes::Cancel::default())
         .unwrap(); // warm the page cache
     let names = file_names(&dir.path().join("out"));
     let memory = [vec![0x5a_u8; 64 << 20], vec![0xa5_u8; 64 << 20]];
@@ -494,7 +494,7 @@ fn main() {
         runs[0].push(
             time(|| {
                 plane(dir.path())
-                    .list(&resource_plane::planes::Cancel::default())
+                    .list_blocking(&resource_plane::planes::Cancel::default())
                     .unwrap()
                     .len()
             })
@@ -522,7 +522,7 @@ fn main() {
     //    floor, each measured in turn.
     let warm_plane = plane(dir.path());
     warm_plane
-        .list(&resource_plane::planes::Cancel::default())
+        .list_blocking(&resource_plane::planes::Cancel::default())
         .unwrap();
     let has_git = git_repo(dir.path()).is_some();
     let mut runs = [const { Vec::new() }; 3];
@@ -530,7 +530,7 @@ fn main() {
         runs[0].push(
             time(|| {
                 warm_plane
-                    .list(&resource_plane::planes::Cancel::default())
+                    .list_blocking(&resource_plane::planes::Cancel::default())
                     .unwrap()
                     .len()
             })
@@ -568,9 +568,10 @@ fn main() {
                     time(|| {
                         let raw = format!("d{:02}/f{:05}.bin", (i % n) % 100, i % n);
                         let path = decode_request_path(&raw).unwrap();
-                        match p.read(&path, &IfNoneMatch::absent()).unwrap() {
+                        match p.read_blocking(&path, &IfNoneMatch::absent()).unwrap() {
                             ReadOutcome::File(file) => file.bytes.len(),
                             ReadOutcome::NotModified { .. } => unreachable!("no condition"),
+                            other => unreachable!("a file whole: {other:?}"),
                         }
                     })
                     .0
@@ -583,13 +584,13 @@ fn main() {
         ));
         std::thread::sleep(Duration::from_millis(2100));
         let warm = plane(d.path());
-        warm.list(&resource_plane::planes::Cancel::default())
+        warm.list_blocking(&resource_plane::planes::Cancel::default())
             .unwrap();
         let hit = median(
             (0..5)
                 .map(|_| {
                     time(|| {
-                        warm.list(&resource_plane::planes::Cancel::default())
+                        warm.list_blocking(&resource_plane::planes::Cancel::default())
                             .unwrap()
                             .len()
                     })
@@ -607,14 +608,14 @@ fn main() {
         let d = tempfile::tempdir().unwrap();
         let b = make_tree(d.path(), 200, kib * 1024);
         plane(d.path())
-            .list(&resource_plane::planes::Cancel::default())
+            .list_blocking(&resource_plane::planes::Cancel::default())
             .unwrap();
         let miss = median(
             (0..3)
                 .map(|_| {
                     time(|| {
                         plane(d.path())
-                            .list(&resource_plane::planes::Cancel::default())
+                            .list_blocking(&resource_plane::planes::Cancel::default())
                             .unwrap()
                             .len()
                     })

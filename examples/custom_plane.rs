@@ -2,7 +2,9 @@
 //! under `/resources/files` by the crate's router, which keeps its own rules (routing, the
 //! method check, the path decoding and its lexical refusals, `304` for a matching
 //! `If-None-Match`, headers, one trace line per request). The plane itself only finds a
-//! report by its decoded path, on a blocking thread the router chose for it.
+//! report by its decoded path; its calls are async (`async-trait`), awaited by the router on
+//! the async worker that received the request. `examples/object_store_plane.rs` awaits an
+//! object store and streams its bytes.
 //!
 //! The plane is mounted with `Capsule::builder(..).resource_plane(..)`; the request is answered
 //! in process, with no socket.
@@ -35,12 +37,13 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+#[async_trait::async_trait]
 impl ResourcePlane for GeneratedReports {
     fn scope(&self) -> &ExportScope {
         &self.scope
     }
 
-    fn list(&self, cancel: &Cancel) -> Result<Listing, Refusal> {
+    async fn list(&self, cancel: &Cancel) -> Result<Listing, Refusal> {
         let mut entries = Vec::with_capacity(self.reports.len());
         for (path, (bytes, generated_ms)) in &self.reports {
             if cancel.is_cancelled() {
@@ -59,7 +62,7 @@ impl ResourcePlane for GeneratedReports {
 
     // The router has already decoded the path and refused `..`, `%2e%2e`, an empty component
     // (D-2.2, D-2.3), and answers 304 itself when the etag matches `If-None-Match`.
-    fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+    async fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
         let (bytes, generated_ms) = self
             .reports
             .get(path.as_str())

@@ -357,7 +357,7 @@ proptest! {
         for m in &mutations {
             let (presented, audience, expect) = apply(m, &token, &plane, &other_instance);
             let before = counters(&fs, &clock);
-            let redeem = plane.redeem(RedeemRequest::new(&presented, &[audience.as_bytes()]));
+            let redeem = plane.redeem_blocking(RedeemRequest::new(&presented, &[audience.as_bytes()]));
             let after = counters(&fs, &clock);
             let code = match &redeem.result {
                 Ok(_) => "ok",
@@ -441,12 +441,12 @@ fn the_other_instance_token_is_well_formed_and_valid_at_its_own_instance() {
     let (world, _, _) = launch();
     let (plane, other_instance) = (world.minter(SESSION), world.minter(OTHER_SESSION));
     let token = mint(&other_instance);
-    let redeem = other_instance.redeem(RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]));
+    let redeem = other_instance.redeem_blocking(RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]));
     assert_eq!(
         redeem.result.map(|f| f.bytes.to_vec()).ok(),
         Some(CONTENT.to_vec())
     );
-    let refused = plane.redeem(RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]));
+    let refused = plane.redeem_blocking(RedeemRequest::new(&token, &[AUDIENCE.as_bytes()]));
     assert_eq!(
         refused.result.map(|_| ()).unwrap_err().code.as_str(),
         "handle_not_valid"
@@ -758,7 +758,7 @@ proptest! {
                 &proofs,
             );
             if matches!(m, ProofMutation::Identity) {
-                let served = world_plane.redeem(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
+                let served = world_plane.redeem_blocking(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
                 prop_assert_eq!(served.result.map(|f| f.bytes.to_vec()).ok(), Some(CONTENT.to_vec()));
                 prop_assert_eq!(served.audience_proof, Some("ed25519"));
                 let response = send();
@@ -773,10 +773,10 @@ proptest! {
             let replay = matches!(m, ProofMutation::Replay);
             let plane = mocked_plane(&clock, usize::from(replay));
             if replay {
-                let first = plane.redeem(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
+                let first = plane.redeem_blocking(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
                 prop_assert_eq!(first.result.err().map(|e| e.code.as_str()), Some("not_found"));
             }
-            let redeem = plane.redeem(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
+            let redeem = plane.redeem_blocking(RedeemRequest::new(&presented.token, &audience).with_proof(&proofs));
             let code = redeem.result.as_ref().err().map(|e| e.code.as_str());
             prop_assert!(
                 code == Some("handle_not_valid") || code == Some("malformed_handle"),

@@ -4,8 +4,13 @@
 //! Which work runs where is decided by its caller once: the router answers a small read of the
 //! crate's own plane on the async worker and sends everything else here
 //! ([`Router`](crate::http::Router)); the tools resolve and land files here; the binary runs its
-//! listener and its file work here.
+//! listener and its file work here. The crate's planes, awaited directly (a runtime's decorator
+//! around one), move their file work here too ([`off_worker`]); the synchronous faces wait for a
+//! runtime's async plane on their own thread ([`wait`]).
 
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use tokio::task::JoinError;
 
 /// Runs `work` on tokio's blocking pool and waits for its answer.
@@ -46,6 +51,67 @@ where
     let answer = tokio::task::spawn_blocking(move || work(&cancel)).await;
     cancel_on_drop.disarm();
     answer
+}
+
+/// `work` on tokio's blocking pool when the caller runs in a tokio runtime's context, else on
+/// the caller's thread: how the crate's own planes answer a caller that awaits them directly,
+/// so blocking file work never holds an async worker and the planes still answer under any
+/// executor (a runtime's plane waited for by [`wait`] outside tokio).
+///
+/// # Errors
+/// An `io_error` refusal when `work` panicked or the runtime shut down before it ran.
+pub(crate) async fn off_worker<T, F>(work: F) -> Result<T, crate::refusal::Refusal>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => runtime.spawn_blocking(work).await.map_err(|e| {
+            crate::refusal::Refusal::new(
+                crate::refusal::Code::IoError,
+                format!("the plane's blocking task failed: {e}"),
+            )
+        }),
+        Err(_) => Ok(work()),
+    }
+}
+
+/// Waits for `future` on the caller's thread, which must not be an async worker (it blocks
+/// that thread until the future is done): how [`Router::respond`](crate::http::Router::respond)
+/// and the export watcher call a runtime's async plane from synchronous code.
+///
+/// The future is polled here and the thread parked between polls, woken by the future's waker:
+/// a minimal executor of the crate's own, so the synchronous faces need no runtime. When the
+/// caller is in a tokio runtime's context (a thread of its blocking pool, a thread that entered
+/// it), that context stays entered while polling, so a plane using tokio's timers, sockets or
+/// blocking pool registers with that runtime, whose own threads drive them (a multi-threaded
+/// runtime; a current-thread runtime drives its I/O only inside its own `block_on`).
+pub(crate) fn wait<F: Future>(future: F) -> F::Output {
+    let runtime = tokio::runtime::Handle::try_current().ok();
+    let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        // A wake before this park makes it return at once; a spurious return polls again.
+        std::thread::park();
+    }
+}
+
+/// The waker of [`wait`]: unparks the waiting thread.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
 }
 
 /// The router's lanes to the blocking pool: how many calls of each kind run there at once. A
@@ -131,5 +197,32 @@ mod tests {
         let answer = run(|| -> u8 { panic!("work failed") }).await;
         assert!(answer.unwrap_err().is_panic());
         assert_eq!(run(|| 7).await.unwrap(), 7);
+    }
+
+    #[test]
+    fn wait_drives_a_future_woken_from_another_thread() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            tx.send(7u8).unwrap();
+        });
+        assert_eq!(wait(rx).unwrap(), 7);
+        sender.join().unwrap();
+    }
+
+    #[test]
+    fn off_worker_runs_on_the_callers_thread_outside_a_runtime() {
+        let caller = std::thread::current().id();
+        let ran_on = wait(off_worker(|| std::thread::current().id())).unwrap();
+        assert_eq!(ran_on, caller);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn off_worker_runs_on_the_blocking_pool_inside_a_runtime() {
+        let worker = std::thread::current().id();
+        let ran_on = off_worker(|| std::thread::current().id()).await.unwrap();
+        assert_ne!(ran_on, worker);
+        let panicked = off_worker(|| -> u8 { panic!("work failed") }).await;
+        assert_eq!(panicked.unwrap_err().code, crate::refusal::Code::IoError);
     }
 }

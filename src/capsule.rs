@@ -436,9 +436,9 @@ impl<'m> CapsuleBuilder<'m> {
         let client = PeerClient::new(settings.peer_tls.client_config())
             .with_transport(settings.peer_transport.clone());
 
-        // The planes the crate builds itself answer small calls on the async worker too
-        // (`ReadsInline`, `RedeemsInline`); a runtime's own plane is always called on the
-        // blocking pool.
+        // The planes the crate builds itself answer small calls on the async worker and the
+        // rest on the blocking pool (`ReadsInline`, `RedeemsInline`); a runtime's own plane is
+        // async, and always awaited.
         let files: Option<FilesMount> = match self.files {
             Some(plane) => Some(Mount::own(plane)),
             None => manifest.files.as_ref().map(|f| -> FilesMount {
@@ -540,6 +540,7 @@ impl<'m> CapsuleBuilder<'m> {
         let watch = files.as_ref().map(|files| {
             Hub::new(Source {
                 plane: files.plane.clone(),
+                inline: files.inline.clone(),
                 generation: generation.clone(),
                 containment: settings.containment.as_str(),
                 notices: files.inline.is_some().then(|| fs.clone()),

@@ -202,12 +202,13 @@ impl GeneratedReports {
     }
 }
 
+#[async_trait::async_trait]
 impl ResourcePlane for GeneratedReports {
     fn scope(&self) -> &ExportScope {
         &self.scope
     }
 
-    fn list(&self, _cancel: &Cancel) -> Result<Listing, Refusal> {
+    async fn list(&self, _cancel: &Cancel) -> Result<Listing, Refusal> {
         self.lists.fetch_add(1, Ordering::SeqCst);
         Ok(Listing::from_entries(
             self.reports
@@ -222,7 +223,7 @@ impl ResourcePlane for GeneratedReports {
         ))
     }
 
-    fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+    async fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
         let bytes = self
             .reports
             .get(path.as_str())
@@ -335,6 +336,7 @@ struct CountingPeerPlane {
     ended: AtomicUsize,
 }
 
+#[async_trait::async_trait]
 impl PeerPlane for CountingPeerPlane {
     fn scope(&self) -> &ExportScope {
         self.inner.scope()
@@ -346,9 +348,9 @@ impl PeerPlane for CountingPeerPlane {
         self.mints.fetch_add(1, Ordering::SeqCst);
         self.inner.mint(path, audience, ttl_secs)
     }
-    fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
+    async fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
         self.redeems.fetch_add(1, Ordering::SeqCst);
-        self.inner.redeem(request)
+        self.inner.redeem(request).await
     }
     fn end_session(&self) {
         self.ended.fetch_add(1, Ordering::SeqCst);

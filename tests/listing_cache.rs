@@ -8,7 +8,7 @@ use resource_plane::backends::{FileMeta, Filesystem, FsError, OpenFile, RootDir}
 use resource_plane::backends::{OsFilesystem, SystemClock};
 use resource_plane::budget::ByteBudget;
 use resource_plane::path::RelPath;
-use resource_plane::planes::{ExportScope, OperatorPlane, ResourcePlane};
+use resource_plane::planes::{ExportScope, OperatorPlane};
 use resource_plane::scope::{Containment, RootPath};
 use std::io::Read;
 use std::sync::Arc;
@@ -174,7 +174,7 @@ fn repeat_listing_reuses_hashes_and_rehashes_rewrites() {
     let (plane, reads) = counting_plane(dir.path(), Containment::Advisory);
 
     let first = plane
-        .list(&resource_plane::planes::Cancel::default())
+        .list_blocking(&resource_plane::planes::Cancel::default())
         .unwrap();
     assert_eq!(first.len(), 100);
     assert!(
@@ -184,7 +184,7 @@ fn repeat_listing_reuses_hashes_and_rehashes_rewrites() {
 
     reads.store(0, Ordering::SeqCst);
     let second = plane
-        .list(&resource_plane::planes::Cancel::default())
+        .list_blocking(&resource_plane::planes::Cancel::default())
         .unwrap();
     assert_eq!(second, first, "an unchanged tree lists identically");
     assert_eq!(
@@ -199,7 +199,7 @@ fn repeat_listing_reuses_hashes_and_rehashes_rewrites() {
     set_mtime(&victim, old);
     reads.store(0, Ordering::SeqCst);
     let third = plane
-        .list(&resource_plane::planes::Cancel::default())
+        .list_blocking(&resource_plane::planes::Cancel::default())
         .unwrap();
     let entry = third.iter().find(|e| e.path == "f042").unwrap();
     assert_eq!(
@@ -224,7 +224,7 @@ fn repeat_listing_reuses_hashes_and_rehashes_rewrites() {
     std::fs::write(&victim, "cOnTeNt 042").unwrap();
     set_mtime(&victim, old);
     let fourth = plane
-        .list(&resource_plane::planes::Cancel::default())
+        .list_blocking(&resource_plane::planes::Cancel::default())
         .unwrap();
     let entry = fourth.iter().find(|e| e.path == "f042").unwrap();
     assert_eq!(
@@ -240,11 +240,11 @@ fn fresh_files_are_hashed_every_time() {
     std::fs::write(dir.path().join("out/new"), "fresh").unwrap();
     let (plane, reads) = counting_plane(dir.path(), Containment::Scoped);
     plane
-        .list(&resource_plane::planes::Cancel::default())
+        .list_blocking(&resource_plane::planes::Cancel::default())
         .unwrap();
     reads.store(0, Ordering::SeqCst);
     plane
-        .list(&resource_plane::planes::Cancel::default())
+        .list_blocking(&resource_plane::planes::Cancel::default())
         .unwrap();
     assert!(
         reads.load(Ordering::SeqCst) >= 1,
@@ -265,10 +265,10 @@ fn a_warm_listing_opens_no_file() {
     std::thread::sleep(Duration::from_millis(2100));
     let (plane, counts) = counting_plane_opens(dir.path(), Containment::Scoped);
     let cancel = resource_plane::planes::Cancel::default();
-    let first = plane.list(&cancel).unwrap();
+    let first = plane.list_blocking(&cancel).unwrap();
     assert_eq!(counts.opens.load(Ordering::SeqCst), 50);
     counts.opens.store(0, Ordering::SeqCst);
-    let second = plane.list(&cancel).unwrap();
+    let second = plane.list_blocking(&cancel).unwrap();
     assert_eq!(second, first);
     assert_eq!(counts.opens.load(Ordering::SeqCst), 0, "nothing opened");
     assert_eq!(
@@ -343,16 +343,18 @@ fn a_304_from_the_cache_reads_nothing() {
     let condition = |tag: &str| IfNoneMatch::parse(&[tag.as_bytes()]);
 
     plane
-        .list(&resource_plane::planes::Cancel::default())
+        .list_blocking(&resource_plane::planes::Cancel::default())
         .unwrap();
     counts.reads.store(0, Ordering::SeqCst);
     let listed = condition(&etag(&[7u8; 300_000]));
     assert!(matches!(
-        plane.read(&rel("listed"), &listed).unwrap(),
+        plane.read_blocking(&rel("listed"), &listed).unwrap(),
         ReadOutcome::NotModified { .. }
     ));
     assert!(matches!(
-        plane.read(&rel("listed"), &condition("*")).unwrap(),
+        plane
+            .read_blocking(&rel("listed"), &condition("*"))
+            .unwrap(),
         ReadOutcome::NotModified { .. }
     ));
     assert_eq!(
@@ -365,7 +367,7 @@ fn a_304_from_the_cache_reads_nothing() {
     std::fs::write(out.join("fresh"), "fresh").unwrap();
     let fresh = condition(&etag(b"fresh"));
     assert!(matches!(
-        plane.read(&rel("fresh"), &fresh).unwrap(),
+        plane.read_blocking(&rel("fresh"), &fresh).unwrap(),
         ReadOutcome::NotModified { .. }
     ));
     assert!(
@@ -374,13 +376,13 @@ fn a_304_from_the_cache_reads_nothing() {
     );
     let polled = condition(&etag(b"polled"));
     assert!(matches!(
-        plane.read(&rel("polled"), &polled).unwrap(),
+        plane.read_blocking(&rel("polled"), &polled).unwrap(),
         ReadOutcome::NotModified { .. }
     ));
     counts.reads.store(0, Ordering::SeqCst);
     for _ in 0..3 {
         assert!(matches!(
-            plane.read(&rel("polled"), &polled).unwrap(),
+            plane.read_blocking(&rel("polled"), &polled).unwrap(),
             ReadOutcome::NotModified { .. }
         ));
     }
@@ -392,9 +394,10 @@ fn a_304_from_the_cache_reads_nothing() {
 
     // Rewritten: the key changes, the file is read, and the old etag no longer matches.
     std::fs::write(out.join("polled"), "changed").unwrap();
-    match plane.read(&rel("polled"), &polled).unwrap() {
+    match plane.read_blocking(&rel("polled"), &polled).unwrap() {
         ReadOutcome::File(file) => assert_eq!(&file.bytes[..], b"changed"),
         ReadOutcome::NotModified { .. } => panic!("a changed file is not a 304"),
+        other => panic!("the crate's plane answers a file whole: {other:?}"),
     }
 }
 

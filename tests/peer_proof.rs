@@ -33,9 +33,7 @@ use resource_plane::backends::{
     MemoryFilesystem, SystemClock,
 };
 use resource_plane::budget::ByteBudget;
-use resource_plane::planes::{
-    ExportScope, HmacPeerPlane, Origin, PeerPlane, RedeemOutcome, RedeemRequest,
-};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, Origin, RedeemOutcome, RedeemRequest};
 use resource_plane::scope::{Containment, RootPath};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -559,7 +557,9 @@ fn mocked_plane(opens: usize, reads: usize) -> HmacPeerPlane {
 
 fn redeem(plane: &HmacPeerPlane, case: &Case) -> RedeemOutcome {
     let proofs: Vec<&[u8]> = case.proofs.iter().map(|p| p.as_bytes()).collect();
-    plane.redeem(RedeemRequest::new(&case.token, &[case.audience.as_bytes()]).with_proof(&proofs))
+    plane.redeem_blocking(
+        RedeemRequest::new(&case.token, &[case.audience.as_bytes()]).with_proof(&proofs),
+    )
 }
 
 #[test]
@@ -634,7 +634,7 @@ fn a_full_replay_memory_refuses_new_proofs_and_still_remembers_old_ones() {
         .map(|s| token_for(&s.keyed(AUDIENCE), "report.md", NOW + 3_600_000));
     let redeem = |k: usize, n: u8| {
         let proof = signers[k].proof(ORIGIN, &tokens[k], clock.now_ms(), nonce(n));
-        plane.redeem(
+        plane.redeem_blocking(
             RedeemRequest::new(&tokens[k], &[AUDIENCE.as_bytes()]).with_proof(&[proof.as_bytes()]),
         )
     };
@@ -647,7 +647,7 @@ fn a_full_replay_memory_refuses_new_proofs_and_still_remembers_old_ones() {
         "at the cap a new proof is refused"
     );
     let copy = signers[0].proof(ORIGIN, &tokens[0], NOW, nonce(1));
-    let replay = plane.redeem(
+    let replay = plane.redeem_blocking(
         RedeemRequest::new(&tokens[0], &[AUDIENCE.as_bytes()]).with_proof(&[copy.as_bytes()]),
     );
     assert!(

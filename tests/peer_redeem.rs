@@ -23,9 +23,7 @@ use resource_plane::backends::RootDir;
 use resource_plane::backends::{Clock, FixedKeyStore, FsError, FsErrorKind, OsRandomKeyStore};
 use resource_plane::budget::ByteBudget;
 use resource_plane::http::PlaneBody;
-use resource_plane::planes::{
-    ExportScope, HmacPeerPlane, Origin, PeerPlane, RedeemOutcome, RedeemRequest,
-};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, Origin, RedeemOutcome, RedeemRequest};
 use resource_plane::scope::{Containment, RootPath};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -1106,18 +1104,18 @@ fn malformed_and_forged_touch_neither_filesystem_nor_clock() {
     let plane = mocked_plane(untouchable_fs(), clock);
 
     for (label, token) in malformed_cases() {
-        let r = plane.redeem(RedeemRequest::new(&token, READER));
+        let r = plane.redeem_blocking(RedeemRequest::new(&token, READER));
         assert_eq!(refusal_code(&r), Some(Code::MalformedHandle), "{label}");
         assert_eq!(r.path, None, "{label}");
         assert_eq!(r.audience_proof, None, "{label}");
     }
     let w = peer_world();
     for (label, token, aud) in forgeries(&w) {
-        let r = plane.redeem(RedeemRequest::new(&token, &[aud]));
+        let r = plane.redeem_blocking(RedeemRequest::new(&token, &[aud]));
         assert_eq!(refusal_code(&r), Some(Code::HandleNotValid), "{label}");
         assert_eq!(r.path, None, "{label}: a forgery never names a path");
         // Missing audience stops before the MAC too.
-        let r = plane.redeem(RedeemRequest::new(&token, &[]));
+        let r = plane.redeem_blocking(RedeemRequest::new(&token, &[]));
         assert_eq!(
             refusal_code(&r),
             Some(Code::MissingAudience),
@@ -1126,7 +1124,7 @@ fn malformed_and_forged_touch_neither_filesystem_nor_clock() {
         assert_eq!((r.path, r.audience_proof), (None, None));
     }
     // Forged and long expired: still no clock read.
-    let r = plane.redeem(RedeemRequest::new(
+    let r = plane.redeem_blocking(RedeemRequest::new(
         &forge(OTHER_KEY, SESSION, "report.md", 0, AUDIENCE),
         READER,
     ));
@@ -1142,7 +1140,7 @@ fn expired_reads_the_clock_but_never_the_filesystem() {
     for (label, exp) in [("exp == now", NOW), ("exp < now", NOW - 1), ("exp = 0", 0)] {
         for p in ["report.md", "gone.md", "../secret"] {
             let token = forge(KEY, SESSION, p, exp, AUDIENCE);
-            let r = plane.redeem(RedeemRequest::new(&token, &[b" READER@127.0.0.1:9000"]));
+            let r = plane.redeem_blocking(RedeemRequest::new(&token, &[b" READER@127.0.0.1:9000"]));
             assert_eq!(refusal_code(&r), Some(Code::HandleExpired), "{label} {p}");
             assert_eq!(
                 r.path.as_deref(),
@@ -1167,7 +1165,7 @@ fn a_verified_live_handle_does_reach_the_mocked_filesystem() {
     let mut clock = MockClk::new();
     clock.expect_now_ms().times(1).returning(|| NOW);
     let plane = mocked_plane(fs, clock);
-    let r = plane.redeem(RedeemRequest::new(&valid("report.md"), READER));
+    let r = plane.redeem_blocking(RedeemRequest::new(&valid("report.md"), READER));
     assert_eq!(refusal_code(&r), Some(Code::NotFound));
     assert_eq!(r.path.as_deref(), Some("report.md"));
 }

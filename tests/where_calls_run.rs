@@ -3,8 +3,9 @@
 //! Every request under `/resources` leaves one trace line, written on the thread that computed
 //! its answer, so a sink that records the writing thread shows where each call ran: on the test's
 //! async worker (a `current_thread` runtime: the test's own thread), or on the blocking pool.
-//! The crate's own planes answer small reads and plain redeems inline; listings, large files,
-//! proof-checked redeems and every call to a runtime's own plane go to the pool.
+//! The crate's own planes answer small reads and plain redeems inline; listings, large files and
+//! proof-checked redeems go to the pool. A runtime's own plane is async and awaited on the
+//! worker, never on the pool; the synchronous `respond` waits for it on the caller's thread.
 
 mod support;
 
@@ -179,12 +180,15 @@ struct Reports {
     asked: Mutex<Vec<(String, ThreadId)>>,
 }
 
+#[async_trait::async_trait]
 impl ResourcePlane for Reports {
     fn scope(&self) -> &ExportScope {
         &self.scope
     }
 
-    fn list(&self, _cancel: &Cancel) -> Result<Listing, Refusal> {
+    async fn list(&self, _cancel: &Cancel) -> Result<Listing, Refusal> {
+        // An async store's answer: the worker is free while it waits.
+        tokio::task::yield_now().await;
         self.asked
             .lock()
             .unwrap()
@@ -198,7 +202,8 @@ impl ResourcePlane for Reports {
     }
 
     /// Ignores the condition: the router answers the 304.
-    fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+    async fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+        tokio::task::yield_now().await;
         self.asked
             .lock()
             .unwrap()
@@ -221,6 +226,7 @@ struct CountedPeer {
     redeems: Mutex<Vec<ThreadId>>,
 }
 
+#[async_trait::async_trait]
 impl PeerPlane for CountedPeer {
     fn scope(&self) -> &ExportScope {
         self.inner.scope()
@@ -231,23 +237,25 @@ impl PeerPlane for CountedPeer {
     fn mint(&self, path: &RelPath, audience: &str, ttl_secs: u64) -> Result<Minted, Refusal> {
         self.inner.mint(path, audience, ttl_secs)
     }
-    fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
+    /// The crate's plane, awaited: its file work moves to the blocking pool by itself.
+    async fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
         self.redeems
             .lock()
             .unwrap()
             .push(std::thread::current().id());
-        self.inner.redeem(request)
+        self.inner.redeem(request).await
     }
     fn end_session(&self) {
         self.inner.end_session();
     }
 }
 
-/// A runtime's own planes are always called on the blocking pool, however small the call; the
-/// plane gets the decoded path, never a refused one; the router answers the 304 a plane that
-/// ignores conditions cannot, and the redeem's trace line holds the request's own facts.
+/// A runtime's own planes are async and awaited on the worker that received the request, never
+/// handed to the blocking pool, however large the call; the plane gets the decoded path, never
+/// a refused one; the router answers the 304 a plane that ignores conditions cannot, and the
+/// redeem's trace line holds the request's own facts.
 #[tokio::test(flavor = "current_thread")]
-async fn a_runtimes_own_planes_always_run_on_the_pool() {
+async fn a_runtimes_own_planes_are_awaited_on_the_worker() {
     let fs = Arc::new(MemoryFilesystem::new());
     fs.add_file("out/small.md", "small\n", START_MS);
     let reports = Arc::new(Reports {
@@ -287,8 +295,8 @@ async fn a_runtimes_own_planes_always_run_on_the_pool() {
     assert_eq!(read.status(), 200);
     assert_eq!(read.headers()["x-murmur-export-root"], "generated/");
     assert!(
-        !sink.last_written_here(),
-        "a runtime's read goes to the pool"
+        sink.last_written_here(),
+        "a runtime's read is awaited on the worker"
     );
     let etag = read.headers()["etag"].to_str().unwrap().to_owned();
 
@@ -307,8 +315,8 @@ async fn a_runtimes_own_planes_always_run_on_the_pool() {
 
     assert_eq!(get(&router, "/resources/files", &[]).await.status(), 200);
     assert!(
-        !sink.last_written_here(),
-        "a runtime's listing goes to the pool"
+        sink.last_written_here(),
+        "a runtime's listing is awaited on the worker"
     );
 
     for refused in ["..%2Fsecret", "a%2F%2Fb", "%zz", "a/./b"] {
@@ -322,7 +330,7 @@ async fn a_runtimes_own_planes_always_run_on_the_pool() {
         ["a b/report.md", "a b/report.md", "<list>"],
         "the plane got the decoded path, and no refused one"
     );
-    assert!(asked.iter().all(|(_, thread)| *thread != here));
+    assert!(asked.iter().all(|(_, thread)| *thread == here));
 
     let minted = mint(&capsule, "small.md");
     let path = format!("/resources/peer/{}", minted.token);
@@ -338,12 +346,11 @@ async fn a_runtimes_own_planes_always_run_on_the_pool() {
         minted.handle_id.as_str()
     );
     assert!(
-        !sink.last_written_here(),
-        "a runtime's redeem goes to the pool"
+        sink.last_written_here(),
+        "a runtime's redeem is awaited on the worker"
     );
     let redeems = peer.redeems.lock().unwrap().clone();
-    assert_eq!(redeems.len(), 1);
-    assert_ne!(redeems[0], here);
+    assert_eq!(redeems, [here]);
     let line = sink.last_event();
     assert_eq!(line["handle_id"], minted.handle_id.as_str());
     assert_eq!(
@@ -354,19 +361,215 @@ async fn a_runtimes_own_planes_always_run_on_the_pool() {
     assert_eq!(line["audience_proof"], "none");
 }
 
-/// The synchronous `respond` runs every plane call on the caller's thread.
+/// The synchronous `respond` runs every plane call on the caller's thread: the crate's planes
+/// by their blocking calls, a runtime's async plane waited for there, with no runtime at all.
 #[test]
 fn respond_runs_the_plane_call_on_the_callers_thread() {
     let fs = Arc::new(MemoryFilesystem::new());
     let large = usize::try_from(INLINE_READ_LIMIT).unwrap() + 1;
     fs.add_file("out/large.bin", vec![b'x'; large], START_MS);
-    let (capsule, sink) = capsule(fs, |builder| builder);
-    let router = capsule.router();
+    let (crates, sink) = capsule(fs.clone(), |builder| builder);
+    let router = crates.router();
     for path in ["/resources/files/large.bin", "/resources/files"] {
         let response = router.respond(&Method::GET, path, &[]);
         assert_eq!(response.status(), 200, "{path}");
         assert!(sink.last_written_here(), "{path}");
     }
+
+    let reports = Arc::new(Reports {
+        scope: ExportScope {
+            root: RootPath::parse("generated/").unwrap(),
+            max_bytes: 1024,
+            containment: Containment::Advisory,
+        },
+        text: Bytes::from_static(b"quarterly\n"),
+        asked: Mutex::new(Vec::new()),
+    });
+    let (runtimes, sink) = capsule(fs, |builder| builder.resource_plane(reports.clone()));
+    let router = runtimes.router();
+    for path in ["/resources/files/a%20b/report.md", "/resources/files"] {
+        let response = router.respond(&Method::GET, path, &[]);
+        assert_eq!(response.status(), 200, "{path}");
+        assert!(sink.last_written_here(), "{path}");
+    }
+    let here = std::thread::current().id();
+    let asked = reports.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2);
+    assert!(asked.iter().all(|(_, thread)| *thread == here));
+}
+
+/// A runtime's plane that never answers: dropping the request's future (the listener found the
+/// client gone) drops the plane's future too, and the request's one trace line records
+/// `client_gone`, as for a call on the blocking pool.
+#[tokio::test(flavor = "current_thread")]
+async fn a_runtimes_plane_dropped_mid_call_leaves_one_client_gone_line() {
+    #[derive(Debug)]
+    struct Stuck {
+        scope: ExportScope,
+        dropped: Arc<AtomicUsize>,
+    }
+    /// Counts the plane futures dropped unfinished.
+    struct Dropped(Arc<AtomicUsize>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    #[async_trait::async_trait]
+    impl ResourcePlane for Stuck {
+        fn scope(&self) -> &ExportScope {
+            &self.scope
+        }
+        async fn list(&self, cancel: &Cancel) -> Result<Listing, Refusal> {
+            let _dropped = Dropped(self.dropped.clone());
+            let cancel = cancel.clone();
+            std::future::pending::<()>().await;
+            Err(Refusal::new(
+                Code::IoError,
+                format!("{}", cancel.is_cancelled()),
+            ))
+        }
+        async fn read(&self, _: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+            let _dropped = Dropped(self.dropped.clone());
+            std::future::pending().await
+        }
+    }
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let plane = Arc::new(Stuck {
+        scope: ExportScope {
+            root: RootPath::parse("out/").unwrap(),
+            max_bytes: 1024,
+            containment: Containment::Advisory,
+        },
+        dropped: dropped.clone(),
+    });
+    let (capsule, sink) = capsule(Arc::new(MemoryFilesystem::new()), |builder| {
+        builder.resource_plane(plane)
+    });
+    let router = capsule.router();
+    for (path, count) in [("/resources/files/stuck.md", 1), ("/resources/files", 2)] {
+        let request = http::Request::get(path).body(()).unwrap();
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(20), router.handle(request))
+                .await;
+        assert!(waited.is_err(), "{path}: the plane never answers");
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            count,
+            "{path}: its future dropped"
+        );
+        let events = sink.lines.events();
+        assert_eq!(events.len(), count, "{path}: one line per request");
+        assert_eq!(events[count - 1]["outcome"], "client_gone", "{path}");
+    }
+    assert_eq!(sink.lines.events()[0]["path"], "stuck.md");
+}
+
+/// A plane that streams a file it vouches for: the etag, `content-length` and trace line come
+/// from what it vouched for, the body from the stream; a matching `If-None-Match` is a 304 that
+/// never polls the stream; a stream that fails ends the body short of its length.
+#[tokio::test(flavor = "current_thread")]
+async fn a_streamed_read_sends_what_its_plane_vouched_for() {
+    use http_body_util::BodyExt;
+    use resource_plane::planes::StreamedFile;
+
+    const TEXT: &[u8] = b"streamed, chunk by chunk\n";
+    #[derive(Debug)]
+    struct Streaming {
+        scope: ExportScope,
+        polled: Arc<AtomicUsize>,
+    }
+    #[async_trait::async_trait]
+    impl ResourcePlane for Streaming {
+        fn scope(&self) -> &ExportScope {
+            &self.scope
+        }
+        async fn list(&self, _: &Cancel) -> Result<Listing, Refusal> {
+            Ok(Listing::from_entries(Vec::new()))
+        }
+        async fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+            let polled = self.polled.clone();
+            let broken = path.as_str() == "broken.txt";
+            let chunks = TEXT.chunks(5).enumerate().map(move |(i, chunk)| {
+                polled.fetch_add(1, Ordering::SeqCst);
+                if broken && i == 2 {
+                    return Err(io::Error::other("the store went away"));
+                }
+                Ok(Bytes::copy_from_slice(chunk))
+            });
+            Ok(ReadOutcome::Stream(StreamedFile::new(
+                futures::stream::iter(chunks),
+                sha256_hex(TEXT),
+                TEXT.len() as u64,
+                START_MS,
+            )))
+        }
+    }
+    let polled = Arc::new(AtomicUsize::new(0));
+    let plane = Arc::new(Streaming {
+        scope: ExportScope {
+            root: RootPath::parse("out/").unwrap(),
+            max_bytes: 1024,
+            containment: Containment::Advisory,
+        },
+        polled: polled.clone(),
+    });
+    let (capsule, sink) = capsule(Arc::new(MemoryFilesystem::new()), |builder| {
+        builder.resource_plane(plane)
+    });
+    let router = capsule.router();
+
+    let request = http::Request::get("/resources/files/file.txt")
+        .body(())
+        .unwrap();
+    let response = router.handle(request).await;
+    assert_eq!(response.status(), 200);
+    let etag = format!("\"sha256:{}\"", sha256_hex(TEXT));
+    assert_eq!(response.headers()["etag"], etag.as_str());
+    assert_eq!(
+        response.headers()["x-murmur-mtime-ms"],
+        START_MS.to_string().as_str()
+    );
+    let line = sink.last_event();
+    assert_eq!(line["sha256"], sha256_hex(TEXT));
+    assert_eq!(line["bytes"], TEXT.len());
+    assert_eq!(
+        polled.load(Ordering::SeqCst),
+        0,
+        "nothing polled before the body is sent"
+    );
+    let sent = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&sent[..], TEXT);
+
+    let request = http::Request::get("/resources/files/file.txt")
+        .header("if-none-match", etag.as_str())
+        .body(())
+        .unwrap();
+    let polls = polled.load(Ordering::SeqCst);
+    let response = router.handle(request).await;
+    assert_eq!(response.status(), 304);
+    assert_eq!(sink.last_event()["outcome"], "not_modified");
+    assert_eq!(
+        polled.load(Ordering::SeqCst),
+        polls,
+        "a 304 never polls the stream"
+    );
+
+    let request = http::Request::get("/resources/files/broken.txt")
+        .body(())
+        .unwrap();
+    let response = router.handle(request).await;
+    assert_eq!(
+        response.status(),
+        200,
+        "the headers left before the stream failed"
+    );
+    let sent = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        &sent[..],
+        &TEXT[..10],
+        "the body ends where the stream failed"
+    );
 }
 
 /// A redeem request names its token by its handle id in `Debug`, never the token itself.
@@ -392,15 +595,16 @@ fn refusals_before_the_plane_never_reach_it() {
         scope: ExportScope,
         calls: AtomicUsize,
     }
+    #[async_trait::async_trait]
     impl ResourcePlane for Untouchable {
         fn scope(&self) -> &ExportScope {
             &self.scope
         }
-        fn list(&self, _: &Cancel) -> Result<Listing, Refusal> {
+        async fn list(&self, _: &Cancel) -> Result<Listing, Refusal> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             Err(Refusal::new(Code::IoError, "listed"))
         }
-        fn read(&self, _: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+        async fn read(&self, _: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             Err(Refusal::new(Code::IoError, "read"))
         }

@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
         .mint(&RelPath::parse_canonical("report.md").unwrap(), &audience, 600)
         .unwrap()
         .token;
-    let redeem = plane.redeem(RedeemRequest::new(&token, &[b"reader@127.0.0.1:1"]).with_proof(&[data]));
+    let redeem = plane.redeem_blocking(RedeemRequest::new(&token, &[b"reader@127.0.0.1:1"]).with_proof(&[data]));
     let code = redeem.result.err().map(|r| r.code);
     assert_eq!(code, Some(Code::HandleNotValid), "an unsigned proof reached {code:?}");
 });

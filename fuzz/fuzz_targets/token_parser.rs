@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem};
 use resource_plane::budget::ByteBudget;
-use resource_plane::planes::{ExportScope, HmacPeerPlane, Origin, PeerPlane, RedeemRequest, handle};
+use resource_plane::planes::{ExportScope, HmacPeerPlane, Origin, RedeemRequest, handle};
 use resource_plane::refusal::Code;
 use resource_plane::scope::{Containment, RootPath};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         ByteBudget::new(1 << 20),
         Origin::of_url("http://127.0.0.1:41234").unwrap(),
     );
-    let redeem = plane.redeem(RedeemRequest::new(token, &[b"reader@127.0.0.1:1"]));
+    let redeem = plane.redeem_blocking(RedeemRequest::new(token, &[b"reader@127.0.0.1:1"]));
     let code = redeem.result.err().map(|r| r.code);
     assert!(
         matches!(code, Some(Code::MalformedHandle | Code::HandleNotValid)),

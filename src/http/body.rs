@@ -1,8 +1,10 @@
-//! The response body: one buffer sent whole, or a listing streamed chunk by chunk. A file's
+//! The response body: one buffer sent whole, a listing streamed chunk by chunk, or a file a
+//! plane streams from its store with the size it vouched for. A file's
 //! buffer and a listing's entries carry their share of the in-flight budget (D-4.6), released
 //! when hyper drops the body after writing it (or when the connection is cut).
 
 use crate::planes::ListingBody;
+use crate::planes::streamed::StreamedBody;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use std::convert::Infallible;
@@ -10,8 +12,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// The body of every response the [`Router`](crate::http::Router) gives: a file's bytes, a
-/// refusal's JSON, or a listing streamed chunk by chunk. Its length is always known up front
-/// (`content-length`, never chunked). It is an
+/// refusal's JSON, a listing streamed chunk by chunk, or a file a plane streams
+/// ([`StreamedFile`](crate::planes::StreamedFile)). Its length is always known up front
+/// (`content-length`, never chunked), a watch stream's aside. It is an
 /// [`http_body::Body`](https://docs.rs/http-body/1/http_body/trait.Body.html), so hyper, tower and axum
 /// send it as it is; an in-process caller reads it whole with [`bytes`](Self::bytes).
 ///
@@ -41,6 +44,8 @@ enum Kind {
         len: u64,
     },
     Listing(Box<ListingBody>),
+    /// A plane's streamed file, at most the size it vouched for.
+    Stream(Box<StreamedBody>),
     /// A watch stream's events, as long as the stream lasts.
     Watch(Box<super::watch_stream::WatchBody>),
 }
@@ -71,18 +76,26 @@ impl PlaneBody {
     }
 
     /// The body's bytes without consuming it (tests and in-process callers): a listing is
-    /// rendered whole.
+    /// rendered whole; a stream (a plane's streamed file, a watch) gives nothing here, and is
+    /// read as it comes with the `Body` trait.
     pub fn bytes(&self) -> Bytes {
         match &self.kind {
             Kind::Whole { data, .. } => data.clone().unwrap_or_default(),
             Kind::Listing(listing) => Bytes::from(listing.render()),
             // A stream is read as it comes, with the `Body` trait.
-            Kind::Watch(_) => Bytes::new(),
+            Kind::Stream(_) | Kind::Watch(_) => Bytes::new(),
         }
     }
 }
 
 impl PlaneBody {
+    /// A plane's streamed file.
+    pub(crate) fn streamed(body: StreamedBody) -> Self {
+        PlaneBody {
+            kind: Kind::Stream(Box::new(body)),
+        }
+    }
+
     /// A watch stream's body (D-17.3).
     pub(crate) fn watch(body: super::watch_stream::WatchBody) -> Self {
         PlaneBody {
@@ -105,22 +118,23 @@ impl Body for PlaneBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if let Kind::Watch(stream) = &mut self.kind {
-            return stream
+        match &mut self.kind {
+            Kind::Watch(stream) => stream
                 .poll_next(cx)
-                .map(|next| next.map(|d| Ok(Frame::data(d))));
+                .map(|next| next.map(|d| Ok(Frame::data(d)))),
+            Kind::Stream(stream) => stream
+                .poll_next(cx)
+                .map(|next| next.map(|d| Ok(Frame::data(d)))),
+            Kind::Whole { data, .. } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            Kind::Listing(listing) => Poll::Ready(listing.next_chunk().map(|d| Ok(Frame::data(d)))),
         }
-        Poll::Ready(match &mut self.kind {
-            Kind::Whole { data, .. } => data.take().map(|d| Ok(Frame::data(d))),
-            Kind::Listing(listing) => listing.next_chunk().map(|d| Ok(Frame::data(d))),
-            Kind::Watch(_) => None,
-        })
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Whole { data, .. } => data.is_none(),
             Kind::Listing(listing) => listing.is_end(),
+            Kind::Stream(stream) => stream.is_end(),
             Kind::Watch(stream) => stream.is_end(),
         }
     }
@@ -129,6 +143,7 @@ impl Body for PlaneBody {
         match &self.kind {
             Kind::Whole { data, len } => SizeHint::with_exact(data.as_ref().map_or(0, |_| *len)),
             Kind::Listing(listing) => SizeHint::with_exact(listing.remaining()),
+            Kind::Stream(stream) => SizeHint::with_exact(stream.remaining()),
             Kind::Watch(_) => SizeHint::default(),
         }
     }

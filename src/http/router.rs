@@ -8,8 +8,9 @@
 //!
 //! One request, one path through it: `call_for` routes, checks the method and the plane, and
 //! decodes a read's path, once, into the one plane call the request makes (or its outcome, when
-//! it needs none); `run` decides where that call runs, inline on the async worker or on the
-//! blocking pool; `render` turns its one outcome into the response and the trace line.
+//! it needs none); `run` decides where that call runs: inline on the async worker or on the
+//! blocking pool for the crate's own planes, awaited on the async worker for a runtime's own;
+//! `render` turns its one outcome into the response and the trace line.
 
 mod wait;
 
@@ -31,7 +32,7 @@ use crate::planes::watch::{ChangeStream, Hub};
 use crate::planes::{
     Attempt, Cancel, ExportScope, IfNoneMatch, ListingBody, ListingHead, PeerPlane, ReadOutcome,
     ReadsInline, RedeemOutcome, RedeemRequest, RedeemResume, RedeemsInline, ResourcePlane,
-    ServedFile,
+    ServedFile, StreamedFile,
 };
 use crate::refusal::{Code, Refusal};
 use crate::scope::Containment;
@@ -53,9 +54,9 @@ use tower_service::Service;
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// The largest file a read or redeem of the crate's own planes serves on the async worker that
-/// received it; larger files, every listing, every proof-checked redeem and every call to a
-/// runtime's own plane move to the blocking pool. Small reads are cheaper inline than the two
-/// context switches of a hand-off.
+/// received it; larger files, every listing and every proof-checked redeem of the crate's
+/// planes move to the blocking pool. Small reads are cheaper inline than the two context
+/// switches of a hand-off. (A runtime's own plane is async, and awaited on the worker.)
 pub const INLINE_READ_LIMIT: u64 = 256 * 1024;
 
 /// Where a raw request path leads (D-4.2).
@@ -110,8 +111,8 @@ impl<'a> Route<'a> {
 pub(crate) struct Mount<P: ?Sized, I: ?Sized> {
     pub(crate) plane: Arc<P>,
     /// The same plane as [`ReadsInline`] or [`RedeemsInline`], recorded by the capsule builder
-    /// for the planes it builds itself; `None` for a runtime's own plane, which is always called
-    /// on the blocking pool.
+    /// for the planes it builds itself; `None` for a runtime's own plane, which is always
+    /// awaited on the async worker.
     pub(crate) inline: Option<Arc<I>>,
 }
 
@@ -121,7 +122,7 @@ pub(crate) type FilesMount = Mount<dyn ResourcePlane, dyn ReadsInline>;
 pub(crate) type PeerMount = Mount<dyn PeerPlane, dyn RedeemsInline>;
 
 impl<P: ?Sized, I: ?Sized> Mount<P, I> {
-    /// A runtime's own plane: every call on the blocking pool.
+    /// A runtime's own plane: every call awaited on the async worker.
     pub(crate) fn own(plane: Arc<P>) -> Self {
         Mount {
             plane,
@@ -452,9 +453,9 @@ impl Router {
         !matches!(Route::of(raw_path), Route::Foreign)
     }
 
-    /// Answers one request. Listings, large reads, proof-checked redeems and every call to a
-    /// runtime's own plane run on the blocking pool, each with its trace write; the request body
-    /// is never read. The base path, if any, is cut off first
+    /// Answers one request. Listings, large reads and proof-checked redeems of the crate's own
+    /// planes run on the blocking pool, each with its trace write; a runtime's own plane is
+    /// awaited here; the request body is never read. The base path, if any, is cut off first
     /// ([`with_base_path`](Self::with_base_path)).
     pub async fn handle<B>(&self, request: Request<B>) -> Response<PlaneBody> {
         let asking = Asking::of(self, &request);
@@ -489,7 +490,12 @@ impl Router {
     }
 
     /// [`respond`](Self::respond) with every `x-murmur-proof` value sent, in order (D-14.3);
-    /// only a redeem reads them. Every plane call runs on the caller's thread.
+    /// only a redeem reads them. Every plane call runs on the caller's thread: the crate's own
+    /// planes by their blocking calls, a runtime's async plane by a minimal executor of the
+    /// crate's that parks the thread between polls (entering the caller's tokio runtime, if it
+    /// runs in one, so a plane using tokio's I/O or blocking pool registers there). It blocks:
+    /// call it from a thread that is not an async worker (a test, a blocking task); an async
+    /// caller uses [`handle`](Self::handle). A watch stream needs the async router.
     pub fn respond_with_proof(
         &self,
         method: &Method,
@@ -635,8 +641,9 @@ impl Router {
     /// Answers `call` where it runs best: the one place the router decides. On this async
     /// worker when [`answer_inline`](Self::answer_inline) can (an outcome known without a
     /// plane; a read or a plain redeem the crate's own plane answers at once, see
-    /// [`ReadsInline`], [`RedeemsInline`] and [`INLINE_READ_LIMIT`]); everything else on the
-    /// blocking pool, once the in-flight budget lends the bytes of a read the crate's plane
+    /// [`ReadsInline`], [`RedeemsInline`] and [`INLINE_READ_LIMIT`]); a runtime's own plane,
+    /// async, awaited on this worker too ([`answer_async`](Self::answer_async)), with no lane;
+    /// every other call of the crate's planes on the blocking pool, once the in-flight budget lends the bytes of a read the crate's plane
     /// opened inline, and then once a lane of the call's kind is free: both waited for here, on
     /// the async side, where waiting holds no thread (D-4.6.1, [`blocking::Lanes`]). A larger file the crate's plane opened inline is read
     /// there from that open, so a request resolves its file once. Either way the outcome is
@@ -644,7 +651,8 @@ impl Router {
     ///
     /// Dropping this future (the listener found the client gone) before the work answered
     /// raises the work's [`Cancel`]: work not started never starts, work running stops within
-    /// a step, and the request's one trace line records `client_gone` (D-4.6.1).
+    /// a step (a runtime's plane's future is dropped), and the request's one trace line records
+    /// `client_gone` (D-4.6.1).
     async fn run(
         &self,
         call: Call,
@@ -678,6 +686,13 @@ impl Router {
             claim: Some(claim.clone()),
         };
         let raise = cancel.on_drop();
+        if call.awaits() {
+            // A runtime's own plane: awaited here, where waiting on its I/O holds no thread.
+            let response = self.answer_async(call, generation, &claim).await;
+            raise.disarm();
+            vigil.settle();
+            return self.finish(response, &method, &raw_path);
+        }
         let needed = first_borrow(&call);
         let kind = match (&call, &needed) {
             (_, Some(_)) => blocking::Kind::Read,
@@ -769,9 +784,10 @@ impl Router {
     }
 
     /// `call` answered on this thread, blocking: on the blocking pool, or on the caller's
-    /// thread for [`respond`](Self::respond). A listing or a resumed read stops once the
-    /// claim's client is gone. A read or redeem an inline attempt started goes on from the
-    /// file it opened, with the bytes `prepaid` for it, if any.
+    /// thread for [`respond`](Self::respond), where a runtime's async plane is waited for
+    /// ([`blocking::wait`]). A listing or a resumed read stops once the claim's client is gone.
+    /// A read or redeem an inline attempt started goes on from the file it opened, with the
+    /// bytes `prepaid` for it, if any.
     fn answer_blocking(
         &self,
         call: Call,
@@ -798,16 +814,7 @@ impl Router {
                     );
                 }
                 let listed = self.list_now(&files, generation, &claim.cancel);
-                let scope = files.plane.scope();
-                return self.render(
-                    Outcome::Listing {
-                        result: listed.map(|listed| (scope, ListAnswer::Full(listed))),
-                        if_none_match: ask.if_none_match,
-                        extra: ListExtra::of(&ask.query),
-                    },
-                    generation,
-                    claim,
-                );
+                return self.render_listing(&files, listed, ask, generation, claim);
             }
             Call::Read {
                 files,
@@ -821,7 +828,8 @@ impl Router {
                     (Some(opened), Some(inline)) => {
                         inline.read_resumed(&path, &if_none_match, opened, prepaid, &claim.cancel)
                     }
-                    _ => files.plane.read(&path, &if_none_match),
+                    (None, Some(inline)) => inline.read_blocking(&path, &if_none_match),
+                    (_, None) => blocking::wait(files.plane.read(&path, &if_none_match)),
                 };
                 let outcome = read_outcome(&files, recorded, result, &if_none_match);
                 return self.render(outcome, generation, claim);
@@ -834,8 +842,59 @@ impl Router {
             } => {
                 let outcome = match (resume, &peer.inline) {
                     (Some(resume), Some(inline)) => inline.redeem_resumed(resume),
-                    _ => asked.with_request(|request| peer.plane.redeem(request)),
+                    (None, Some(inline)) => {
+                        asked.with_request(|request| inline.redeem_blocking(request))
+                    }
+                    (_, None) => {
+                        asked.with_request(|request| blocking::wait(peer.plane.redeem(request)))
+                    }
                 };
+                Outcome::Redeem { facts, outcome }
+            }
+        };
+        self.render(outcome, generation, claim)
+    }
+
+    /// `call`, a runtime's own plane's ([`Call::awaits`]), answered on this async worker: the
+    /// plane's future awaited, its outcome rendered here. A listing gets the claim's
+    /// [`Cancel`], raised when this future is dropped, as the blocking calls do.
+    async fn answer_async(
+        &self,
+        call: Call,
+        generation: u64,
+        claim: &Claim,
+    ) -> Response<PlaneBody> {
+        let outcome = match call {
+            Call::Answered(outcome) => return self.render(outcome, generation, claim),
+            Call::List(files, ask) => {
+                let listed = match files.plane.list(&claim.cancel).await {
+                    Ok(listing) => Ok(self.listed(&files, listing, generation)),
+                    Err(refusal) => Err(refusal),
+                };
+                return self.render_listing(&files, listed, ask, generation, claim);
+            }
+            Call::Read {
+                files,
+                path,
+                recorded,
+                if_none_match,
+                ..
+            } => {
+                let result = files.plane.read(&path, &if_none_match).await;
+                let outcome = read_outcome(&files, recorded, result, &if_none_match);
+                return self.render(outcome, generation, claim);
+            }
+            Call::Redeem {
+                peer, asked, facts, ..
+            } => {
+                let audience: Vec<&[u8]> = asked.audience.iter().map(Vec::as_slice).collect();
+                let proof: Vec<&[u8]> = asked.proof.iter().map(Vec::as_slice).collect();
+                let request = RedeemRequest {
+                    token: &asked.token,
+                    audience: &audience,
+                    proof: &proof,
+                };
+                let outcome = peer.plane.redeem(request).await;
                 Outcome::Redeem { facts, outcome }
             }
         };
@@ -930,6 +989,7 @@ impl Router {
             Outcome::Read { path, result } => {
                 let (body, outcome, reason) = Body::of(result.map(|(scope, read)| match read {
                     ReadOutcome::File(file) => Body::File(file, Some(scope)),
+                    ReadOutcome::Stream(file) => Body::Stream(file, scope),
                     ReadOutcome::NotModified { sha256, mtime_ms } => Body::NotModified {
                         sha256,
                         mtime_ms,
@@ -1002,8 +1062,31 @@ impl Router {
         files.map(|files| files.plane.scope().root.declared().to_owned())
     }
 
-    /// Lists the operator plane now (blocking) and builds the body at `generation`, with its
-    /// etag (D-17.1).
+    /// A listing's outcome rendered: its `200`, or its `304` when `ask`'s `If-None-Match`
+    /// holds its etag.
+    fn render_listing(
+        &self,
+        files: &FilesMount,
+        listed: Result<Listed, Refusal>,
+        ask: ListAsk,
+        generation: u64,
+        claim: &Claim,
+    ) -> Response<PlaneBody> {
+        let scope = files.plane.scope();
+        self.render(
+            Outcome::Listing {
+                result: listed.map(|listed| (scope, ListAnswer::Full(listed))),
+                if_none_match: ask.if_none_match,
+                extra: ListExtra::of(&ask.query),
+            },
+            generation,
+            claim,
+        )
+    }
+
+    /// Lists the operator plane now (blocking: the crate's plane by its blocking call, a
+    /// runtime's by waiting for its future, [`blocking::wait`]) and builds the body at
+    /// `generation`, with its etag (D-17.1).
     ///
     /// # Errors
     /// The plane's refusal.
@@ -1013,7 +1096,20 @@ impl Router {
         generation: u64,
         cancel: &Cancel,
     ) -> Result<Listed, Refusal> {
-        let listing = files.plane.list(cancel)?;
+        let listing = match &files.inline {
+            Some(inline) => inline.list_blocking(cancel)?,
+            None => blocking::wait(files.plane.list(cancel))?,
+        };
+        Ok(self.listed(files, listing, generation))
+    }
+
+    /// `listing` as its body at `generation`, with its etag (D-17.1).
+    fn listed(
+        &self,
+        files: &FilesMount,
+        listing: crate::planes::Listing,
+        generation: u64,
+    ) -> Listed {
         let scope = files.plane.scope();
         let head = ListingHead {
             root: scope.root.declared(),
@@ -1023,7 +1119,7 @@ impl Router {
         };
         let body = ListingBody::new(listing, &head);
         let etag = format!("sha256:{}", crate::hex::encode(&body.sha256()));
-        Ok(Listed { body, etag })
+        Listed { body, etag }
     }
 
     /// The export's changes as an async stream, from the listing whose etag is `resume`
@@ -1122,6 +1218,18 @@ enum Call {
         /// ([`RedeemsInline::redeem_resumed`]).
         resume: Option<RedeemResume>,
     },
+}
+
+impl Call {
+    /// Whether this is a call to a runtime's own plane (mounted without an inline face), which
+    /// the router awaits on its async worker.
+    fn awaits(&self) -> bool {
+        match self {
+            Call::Answered(_) => false,
+            Call::List(files, _) | Call::Read { files, .. } => files.inline.is_none(),
+            Call::Redeem { peer, .. } => peer.inline.is_none(),
+        }
+    }
 }
 
 /// What a listing request asks beyond the listing (D-17).
@@ -1448,6 +1556,8 @@ enum Body<'p> {
     Watch(&'p ExportScope, WatchBody),
     /// `200`: a file, read from the operator plane whose scope it is, or redeemed (`None`).
     File(ServedFile, Option<&'p ExportScope>),
+    /// `200`: a file the operator plane whose scope it is streams, vouching for its hash.
+    Stream(StreamedFile, &'p ExportScope),
     /// `304`.
     NotModified {
         sha256: String,
@@ -1478,6 +1588,7 @@ impl<'p> Body<'p> {
     fn bytes(&self) -> Option<u64> {
         match self {
             Body::File(file, _) => Some(file.bytes.len() as u64),
+            Body::Stream(file, _) => Some(file.size_bytes()),
             Body::NotModified { .. } | Body::Refused(Code::ClientGone) => Some(0),
             _ => None,
         }
@@ -1487,6 +1598,7 @@ impl<'p> Body<'p> {
     fn sha256(&self) -> Option<String> {
         match self {
             Body::File(file, _) => Some(file.sha256.clone()),
+            Body::Stream(file, _) => Some(file.sha256().to_owned()),
             Body::NotModified { sha256, .. } => Some(sha256.clone()),
             _ => None,
         }
@@ -1517,6 +1629,11 @@ impl<'p> Body<'p> {
                 response::file(PlaneBody::new(file.bytes), &file.sha256, file.mtime_ms),
                 scope,
             ),
+            Body::Stream(file, scope) => {
+                let (sha256, mtime_ms) = (file.sha256().to_owned(), file.mtime_ms());
+                let body = PlaneBody::streamed(file.into_body());
+                (response::file(body, &sha256, mtime_ms), Some(scope))
+            }
             Body::NotModified {
                 sha256,
                 mtime_ms,

@@ -3,8 +3,10 @@
 //!
 //! Each plane call answers one typed outcome in domain terms ([`Listing`], [`ReadOutcome`],
 //! [`RedeemOutcome`], [`Refusal`]); the HTTP router renders it into the response and the trace
-//! line, so every plane implementation gets the same wire behaviour. The calls are blocking;
-//! the router decides where they run.
+//! line, so every plane implementation gets the same wire behaviour. The request calls (list,
+//! read, redeem) are async, so a plane over an async store awaits its I/O; the router decides
+//! where the crate's own planes run (inline or on the blocking pool) and awaits a runtime's
+//! own plane on its async worker.
 
 mod cancel;
 mod condition;
@@ -16,6 +18,7 @@ internal_module!(proof);
 pub(crate) mod reader;
 pub(crate) mod replay;
 mod resource;
+pub(crate) mod streamed;
 pub mod watch;
 
 pub use crate::scope::ExportScope;
@@ -29,6 +32,7 @@ pub use proof::Origin;
 pub use reader::ServedFile;
 pub use replay::DEFAULT_REPLAY_CAPACITY;
 pub use resource::OperatorPlane;
+pub use streamed::StreamedFile;
 
 /// The in-flight byte budget the crate's planes hold read bodies against (one per capsule).
 pub use crate::budget::ByteBudget;
@@ -40,9 +44,16 @@ use std::fmt::{self, Debug};
 
 /// The operator plane (`exports.files`): list and read by path.
 ///
-/// Both calls are blocking: the router calls them on tokio's blocking pool (a listing may
-/// walk thousands of files), so an implementation may read files, wait on locks or call out.
-/// Where work runs is the router's decision, never the plane's. The router makes every check it
+/// Both calls are async (through [`async_trait`](https://docs.rs/async-trait), so the trait
+/// stays dyn-compatible and a capsule holds the plane as `Arc<dyn ResourcePlane>`): the router
+/// awaits a runtime's own plane on the async worker that received the request, so a plane over
+/// an async store (an object store, a database) awaits its I/O and holds no thread meanwhile.
+/// A plane whose work blocks (a large walk, a synchronous client) moves it off the worker
+/// itself, e.g. with `tokio::task::spawn_blocking`. When the client leaves, the router drops
+/// the call's future (and raises the listing's [`Cancel`]), writing the request's one trace
+/// line as `client_gone`. The crate's own [`OperatorPlane`] is never awaited by the router: it
+/// answers small reads inline and everything else on the blocking pool, decided in one place.
+/// The router makes every check it
 /// can before a plane is asked: the method (`405`), the route, and the path's strict decoding
 /// and lexical refusals (D-2.1 to D-2.3: `outside_root` for `..`, `%2e%2e`, an empty component,
 /// an invalid escape), so a plane gets a [`RelPath`] whose every component is a plain name.
@@ -64,12 +75,13 @@ use std::fmt::{self, Debug};
 ///     sha256: String,
 /// }
 ///
+/// #[async_trait::async_trait]
 /// impl ResourcePlane for OneReport {
 ///     fn scope(&self) -> &ExportScope {
 ///         &self.scope
 ///     }
 ///
-///     fn list(&self, _cancel: &Cancel) -> Result<Listing, Refusal> {
+///     async fn list(&self, _cancel: &Cancel) -> Result<Listing, Refusal> {
 ///         Ok(Listing::from_entries(vec![ListingEntry {
 ///             path: "report.md".into(),
 ///             size_bytes: 5,
@@ -79,7 +91,7 @@ use std::fmt::{self, Debug};
 ///     }
 ///
 ///     // The condition may be ignored: the router answers 304 for a file whose etag matches.
-///     fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+///     async fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
 ///         if path.as_str() != "report.md" {
 ///             return Err(Refusal::new(Code::NotFound, "no such report"));
 ///         }
@@ -92,6 +104,8 @@ use std::fmt::{self, Debug};
 /// }
 ///
 /// # use resource_plane::scope::{Containment, RootPath};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
 /// let plane = OneReport {
 ///     scope: ExportScope {
 ///         root: RootPath::parse("reports/").unwrap(),
@@ -102,48 +116,60 @@ use std::fmt::{self, Debug};
 /// };
 /// let path = RelPath::parse_canonical("report.md").unwrap();
 /// assert!(matches!(
-///     plane.read(&path, &IfNoneMatch::absent()),
+///     plane.read(&path, &IfNoneMatch::absent()).await,
 ///     Ok(ReadOutcome::File(file)) if &file.bytes[..] == b"hello"
 /// ));
+/// # }
 /// ```
 ///
 /// Mounted with [`CapsuleBuilder::resource_plane`](crate::CapsuleBuilder::resource_plane), it
 /// answers through the crate's router, rules and trace lines included (see
 /// `examples/custom_plane.rs`).
+#[async_trait::async_trait]
 pub trait ResourcePlane: Debug + Send + Sync {
     /// The root, limit and containment class this plane serves.
     fn scope(&self) -> &ExportScope;
 
-    /// `GET /resources/files` (D-3). Blocking. The work stops soon after `cancel` is raised
-    /// (the client left).
+    /// `GET /resources/files` (D-3). The work stops soon after `cancel` is raised (the client
+    /// left); the router also drops the future then.
     ///
     /// # Errors
     /// `outside_root` when the root escapes the workdir, `io_error` when it cannot be read or
     /// the listing was cancelled.
-    fn list(&self, cancel: &Cancel) -> Result<Listing, Refusal>;
+    async fn list(&self, cancel: &Cancel) -> Result<Listing, Refusal>;
 
     /// `GET /resources/files/<path>` under an `If-None-Match` condition (D-13), with `path`
-    /// already decoded and checked by the router (D-2.1 to D-2.3). Blocking.
+    /// already decoded and checked by the router (D-2.1 to D-2.3).
     ///
     /// Every refusal comes first, exactly as for an unconditional read; then
     /// [`ReadOutcome::NotModified`] when the file's etag matches, else the file. A plane may
     /// ignore `if_none_match` and always answer [`ReadOutcome::File`]: the router turns a file
     /// whose etag matches into the `304` itself. A plane that knows a file's hash without
     /// reading it (the crate's own, from its listing cache) answers the `304` at the cost of an
-    /// `fstat`.
+    /// `fstat`. A plane may answer [`ReadOutcome::Stream`] to send a body as it comes from its
+    /// store, vouching for its sha256 and size.
     ///
     /// # Errors
     /// `outside_root` (the file resolves outside the root), `not_found`, `symlink_refused`,
     /// `not_a_regular_file`, `too_large`, `io_error`.
-    fn read(&self, path: &RelPath, if_none_match: &IfNoneMatch) -> Result<ReadOutcome, Refusal>;
+    async fn read(
+        &self,
+        path: &RelPath,
+        if_none_match: &IfNoneMatch,
+    ) -> Result<ReadOutcome, Refusal>;
 }
 
 /// What a read answers when it is not refused: the one outcome of [`ResourcePlane::read`],
 /// which the router renders into the response and its `resource_read` trace line.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ReadOutcome {
     /// The file (`200`).
     File(ServedFile),
+    /// The file as a stream of bytes (`200`), with the sha256, size and modification time its
+    /// plane vouches for: the router sends the etag and `content-length` from them before the
+    /// first byte, and streams the body (see [`StreamedFile`]).
+    Stream(StreamedFile),
     /// The condition matched (`304`): the file's hash and modification time.
     NotModified {
         /// Lowercase hex sha256 of the file: the etag and the trace's `sha256`.
@@ -177,12 +203,19 @@ impl ReadOutcome {
         }
     }
 
-    /// This outcome under `if_none_match`: a [`File`](Self::File) whose etag matches becomes
-    /// [`NotModified`](Self::NotModified); anything else stays as it is.
+    /// This outcome under `if_none_match`: a [`File`](Self::File) or a
+    /// [`Stream`](Self::Stream) whose etag matches becomes [`NotModified`](Self::NotModified)
+    /// (a stream is dropped unread); anything else stays as it is.
     pub fn under(self, if_none_match: &IfNoneMatch) -> Self {
         match self {
             ReadOutcome::File(file) => ReadOutcome::compare(file, if_none_match),
-            not_modified => not_modified,
+            ReadOutcome::Stream(stream) if if_none_match.matches(stream.sha256()) => {
+                ReadOutcome::NotModified {
+                    sha256: stream.sha256().to_owned(),
+                    mtime_ms: stream.mtime_ms(),
+                }
+            }
+            other => other,
         }
     }
 }
@@ -267,7 +300,13 @@ impl RedeemOutcome {
 
 /// The peer plane (`exports.peer_files`): mint handles for one audience, redeem them.
 ///
-/// Every call is blocking: the router and `share-file` call them on tokio's blocking pool.
+/// [`redeem`](Self::redeem), the request's call, is async (through
+/// [`async_trait`](https://docs.rs/async-trait), so the trait stays dyn-compatible): the router
+/// awaits a runtime's own plane on its async worker, and writes `client_gone` if the request's
+/// future is dropped first. The mint-side calls are blocking: `share-file` calls
+/// [`resolve_for_mint`](Self::resolve_for_mint) on tokio's blocking pool, and
+/// [`mint`](Self::mint) signs in memory. The crate's own [`HmacPeerPlane`] is never awaited by
+/// the router, which answers plain redeems inline and the rest on the blocking pool.
 ///
 /// A runtime's own plane, here a decorator counting the crate's plane's redeems:
 ///
@@ -285,6 +324,7 @@ impl RedeemOutcome {
 ///     redeems: AtomicUsize,
 /// }
 ///
+/// #[async_trait::async_trait]
 /// impl PeerPlane for Counted {
 ///     fn scope(&self) -> &ExportScope {
 ///         self.inner.scope()
@@ -295,15 +335,17 @@ impl RedeemOutcome {
 ///     fn mint(&self, path: &RelPath, audience: &str, ttl_secs: u64) -> Result<Minted, Refusal> {
 ///         self.inner.mint(path, audience, ttl_secs)
 ///     }
-///     fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
+///     async fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
 ///         self.redeems.fetch_add(1, Ordering::Relaxed);
-///         self.inner.redeem(request)
+///         self.inner.redeem(request).await
 ///     }
 ///     fn end_session(&self) {
 ///         self.inner.end_session()
 ///     }
 /// }
 ///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
 /// # use resource_plane::backends::{FixedKeyStore, ManualClock, MemoryFilesystem};
 /// # use resource_plane::planes::ByteBudget;
 /// # use resource_plane::scope::{Containment, RootPath};
@@ -322,11 +364,14 @@ impl RedeemOutcome {
 /// let plane = Counted { inner, redeems: AtomicUsize::new(0) };
 /// let path = plane.resolve_for_mint("report.md").unwrap();
 /// let minted = plane.mint(&path, "reader@127.0.0.1:9000", 60).unwrap();
-/// let redeemed = plane.redeem(RedeemRequest::new(&minted.token, &[b"reader@127.0.0.1:9000"]));
+/// let audience: &[&[u8]] = &[b"reader@127.0.0.1:9000"];
+/// let redeemed = plane.redeem(RedeemRequest::new(&minted.token, audience)).await;
 /// assert_eq!(&redeemed.result.unwrap().bytes[..], b"hello");
 /// assert_eq!(redeemed.path.as_deref(), Some("report.md"));
 /// assert_eq!(plane.redeems.load(Ordering::Relaxed), 1);
+/// # }
 /// ```
+#[async_trait::async_trait]
 pub trait PeerPlane: Debug + Send + Sync {
     /// The root, limit and containment class this plane serves.
     fn scope(&self) -> &ExportScope;
@@ -353,14 +398,14 @@ pub trait PeerPlane: Debug + Send + Sync {
     /// `GET /resources/peer/<token>`, checked in the order of D-7.2; with an `x-murmur-proof`
     /// (D-14.4), the MAC is checked over `<audience>#ed25519:<key from the header>` and the
     /// proof's origin (D-14.3.1: the plane's own), signature, freshness and nonce after it, a
-    /// refused proof being `handle_not_valid`. Blocking.
+    /// refused proof being `handle_not_valid`.
     ///
     /// A plane that does not know proofs may ignore `request.proof` and check the plain
     /// audience (D-14.3). Its refusals: `malformed_handle`, `missing_audience`,
     /// `handle_not_valid` (every MAC failure collapses into it), `handle_expired`, then any
     /// refusal of a read (`not_found`, `too_large`, …) in
     /// [`result`](RedeemOutcome::result).
-    fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome;
+    async fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome;
 
     /// Ends the session: zeroes the key, so no outstanding handle verifies again (D-12).
     fn end_session(&self);
@@ -386,9 +431,20 @@ pub(crate) enum Attempt<T, R> {
 /// blocking pool, and a large one is handed over with its file already opened.
 ///
 /// Crate-private on purpose, like [`RedeemsInline`]: the capsule builder records it beside the
-/// plane it builds itself ([`OperatorPlane`]); a runtime's own plane is always called on the
-/// blocking pool, so its implementor never thinks about where it runs.
+/// plane it builds itself ([`OperatorPlane`]); a runtime's own plane is always awaited, so its
+/// implementor never thinks about where it runs.
 pub(crate) trait ReadsInline: Debug + Send + Sync {
+    /// [`ResourcePlane::list`], blocking: on the blocking pool, or the caller's thread for
+    /// [`Router::respond`](crate::http::Router::respond).
+    fn list_blocking(&self, cancel: &Cancel) -> Result<Listing, Refusal>;
+
+    /// [`ResourcePlane::read`], blocking, whole on the caller's thread.
+    fn read_blocking(
+        &self,
+        path: &RelPath,
+        if_none_match: &IfNoneMatch,
+    ) -> Result<ReadOutcome, Refusal>;
+
     /// [`ResourcePlane::read`] on an async worker, reading at most `limit` bytes there: the
     /// outcome, or the file as opened for [`read_resumed`](Self::read_resumed).
     fn read_inline(
@@ -420,6 +476,9 @@ pub(crate) trait ReadsInline: Debug + Send + Sync {
 /// The peer plane the crate builds answering plain redeems on an async worker; see
 /// [`ReadsInline`].
 pub(crate) trait RedeemsInline: Debug + Send + Sync {
+    /// [`PeerPlane::redeem`], blocking, whole on the caller's thread.
+    fn redeem_blocking(&self, request: RedeemRequest<'_>) -> RedeemOutcome;
+
     /// [`PeerPlane::redeem`] on an async worker, reading at most `limit` bytes there: the
     /// outcome, [`Attempt::Deferred`] for a redeem the worker should not check at all, or the
     /// checked redeem with its file as opened for [`redeem_resumed`](Self::redeem_resumed).

@@ -9,6 +9,7 @@ use super::replay::{NotAdmitted, REPLAY_WINDOW_MS, ReplayMemory};
 use super::{Attempt, Minted, PeerPlane, RedeemOutcome, RedeemRequest, RedeemsInline};
 use crate::audience::{KEY_TAG, looks_keyed};
 use crate::backends::{Clock, Filesystem, KeyStore, OsRandom, Random};
+use crate::blocking;
 use crate::budget::ByteBudget;
 use crate::path::{RelPath, decode_request_path, strip_query};
 use crate::refusal::{Code, Refusal};
@@ -100,6 +101,21 @@ pub(crate) fn normalise_audience(raw: &[u8]) -> Vec<u8> {
     raw.trim_ascii().to_ascii_lowercase()
 }
 
+impl HmacPeerPlane {
+    /// [`PeerPlane::redeem`] on the caller's thread, blocking while it reads: for a caller
+    /// already off the async runtime (a bench, a blocking task of its own). Its refusals are
+    /// [`PeerPlane::redeem`]'s.
+    pub fn redeem_blocking(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
+        match self.redeem_in(request, ReadMode::Blocking) {
+            Attempt::Answered(outcome) => outcome,
+            Attempt::Deferred | Attempt::Resume(_) => {
+                unreachable!("a blocking redeem always answers")
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
 impl PeerPlane for HmacPeerPlane {
     fn scope(&self) -> &ExportScope {
         &self.scope
@@ -135,13 +151,27 @@ impl PeerPlane for HmacPeerPlane {
         })
     }
 
-    fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
-        match self.redeem_in(request, ReadMode::Blocking) {
-            Attempt::Answered(outcome) => outcome,
-            Attempt::Deferred | Attempt::Resume(_) => {
-                unreachable!("a blocking redeem always answers")
-            }
-        }
+    /// Awaited directly (a runtime's decorator around the crate's plane, mounted as its own),
+    /// the redeem runs whole on tokio's blocking pool when the caller is in a tokio runtime,
+    /// else on the caller's thread. The router never awaits it: it
+    /// calls the crate's plane inline or on the blocking pool itself.
+    async fn redeem(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
+        let plane = self.clone();
+        let token = request.token.to_owned();
+        let owned =
+            |values: &[&[u8]]| -> Vec<Vec<u8>> { values.iter().map(|v| v.to_vec()).collect() };
+        let (audience, proof) = (owned(request.audience), owned(request.proof));
+        blocking::off_worker(move || {
+            let audience: Vec<&[u8]> = audience.iter().map(Vec::as_slice).collect();
+            let proof: Vec<&[u8]> = proof.iter().map(Vec::as_slice).collect();
+            plane.redeem_blocking(RedeemRequest {
+                token: &token,
+                audience: &audience,
+                proof: &proof,
+            })
+        })
+        .await
+        .unwrap_or_else(RedeemOutcome::refused)
     }
 
     fn end_session(&self) {
@@ -156,6 +186,10 @@ impl PeerPlane for HmacPeerPlane {
 /// worker should not spend, and the proof's nonce is spent by the first check that accepts it,
 /// so the redeem must not be started inline and then run again.
 impl RedeemsInline for HmacPeerPlane {
+    fn redeem_blocking(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
+        HmacPeerPlane::redeem_blocking(self, request)
+    }
+
     fn redeem_inline(
         &self,
         request: RedeemRequest<'_>,

@@ -5,6 +5,7 @@ use super::reader::{self, Opened, ReadAnswer, ReadMode, Step};
 use super::{Attempt, Cancel, IfNoneMatch, Listing, ReadOutcome, ReadsInline, ResourcePlane};
 use crate::backends::Clock;
 use crate::backends::fs::Filesystem;
+use crate::blocking;
 use crate::budget::{BudgetPermit, ByteBudget};
 use crate::path::RelPath;
 use crate::refusal::Refusal;
@@ -98,12 +99,13 @@ impl Resumed<'_> {
 /// The flag of reads whose caller always waits.
 static NEVER: Cancel = Cancel::never();
 
-impl ResourcePlane for OperatorPlane {
-    fn scope(&self) -> &ExportScope {
-        &self.scope
-    }
-
-    fn list(&self, cancel: &Cancel) -> Result<Listing, Refusal> {
+impl OperatorPlane {
+    /// [`ResourcePlane::list`] on the caller's thread, blocking while it walks the root: for a
+    /// caller already off the async runtime (a bench, a blocking task of its own).
+    ///
+    /// # Errors
+    /// As [`ResourcePlane::list`]: `outside_root`, `io_error` (cancelled included).
+    pub fn list_blocking(&self, cancel: &Cancel) -> Result<Listing, Refusal> {
         reader::list_files(
             self.fs.as_ref(),
             &self.scope,
@@ -114,7 +116,16 @@ impl ResourcePlane for OperatorPlane {
         )
     }
 
-    fn read(&self, path: &RelPath, if_none_match: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+    /// [`ResourcePlane::read`] on the caller's thread, blocking while it reads.
+    ///
+    /// # Errors
+    /// As [`ResourcePlane::read`]: `outside_root`, `not_found`, `symlink_refused`,
+    /// `not_a_regular_file`, `too_large`, `io_error`.
+    pub fn read_blocking(
+        &self,
+        path: &RelPath,
+        if_none_match: &IfNoneMatch,
+    ) -> Result<ReadOutcome, Refusal> {
         match self.read_in(path, if_none_match, ReadMode::Blocking, Resumed::fresh())? {
             Step::Done(outcome) => Ok(outcome),
             Step::Resume(_) => unreachable!("a blocking read always answers"),
@@ -122,10 +133,51 @@ impl ResourcePlane for OperatorPlane {
     }
 }
 
+/// Awaited directly (a runtime's decorator around the crate's plane, mounted as its own), each
+/// call runs whole on tokio's blocking pool when the caller is in a tokio runtime, else on the
+/// caller's thread: the file work blocks. The router never awaits
+/// these: it calls the crate's plane inline or on the blocking pool itself.
+#[async_trait::async_trait]
+impl ResourcePlane for OperatorPlane {
+    fn scope(&self) -> &ExportScope {
+        &self.scope
+    }
+
+    async fn list(&self, cancel: &Cancel) -> Result<Listing, Refusal> {
+        let (plane, cancel) = (self.clone(), cancel.clone());
+        blocking::off_worker(move || plane.list_blocking(&cancel))
+            .await
+            .unwrap_or_else(Err)
+    }
+
+    async fn read(
+        &self,
+        path: &RelPath,
+        if_none_match: &IfNoneMatch,
+    ) -> Result<ReadOutcome, Refusal> {
+        let (plane, path, condition) = (self.clone(), path.clone(), if_none_match.clone());
+        blocking::off_worker(move || plane.read_blocking(&path, &condition))
+            .await
+            .unwrap_or_else(Err)
+    }
+}
+
 /// A read of at most `limit` bytes whose bytes the budget lends at once answers on the async
 /// worker; anything else stops before reading a byte and goes on on the blocking pool from the
 /// file as opened.
 impl ReadsInline for OperatorPlane {
+    fn list_blocking(&self, cancel: &Cancel) -> Result<Listing, Refusal> {
+        OperatorPlane::list_blocking(self, cancel)
+    }
+
+    fn read_blocking(
+        &self,
+        path: &RelPath,
+        if_none_match: &IfNoneMatch,
+    ) -> Result<ReadOutcome, Refusal> {
+        OperatorPlane::read_blocking(self, path, if_none_match)
+    }
+
     fn read_inline(
         &self,
         path: &RelPath,

@@ -76,9 +76,16 @@ impl Drop for GoneGuard {
 }
 
 impl Router {
-    /// Lists `files` now on the blocking pool, in a listing lane (waited for on the async side,
-    /// [`blocking::Lanes`]); dropping the future stops the listing.
+    /// Lists `files` now: the crate's plane on the blocking pool, in a listing lane (waited for
+    /// on the async side, [`blocking::Lanes`]), a runtime's own plane awaited here; dropping
+    /// the future stops the listing.
     async fn list_in_lane(&self, files: &FilesMount, generation: u64) -> Result<Listed, Refusal> {
+        if files.inline.is_none() {
+            let cancel = crate::planes::Cancel::default();
+            let _raise = cancel.on_drop();
+            let listing = files.plane.list(&cancel).await?;
+            return Ok(self.listed(files, listing, generation));
+        }
         let lane = self.mounted.lanes.take(blocking::Kind::List).await;
         let (router, files) = (self.clone(), files.clone());
         blocking::run_cancellable(move |cancel| {

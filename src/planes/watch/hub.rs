@@ -5,8 +5,8 @@
 //! (forgetting its listing and history) once nobody has been subscribed for the linger time.
 //! It waits on the root's [`ChangeNotifier`] (or a 2 s timer without one), the generation
 //! counter and explicit requests, coalesces notices (re-list 100 ms after the last, at most
-//! 1 s after the first), and re-lists through the plane on the blocking pool, so the D-3.6
-//! hash cache spares every unchanged file. A subscriber holds an `Arc` of the hub and a
+//! 1 s after the first), and re-lists through the plane (the crate's on the blocking pool, so
+//! the D-3.6 hash cache spares every unchanged file; a runtime's own plane awaited). A subscriber holds an `Arc` of the hub and a
 //! position in its history: no thread, no listing of its own.
 
 use super::WatchSettings;
@@ -15,7 +15,7 @@ use super::history::{History, Record, Resume};
 use crate::backends::{ChangeNotifier, Filesystem, Notice};
 use crate::generation::Generation;
 use crate::planes::listing::ListingHead;
-use crate::planes::{Cancel, Listing, ListingBody, ResourcePlane};
+use crate::planes::{Cancel, Listing, ListingBody, ReadsInline, ResourcePlane};
 use crate::refusal::{Code, Refusal};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,6 +27,9 @@ use tokio::time::Instant;
 /// and where change notices come from.
 pub(crate) struct Source {
     pub(crate) plane: Arc<dyn ResourcePlane>,
+    /// The same plane's blocking calls, when the crate built it; `None` for a runtime's own
+    /// plane, whose async listing is awaited.
+    pub(crate) inline: Option<Arc<dyn ReadsInline>>,
     pub(crate) generation: Generation,
     pub(crate) containment: &'static str,
     /// The filesystem whose notices cover the plane's root; `None` for a runtime's own plane.
@@ -76,15 +79,14 @@ impl Source {
         }
     }
 
-    /// Lists now (blocking) and compares with `old`: the new snapshot, and the batch from
-    /// `old` to it when their etags differ.
+    /// `listing`, listed at `generation`, compared with `old`: the new snapshot, and the batch
+    /// from `old` to it when their etags differ.
     fn snapshot(
         &self,
-        cancel: &Cancel,
+        listing: Listing,
+        generation: u64,
         old: Option<&Snapshot>,
     ) -> Result<(Snapshot, Option<ChangeBatch>), Refusal> {
-        let generation = self.generation.current();
-        let listing = self.plane.list(cancel)?;
         let (etag, mut listing) = etag_of(listing, &self.head(generation));
         listing.release_budget();
         let batch = old.filter(|old| old.etag != etag).map(|old| ChangeBatch {
@@ -300,17 +302,32 @@ impl Hub {
             Some(Ok(snapshot)) => Some(snapshot.clone()),
             _ => None,
         };
-        let hub = self.clone();
-        let listed = crate::blocking::run_cancellable(move |cancel| {
-            hub.source.snapshot(cancel, old.as_deref())
-        })
-        .await
-        .unwrap_or_else(|_| {
-            Err(Refusal::new(
-                Code::IoError,
-                "the watcher's listing panicked",
-            ))
-        });
+        let listed = match self.source.inline.clone() {
+            Some(inline) => {
+                let hub = self.clone();
+                crate::blocking::run_cancellable(move |cancel| {
+                    let generation = hub.source.generation.current();
+                    let listing = inline.list_blocking(cancel)?;
+                    hub.source.snapshot(listing, generation, old.as_deref())
+                })
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Refusal::new(
+                        Code::IoError,
+                        "the watcher's listing panicked",
+                    ))
+                })
+            }
+            None => {
+                let cancel = Cancel::default();
+                let _raise = cancel.on_drop();
+                let generation = self.source.generation.current();
+                match self.source.plane.list(&cancel).await {
+                    Ok(listing) => self.source.snapshot(listing, generation, old.as_deref()),
+                    Err(refusal) => Err(refusal),
+                }
+            }
+        };
         let mut state = self.state();
         match listed {
             Ok((snapshot, batch)) => {
