@@ -16,7 +16,7 @@ use tokio::task::JoinError;
 /// Runs `work` on tokio's blocking pool and waits for its answer.
 ///
 /// Dropping the returned future does not stop `work`: it runs to its end, and its answer is
-/// dropped. Work that should stop early then watches a [`Cancel`](crate::planes::Cancel) its
+/// dropped. Work that should stop early then watches a [`Cancel`](crate::cancel::Cancel) its
 /// caller raises on drop, as the router's does.
 ///
 /// # Errors
@@ -32,7 +32,7 @@ where
     tokio::task::spawn_blocking(work).await
 }
 
-/// [`run`], handing `work` a [`Cancel`](crate::planes::Cancel) that is raised when the
+/// [`run`], handing `work` a [`Cancel`](crate::cancel::Cancel) that is raised when the
 /// returned future is dropped before `work` answered (nobody waits for it any more), so `work`
 /// can stop early; once it has answered, dropping raises nothing.
 ///
@@ -43,10 +43,10 @@ where
 /// Outside a tokio runtime.
 pub(crate) async fn run_cancellable<T, F>(work: F) -> Result<T, JoinError>
 where
-    F: FnOnce(&crate::planes::Cancel) -> T + Send + 'static,
+    F: FnOnce(&crate::cancel::Cancel) -> T + Send + 'static,
     T: Send + 'static,
 {
-    let cancel = crate::planes::Cancel::default();
+    let cancel = crate::cancel::Cancel::default();
     let cancel_on_drop = cancel.on_drop();
     let answer = tokio::task::spawn_blocking(move || work(&cancel)).await;
     cancel_on_drop.disarm();

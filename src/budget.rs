@@ -7,6 +7,11 @@
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+/// The cores the planes size their work for when none is set: 2. The crate reads nothing to
+/// learn the machine's (D-15.8); a runtime that knows it says so with
+/// `CapsuleConfig::cores`, as the binary does once at start.
+pub const DEFAULT_CORES: usize = 2;
+
 /// Buffers smaller than this are left to the allocator.
 const POOLED_MIN: u64 = 64 * 1024;
 
@@ -192,9 +197,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl ByteBudget {
     /// A budget of `capacity` bytes, its slots sized for
-    /// [`DEFAULT_CORES`](crate::capsule::DEFAULT_CORES) cores. Reads nothing.
+    /// [`DEFAULT_CORES`] cores. Reads nothing.
     pub fn new(capacity: u64) -> Self {
-        Self::with_cores(capacity, crate::capsule::DEFAULT_CORES)
+        Self::with_cores(capacity, DEFAULT_CORES)
     }
 
     /// A budget of `capacity` bytes, with one fill slot per core and two hashing slots per

@@ -31,7 +31,7 @@ pub const DEFAULT_INFLIGHT_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
 /// The cores the planes size their work for when none is set: 2. The crate reads nothing to
 /// learn the machine's (D-15.8); a runtime that knows it says so with
 /// [`CapsuleConfig::cores`], as the binary does once at start.
-pub const DEFAULT_CORES: usize = 2;
+pub const DEFAULT_CORES: usize = crate::budget::DEFAULT_CORES;
 /// The containment class assumed when none is set: `advisory`, the weakest claim.
 pub const DEFAULT_CONTAINMENT: Containment = Containment::Advisory;
 

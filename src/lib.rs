@@ -80,6 +80,7 @@ internal_module!(audience);
 pub mod backends;
 pub(crate) mod blocking;
 internal_module!(budget);
+pub(crate) mod cancel;
 pub mod capsule;
 pub mod card;
 #[cfg(feature = "cli")]

@@ -65,7 +65,7 @@ pub fn read_into<R: std::io::Read + ?Sized>(
     size: u64,
     limit: u64,
 ) -> std::io::Result<usize> {
-    read_into_unless(file, buffer, size, limit, &crate::planes::Cancel::never())
+    read_into_unless(file, buffer, size, limit, &crate::cancel::Cancel::never())
 }
 
 /// The most one `read(2)` of [`read_into_unless`] asks for, so that a cancelled read of a large
@@ -82,7 +82,7 @@ pub fn read_into_unless<R: std::io::Read + ?Sized>(
     buffer: &mut Vec<u8>,
     size: u64,
     limit: u64,
-    cancel: &crate::planes::Cancel,
+    cancel: &crate::cancel::Cancel,
 ) -> std::io::Result<usize> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut room = usize::try_from(size.saturating_add(1))

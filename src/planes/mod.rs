@@ -8,7 +8,6 @@
 //! where the crate's own planes run (inline or on the blocking pool) and awaits a runtime's
 //! own plane on its async worker.
 
-mod cancel;
 mod condition;
 internal_module!(handle);
 pub(crate) mod hash_cache;
@@ -21,8 +20,8 @@ mod resource;
 pub(crate) mod streamed;
 pub mod watch;
 
+pub use crate::cancel::{Cancel, CancelOnDrop};
 pub use crate::scope::ExportScope;
-pub use cancel::{Cancel, CancelOnDrop};
 pub use condition::IfNoneMatch;
 pub(crate) use listing::ListingHead;
 pub use listing::{Listing, ListingBody, ListingEntry};

@@ -1,12 +1,12 @@
 //! The one reader both planes call (spec: "a peer redeem calls the same reader"): resolve,
 //! type-check, size-check and read one file from one descriptor, and walk a root for a listing.
 
-use super::cancel::Cancel;
 use super::condition::IfNoneMatch;
 use super::hash_cache::{CacheView, HashCache};
 use super::listing::{ENTRY_BYTES, Listing, ListingBuilder, Pending};
 use crate::backends::fs::{FileMeta, Filesystem, OpenFile};
 use crate::budget::{BudgetPermit, ByteBudget, FillSlot};
+use crate::cancel::Cancel;
 use crate::page_aligned;
 use crate::path::RelPath;
 use crate::refusal::{Code, Refusal};
@@ -916,7 +916,7 @@ mod tests {
     /// has cores, and still lists every file, hashed whole.
     #[test]
     fn a_cold_listing_keeps_more_reads_in_flight_than_there_are_cores() {
-        let cores = crate::capsule::DEFAULT_CORES;
+        let cores = crate::budget::DEFAULT_CORES;
         // Enough files for every thread the listing may start, on any machine.
         let files = (LISTING_PARALLEL_FROM * 3).max(cores * 4);
         let disk = ColdDisk::default();

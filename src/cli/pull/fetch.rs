@@ -4,7 +4,7 @@
 use super::etag::Etag;
 use super::listing::{self, Entry, EntryPath, Listing};
 use super::local::{LocalError, LocalState, MirrorDir};
-use super::progress::{Progress, printable};
+use super::progress::{Ended, Progress, printable};
 use super::remote::{Remote, RemoteError};
 use super::stop::Stop;
 use sha2::{Digest, Sha256};
@@ -65,6 +65,18 @@ pub(crate) enum Outcome {
     Stopped,
 }
 
+impl Outcome {
+    /// How progress counts it: `None` for an entry a stop dropped, which is not done.
+    fn ended(&self) -> Option<Ended> {
+        match self {
+            Outcome::Unchanged => Some(Ended::Unchanged),
+            Outcome::Downloaded(_) => Some(Ended::Downloaded),
+            Outcome::Failed(_) => Some(Ended::Failed),
+            Outcome::Stopped => None,
+        }
+    }
+}
+
 /// What every download of one pass or one watched batch needs.
 #[derive(Debug)]
 pub(crate) struct Context {
@@ -111,8 +123,10 @@ pub(crate) async fn mirror_all(
                     // Dropping the download drops its temporary file, which removes itself.
                     () = context.stop.aborted() => Outcome::Stopped,
                 };
-                if last || !matches!(&outcome, Outcome::Failed(why) if why.retry) {
-                    context.progress.done(&outcome);
+                if (last || !matches!(&outcome, Outcome::Failed(why) if why.retry))
+                    && let Some(ended) = outcome.ended()
+                {
+                    context.progress.done(ended);
                 }
                 outcomes.push((entry.path, outcome));
             }
@@ -182,7 +196,7 @@ pub(crate) async fn retry_once(
                         text: format!("{}; the fresh listing failed: {e}", why.text),
                         ..why
                     };
-                    context.progress.done(&Outcome::Failed(why.clone()));
+                    context.progress.done(Ended::Failed);
                     (path, Outcome::Failed(why))
                 })
                 .collect();
@@ -203,7 +217,9 @@ pub(crate) async fn retry_once(
                     "vanished",
                     format!("no longer listed after {}", why.render()),
                 ));
-                context.progress.done(&outcome);
+                if let Some(ended) = outcome.ended() {
+                    context.progress.done(ended);
+                }
                 outcomes.push((path, outcome));
             }
         }

@@ -1,6 +1,5 @@
 //! The progress line on stderr (drawn only when stderr is a terminal) and report lines above it.
 
-use super::fetch::Outcome;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,13 +58,12 @@ impl Progress {
         progress
     }
 
-    /// Counts one entry's outcome; an entry a stop dropped is not done.
-    pub(crate) fn done(&self, outcome: &Outcome) {
-        let counter = match outcome {
-            Outcome::Unchanged => &self.unchanged,
-            Outcome::Downloaded(_) => &self.downloaded,
-            Outcome::Failed(_) => &self.failed,
-            Outcome::Stopped => return,
+    /// Counts one entry that ended as `ended`.
+    pub(crate) fn done(&self, ended: Ended) {
+        let counter = match ended {
+            Ended::Unchanged => &self.unchanged,
+            Ended::Downloaded => &self.downloaded,
+            Ended::Failed => &self.failed,
         };
         self.done.fetch_add(1, Ordering::Relaxed);
         counter.fetch_add(1, Ordering::Relaxed);
@@ -122,4 +120,15 @@ impl Progress {
             self.draw("\n");
         }
     }
+}
+
+/// How an entry ended, as progress counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// The local copy already had the listed sha256.
+    Unchanged,
+    /// Downloaded, verified and written.
+    Downloaded,
+    /// Not written.
+    Failed,
 }
