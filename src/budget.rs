@@ -197,7 +197,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl ByteBudget {
     /// A budget of `capacity` bytes, its slots sized for
-    /// [`DEFAULT_CORES`] cores. Reads nothing.
+    /// `DEFAULT_CORES` (2) cores. Reads nothing.
     pub fn new(capacity: u64) -> Self {
         Self::with_cores(capacity, DEFAULT_CORES)
     }
