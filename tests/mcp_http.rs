@@ -198,23 +198,23 @@ async fn resources_are_the_listing_with_uri_mime_size_and_meta_and_each_list_is_
     );
 }
 
-#[tokio::test]
-async fn a_cursor_survives_change_without_repeat_or_skip_and_a_forged_one_is_invalid_params() {
-    let w = files_world();
-    for i in 0..2_500 {
-        w.fs.add_file(&format!("out/f{i:05}.txt"), "x", 1_700_000_000_000);
-    }
-    let mcp = McpService::new(&w.capsule, McpConfig::default());
-    let session = open(&mcp, "2025-06-18").await;
+/// Every page of `resources/list` from the first, with `between` run after the first page:
+/// the names in order, the pages, and the last cursor issued.
+async fn page_all(
+    mcp: &McpService,
+    session: &str,
+    mut between: impl FnMut(),
+) -> (Vec<String>, usize, Option<String>) {
     let mut seen: Vec<String> = Vec::new();
     let mut cursor: Option<String> = None;
+    let mut issued = None;
     let mut pages = 0;
     loop {
         let params = match &cursor {
             Some(c) => json!({"cursor": c}),
             None => json!({}),
         };
-        let page = call(&mcp, &session, "resources/list", params).await;
+        let page = call(mcp, session, "resources/list", params).await;
         let resources = page["result"]["resources"].as_array().unwrap();
         assert!(resources.len() <= 1_000);
         seen.extend(
@@ -224,17 +224,34 @@ async fn a_cursor_survives_change_without_repeat_or_skip_and_a_forged_one_is_inv
         );
         pages += 1;
         if pages == 1 {
-            // Between pages: files before and after the cursor come and go.
-            w.fs.remove("out/f00010.txt");
-            w.fs.remove("out/f02400.txt");
-            w.fs.add_file("out/f00000a.txt", "new", 1_700_000_000_000);
-            w.fs.add_file("out/f01500a.txt", "new", 1_700_000_000_000);
+            between();
         }
         match page["result"]["nextCursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => break,
+            Some(next) => {
+                cursor = Some(next.to_owned());
+                issued = cursor.clone();
+            }
+            None => return (seen, pages, issued),
         }
     }
+}
+
+#[tokio::test]
+async fn a_cursor_survives_change_without_repeat_or_skip_and_a_forged_one_is_invalid_params() {
+    let w = files_world();
+    for i in 0..2_500 {
+        w.fs.add_file(&format!("out/f{i:05}.txt"), "x", 1_700_000_000_000);
+    }
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    let session = open(&mcp, "2025-06-18").await;
+    let (seen, pages, cursor) = page_all(&mcp, &session, || {
+        // Between pages: files before and after the cursor come and go.
+        w.fs.remove("out/f00010.txt");
+        w.fs.remove("out/f02400.txt");
+        w.fs.add_file("out/f00000a.txt", "new", 1_700_000_000_000);
+        w.fs.add_file("out/f01500a.txt", "new", 1_700_000_000_000);
+    })
+    .await;
     assert_eq!(pages, 3);
     let mut unique = seen.clone();
     unique.sort();
@@ -249,14 +266,24 @@ async fn a_cursor_survives_change_without_repeat_or_skip_and_a_forged_one_is_inv
             );
         }
     }
-    assert!(
-        seen.contains(&"f01500a.txt".to_owned()),
-        "added after the cursor: listed"
-    );
-    assert!(
-        !seen.contains(&"f02400.txt".to_owned()),
-        "removed after the cursor: not listed"
-    );
+    // Pages after the first are cut from the first page's listing until the export's watcher
+    // sees the change (this filesystem gives no notices: it re-lists every 2 s); from then
+    // on a page lists afresh.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (seen, _, _) = page_all(&mcp, &session, || {}).await;
+        let caught_up = seen.contains(&"f01500a.txt".to_owned())
+            && !seen.contains(&"f02400.txt".to_owned())
+            && seen.contains(&"f00000a.txt".to_owned());
+        if caught_up {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the change is listed once the watcher saw it"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     let issued = cursor.unwrap();
     let (_, tag) = issued.rsplit_once('.').unwrap();
@@ -597,4 +624,112 @@ async fn a_subscribed_file_that_changes_is_notified_and_an_added_path_changes_th
     )
     .await;
     assert_eq!(foreign["error"]["code"], -32002);
+}
+
+/// Reads `body`'s SSE frames until `count` JSON-RPC messages came, within 5 s.
+async fn next_messages<B>(body: &mut B, count: usize) -> Vec<Value>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin,
+    B::Error: std::fmt::Debug,
+{
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while seen.len() < count {
+        let frame = tokio::time::timeout_at(deadline, body.frame())
+            .await
+            .expect("messages within 5 s")
+            .expect("the stream is open")
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            seen.extend(messages_of(&data));
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn subscriptions_listen_streams_what_was_accepted_until_the_client_leaves() {
+    let w = files_world();
+    w.fs.add_file("out/watched.txt", "v1", 1_700_000_000_000);
+    let changes = Arc::new(Scripted::default());
+    let mcp = McpService::new(
+        &w.capsule,
+        McpConfig::default().with_changes(changes.clone()),
+    );
+    let uri = format!("{FILES}watched.txt");
+    let listen = json!({"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        },
+        "notifications": {
+            "resourcesListChanged": true,
+            "resourceSubscriptions": [uri, "http://elsewhere/resources/files/x"],
+        },
+    }});
+    let request = http::Request::post("/mcp")
+        .header("host", "127.0.0.1:41234")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(listen.to_string())
+        .unwrap();
+    let response = mcp.handle(request).await;
+    if response.status() != 200 {
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        panic!("listen refused: {}", String::from_utf8_lossy(&body));
+    }
+    assert!(
+        response.headers().get("mcp-session-id").is_none(),
+        "2026-07-28 has no sessions"
+    );
+    let mut body = response.into_body();
+    let ack = next_messages(&mut body, 1).await;
+    assert_eq!(ack[0]["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack[0]["params"]["notifications"]["resourceSubscriptions"],
+        json!([uri]),
+        "a uri that is not this server's is left out"
+    );
+    assert_eq!(
+        ack[0]["params"]["notifications"]["resourcesListChanged"],
+        true
+    );
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let sender = loop {
+        if let Some(sender) = changes.0.lock().unwrap().first().cloned() {
+            break sender;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stream follows the watcher"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    sender
+        .send(ChangeNotice::new(
+            vec!["other.txt".into(), "watched.txt".into()],
+            true,
+        ))
+        .await
+        .unwrap();
+    let seen = next_messages(&mut body, 2).await;
+    let methods: Vec<&str> = seen.iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/resources/list_changed",
+            "notifications/resources/updated"
+        ]
+    );
+    assert_eq!(seen[1]["params"]["uri"], uri, "only the accepted uri");
+
+    // The client leaves: the stream stops following the watcher.
+    drop(body);
+    tokio::time::timeout(Duration::from_secs(5), sender.closed())
+        .await
+        .expect("the listen ends when its client leaves");
 }

@@ -314,6 +314,14 @@ def perf(ref_js, url, rp_pid, data, rounds):
             assert len(http_get(target)) == size
         return run
 
+    def rp_mcp_floor(method):
+        # The SDK's own cost of one request in a session, with next to nothing to do:
+        # what every resources/read pays before it reads.
+        def run():
+            reply = mcp.request(method, {})
+            assert "result" in reply, reply
+        return run
+
     MiB, KiB = 1 << 20, 4096
     # name: (server pid, one operation, operations per batch). A batch holds 20 or more CPU
     # ticks of the server on the machine this was written on, so the tick rounds off <= 5%.
@@ -332,6 +340,8 @@ def perf(ref_js, url, rp_pid, data, rounds):
         "4k/rp mcp resources/read 4k.txt (text)": (rp_pid, rp_mcp_read("4k.txt", KiB), 2000),
         "4k/rp http GET 4k.bin": (rp_pid, rp_http_read("4k.bin", KiB), 2000),
         "4k/rp http GET 4k.txt": (rp_pid, rp_http_read("4k.txt", KiB), 2000),
+        "4k/rp mcp ping (floor)": (rp_pid, rp_mcp_floor("ping"), 2000),
+        "4k/rp mcp resources/templates/list (floor)": (rp_pid, rp_mcp_floor("resources/templates/list"), 2000),
     }
     names = list(cases)
     # A warm-up round, not recorded: page cache, the servers' caches, the JIT.

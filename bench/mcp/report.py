@@ -52,6 +52,19 @@ for label, num, den in [
     r = cases[num]["cpu_ms"] / cases[den]["cpu_ms"]
     print(f"| {label} | {r:.2f}x | 1.5x | {'yes' if r <= 1.5 else '**no**'} |")
 
+print("\n## The SDK's floor, in the same run (server CPU / HTTP GET 4k.bin)\n")
+print("Every MCP request pays the SDK's Streamable HTTP session machinery (a POST parsed as "
+      "JSON-RPC, the session's worker, a spawned handler, an SSE answer) before any handler "
+      "work: `ping` and `resources/templates/list` measure that floor.\n")
+print("| request | CPU ratio | above the floor (ms) |")
+print("| --- | ---: | ---: |")
+http_4k = cases["4k/rp http GET 4k.bin"]["cpu_ms"]
+floor = cases["4k/rp mcp ping (floor)"]["cpu_ms"]
+for name in ["4k/rp mcp ping (floor)", "4k/rp mcp resources/templates/list (floor)",
+             "4k/rp mcp resources/read 4k.bin (blob)", "4k/rp mcp resources/read 4k.txt (text)"]:
+    c = cases[name]["cpu_ms"]
+    print(f"| {name.split('/', 1)[1]} | {c / http_4k:.2f}x | {c - floor:.3f} |")
+
 print("\n## Against the reference server (CPU ratio reference / resource-plane, same operation)\n")
 print("| operation | reference | resource-plane | CPU ratio | wall ratio |")
 print("| --- | --- | --- | ---: | ---: |")

@@ -12,6 +12,8 @@
 //! blocking pool for the crate's own planes, awaited on the async worker for a runtime's own;
 //! `render` turns its one outcome into the response and the trace line.
 
+mod lend;
+pub(crate) use lend::LentListing;
 mod wait;
 
 use super::body::PlaneBody;

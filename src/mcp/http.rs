@@ -214,6 +214,10 @@ impl McpService {
     pub(crate) fn for_router(router: &Router, advertised_url: &str, config: McpConfig) -> Self {
         let mut session_config = SessionConfig::default();
         session_config.keep_alive = Some(config.session_idle);
+        // No priming event before each answer: every answer here follows its request at once,
+        // so an event that only names the stream for a reconnect is one more write per
+        // request for nothing.
+        session_config.sse_retry = None;
         let mut local = LocalSessionManager::default();
         local.session_config = session_config;
         let sessions = Arc::new(BoundedSessions {
@@ -238,6 +242,7 @@ impl McpService {
                     router: router.clone(),
                 }) as Arc<dyn ExportChanges>)
             }),
+            lent: std::sync::Mutex::new(None),
         });
         let (origin, host) = origin_and_host(base);
         let mut origins = config.allowed_origins.clone();
@@ -252,6 +257,7 @@ impl McpService {
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins)
             .enforce_origin_validation()
+            .with_sse_retry(None)
             .with_max_request_body_bytes(config.max_body_bytes);
         let service = StreamableHttpService::new(
             move || Ok(ResourceServer::new(shared.clone())),

@@ -6,6 +6,8 @@ use super::changes::{ChangeNotice, ExportChanges};
 use super::cursor::Cursors;
 use super::mime;
 use crate::http::Router;
+use crate::http::router::LentListing;
+use crate::planes::listing::RawEntry;
 use crate::refusal::Code;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -13,9 +15,9 @@ use rmcp::model::{
     ErrorCode, ErrorData, ListResourceTemplatesResult, ListResourcesResult, MetaObject,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
     Resource, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{Peer, RoleServer, ServerHandler};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -35,6 +37,8 @@ pub(crate) struct Shared {
     pub(crate) request_prefix: String,
     pub(crate) cursors: Cursors,
     pub(crate) changes: Option<Arc<dyn ExportChanges>>,
+    /// The listing the last page was cut from, for the pages after it.
+    pub(crate) lent: Mutex<Option<Arc<LentListing>>>,
 }
 
 impl fmt::Debug for Shared {
@@ -68,21 +72,6 @@ impl Drop for Session {
     }
 }
 
-/// The listing as the operator plane renders it (D-3.5): what a page needs of it.
-#[derive(Debug, Deserialize)]
-struct ListingDoc {
-    generation: u64,
-    entries: Vec<Entry>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Entry {
-    path: String,
-    size_bytes: u64,
-    mtime_ms: i64,
-    sha256: String,
-}
-
 impl ResourceServer {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         ResourceServer {
@@ -91,7 +80,12 @@ impl ResourceServer {
         }
     }
 
-    /// One page of resources after the cursor's path.
+    /// One page of resources after the cursor's path, cut from the listing the last page came
+    /// from while the export's watcher (D-17.4) holds a listing with the same etag, else from
+    /// a fresh listing. So a page is as fresh as the watcher: a client told
+    /// `list_changed` lists afresh on its next page, and a client paging an unchanged export
+    /// costs no walk per page. Pages are cut by path, after the cursor's: a file present
+    /// throughout is on some page, and no path is on two.
     ///
     /// # Errors
     /// `-32602` for a cursor this service did not issue; the listing's refusal otherwise.
@@ -105,35 +99,70 @@ impl ResourceServer {
             })?),
             None => None,
         };
-        let listing = self.listing().await?;
-        let start = match &after {
-            // Sorted by path, byte order (D-3.5): the first path after the cursor's.
-            Some(after) => listing
-                .entries
-                .partition_point(|entry| entry.path.as_str() <= after.as_str()),
-            None => 0,
-        };
-        let rest = &listing.entries[start..];
-        let page = &rest[..rest.len().min(PAGE_SIZE)];
-        let resources = page
-            .iter()
-            .map(|entry| self.resource(entry, listing.generation))
-            .collect();
-        let mut result = ListResourcesResult::with_all_items(resources);
-        if rest.len() > page.len()
-            && let Some(last) = page.last()
+        let lent = self.listing().await?;
+        let listing = &lent.listing;
+        // Sorted by path, byte order (D-3.5): the first path after the cursor's.
+        let start = after.as_deref().map_or(0, |after| {
+            listing
+                .raw_entries()
+                .take_while(|entry| entry.path <= after)
+                .count()
+        });
+        let mut rest = listing.raw_entries().skip(start).peekable();
+        let mut resources = Vec::with_capacity(PAGE_SIZE.min(listing.len() - start));
+        let mut last = None;
+        while resources.len() < PAGE_SIZE
+            && let Some(entry) = rest.next()
         {
-            result.next_cursor = Some(self.shared.cursors.issue(&last.path));
+            resources.push(self.resource(&entry, lent.generation));
+            last = Some(entry.path);
+        }
+        let mut result = ListResourcesResult::with_all_items(resources);
+        if rest.peek().is_some()
+            && let Some(last) = last
+        {
+            result.next_cursor = Some(self.shared.cursors.issue(last));
         }
         Ok(result)
     }
 
-    fn resource(&self, entry: &Entry, generation: u64) -> Resource {
-        let mut resource = Resource::new(self.uri_of(&entry.path), entry.path.clone());
-        resource.mime_type = Some(mime::of(&entry.path).to_owned());
-        resource.size = Some(entry.size_bytes);
+    /// The export listed now (its `resource_list` line written), kept for the pages after.
+    async fn listing_afresh(&self) -> Result<Arc<LentListing>, ErrorData> {
+        let lent = self
+            .shared
+            .router
+            .lend_listing()
+            .await
+            .map_err(|refusal| rpc_error(refusal.code.as_str(), refusal.code.message()))?;
+        if let Ok(mut kept) = self.shared.lent.lock() {
+            *kept = Some(lent.clone());
+        }
+        Ok(lent)
+    }
+
+    /// The listing kept from the last page while the watcher's etag is still its own (its
+    /// line written again); a fresh one otherwise.
+    async fn listing(&self) -> Result<Arc<LentListing>, ErrorData> {
+        let kept = self.shared.lent.lock().ok().and_then(|kept| kept.clone());
+        let watched = self.shared.router.watched_etag();
+        match kept {
+            Some(kept) if watched.as_deref() == Some(kept.etag.as_str()) => {
+                self.shared
+                    .router
+                    .trace_relent(&kept)
+                    .map_err(|refusal| rpc_error(refusal.code.as_str(), refusal.code.message()))?;
+                Ok(kept)
+            }
+            _ => self.listing_afresh().await,
+        }
+    }
+
+    fn resource(&self, entry: &RawEntry<'_>, generation: u64) -> Resource {
+        let mut resource = Resource::new(self.uri_of(entry.path), entry.path.to_owned());
+        resource.mime_type = Some(mime::of(entry.path).to_owned());
+        resource.size = Some(entry.size);
         resource.meta = Some(meta(json!({
-            "sha256": entry.sha256,
+            "sha256": crate::hex::encode(entry.sha256),
             "mtime_ms": entry.mtime_ms,
             "generation": generation,
         })));
@@ -146,17 +175,6 @@ impl ResourceServer {
         uri.push_str(&self.shared.uri_prefix);
         encode_path(path, &mut uri);
         uri
-    }
-
-    /// `GET /resources/files` through the router: its trace line, its refusals.
-    async fn listing(&self) -> Result<ListingDoc, ErrorData> {
-        let target = format!("{}/resources/files", self.shared.request_prefix);
-        let (status, _, body) = self.get(&target).await?;
-        if status != 200 {
-            return Err(refusal(&body));
-        }
-        serde_json::from_slice(&body)
-            .map_err(|_| ErrorData::internal_error("the listing did not parse", None))
     }
 
     /// A synthesized `GET` of `target` through the router: status, etag and body.
@@ -203,14 +221,17 @@ impl ResourceServer {
             crate::path::percent_decode_strict(crate::path::strip_query(raw)).unwrap_or_default();
         let mime = mime::of(&name);
         let meta = Some(meta(json!({"sha256": etag})));
-        let contents = match (mime::is_text(mime), std::str::from_utf8(&body)) {
-            (true, Ok(text)) => ResourceContents::TextResourceContents {
+        let text = mime::is_text(mime)
+            .then(|| std::str::from_utf8(&body).ok())
+            .flatten();
+        let contents = match text {
+            Some(text) => ResourceContents::TextResourceContents {
                 uri: uri.to_owned(),
                 mime_type: Some(mime.to_owned()),
                 text: text.to_owned(),
                 meta,
             },
-            _ => ResourceContents::BlobResourceContents {
+            None => ResourceContents::BlobResourceContents {
                 uri: uri.to_owned(),
                 mime_type: Some(mime.to_owned()),
                 blob: STANDARD.encode(&body),
@@ -289,6 +310,29 @@ async fn deliver(
     true
 }
 
+/// Sends what `notice` means to one `subscriptions/listen` stream, within its accepted filter;
+/// `false` once the stream is closed.
+async fn deliver_listened(shared: &Shared, sink: &SubscriptionSink, notice: &ChangeNotice) -> bool {
+    let accepted = sink.accepted();
+    if notice.list_changed
+        && accepted.resources_list_changed == Some(true)
+        && sink.notify_resource_list_changed().await.is_err()
+    {
+        return false;
+    }
+    let Some(uris) = &accepted.resource_subscriptions else {
+        return true;
+    };
+    for path in &notice.changed {
+        let mut uri = shared.uri_prefix.clone();
+        encode_path(path, &mut uri);
+        if uris.contains(&uri) && sink.notify_resource_updated(uri).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
 fn meta(value: Value) -> MetaObject {
     match value {
         Value::Object(object) => MetaObject(object),
@@ -296,10 +340,8 @@ fn meta(value: Value) -> MetaObject {
     }
 }
 
-/// The JSON-RPC error for an operator-plane refusal whose JSON body is `body`: `not_found` is
-/// `-32002` (MCP's resource-not-found), `io_error` and `client_gone` `-32603`, every other
-/// code `-32602` (the request names something the plane will not serve); `data` is
-/// `{"error":"<code>"}` and the message the plane's own.
+/// The JSON-RPC error for an operator-plane refusal whose JSON body is `body` ([`rpc_error`]
+/// of its code, with the plane's own message).
 fn refusal(body: &[u8]) -> ErrorData {
     #[derive(Deserialize)]
     struct Body {
@@ -310,12 +352,20 @@ fn refusal(body: &[u8]) -> ErrorData {
     let Ok(Body { error, message }) = serde_json::from_slice::<Body>(body) else {
         return ErrorData::internal_error("the operator plane's answer did not parse", None);
     };
-    let code = match Code::from_wire(&error) {
+    rpc_error(&error, &message)
+}
+
+/// The JSON-RPC error for the operator plane's refusal `code` (its wire name) with `message`:
+/// `not_found` is `-32002` (MCP's resource-not-found), `io_error` and `client_gone` `-32603`,
+/// every other code `-32602` (the request names something the plane will not serve); `data`
+/// is `{"error":"<code>"}`.
+fn rpc_error(code: &str, message: &str) -> ErrorData {
+    let rpc_code = match Code::from_wire(code) {
         Some(Code::NotFound) => ErrorCode::RESOURCE_NOT_FOUND,
         Some(Code::IoError | Code::ClientGone) => ErrorCode::INTERNAL_ERROR,
         _ => ErrorCode::INVALID_PARAMS,
     };
-    ErrorData::new(code, message, Some(json!({"error": error})))
+    ErrorData::new(rpc_code, message.to_owned(), Some(json!({"error": code})))
 }
 
 /// Appends `path` percent-encoded: every byte but the unreserved ones and `/`.
@@ -395,7 +445,8 @@ impl ServerHandler for ResourceServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let cursor = request.and_then(|request| request.cursor);
-        self.page(cursor.as_deref()).await
+        // Boxed: the SDK spawns each request's future whole, sized by its largest method's.
+        Box::pin(self.page(cursor.as_deref())).await
     }
 
     async fn list_resource_templates(
@@ -420,7 +471,8 @@ impl ServerHandler for ResourceServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.read(&request.uri)
+        // Boxed, as for `list_resources`.
+        Box::pin(self.read(&request.uri))
             .await
             .map(ReadResourceResponse::from)
     }
@@ -461,6 +513,48 @@ impl ServerHandler for ResourceServer {
             subscribed.remove(&request.uri);
         }
         Ok(())
+    }
+
+    /// `subscriptions/listen` (2026-07-28 on): the list's changes when asked for, and updates
+    /// of the asked-for uris that are this server's resources (at most
+    /// [`MAX_SUBSCRIPTIONS`]); others are left out of the acknowledged filter.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = requested.supported_by(&self.get_info().capabilities);
+        if let Some(uris) = &mut accepted.resource_subscriptions {
+            uris.retain(|uri| uri.starts_with(self.shared.uri_prefix.as_str()));
+            uris.truncate(MAX_SUBSCRIPTIONS);
+        }
+        Some(accepted)
+    }
+
+    /// One `subscriptions/listen` stream, fed by the export's watcher like a session's
+    /// subscriptions, until the client cancels it or the watcher can watch no more (then the
+    /// stream ends with its final result).
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let notices = self
+            .shared
+            .changes
+            .as_ref()
+            .and_then(|changes| changes.subscribe());
+        let Some(mut notices) = notices else {
+            context.cancelled().await;
+            return Ok(());
+        };
+        loop {
+            let notice = tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                notice = notices.recv() => notice,
+            };
+            let Some(notice) = notice else {
+                return Ok(());
+            };
+            if !deliver_listened(&self.shared, context.sink(), &notice).await {
+                return Ok(());
+            }
+        }
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

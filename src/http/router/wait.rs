@@ -79,7 +79,11 @@ impl Router {
     /// Lists `files` now: the crate's plane on the blocking pool, in a listing lane (waited for
     /// on the async side, [`blocking::Lanes`]), a runtime's own plane awaited here; dropping
     /// the future stops the listing.
-    async fn list_in_lane(&self, files: &FilesMount, generation: u64) -> Result<Listed, Refusal> {
+    pub(super) async fn list_in_lane(
+        &self,
+        files: &FilesMount,
+        generation: u64,
+    ) -> Result<Listed, Refusal> {
         if files.inline.is_none() {
             let cancel = crate::planes::Cancel::default();
             let _raise = cancel.on_drop();

@@ -174,6 +174,19 @@ impl Hub {
         }
     }
 
+    /// The etag of the current listing, without subscribing: `None` while the watcher is not
+    /// running, before its first listing, or when that listing failed.
+    pub(crate) fn current_etag(&self) -> Option<String> {
+        let state = self.state();
+        if !state.running {
+            return None;
+        }
+        match &state.current {
+            Some(Ok(snapshot)) => Some(snapshot.etag.clone()),
+            _ => None,
+        }
+    }
+
     /// Ends every stream and long-poll, and stops the watcher.
     pub(crate) fn shut_down(&self) {
         self.shutdown.send_replace(true);

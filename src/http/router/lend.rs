@@ -1,0 +1,141 @@
+//! The listing lent whole to a caller that serves it in parts of its own: the MCP face pages a
+//! listing 1,000 resources at a time (D-18.2). The first page lists the export as
+//! `GET /resources/files` does (same lanes, same refusals, same `resource_list` line); a later
+//! page may be cut from that listing again while the export's watcher (D-17.4) holds a listing
+//! with the same etag, and leaves its own line too.
+
+use super::{Line, Router};
+use crate::events::ResourceList;
+use crate::planes::Listing;
+use crate::refusal::{Code, Refusal};
+use std::sync::Arc;
+
+/// A listing lent out: its entries, the etag of its body and the generation it was listed at.
+#[derive(Debug)]
+pub(crate) struct LentListing {
+    pub(crate) listing: Listing,
+    /// `sha256:<hex>` of the listing's body, as its `ETag` names it.
+    pub(crate) etag: String,
+    pub(crate) generation: u64,
+}
+
+impl Router {
+    /// Lists the export now, as a `GET /resources/files` would, and writes its line.
+    ///
+    /// # Errors
+    /// `no_resource_plane` without an operator plane; the listing's own refusal (its line
+    /// written as for HTTP); `io_error` when the line cannot be written (D-6.4).
+    pub(crate) async fn lend_listing(&self) -> Result<Arc<LentListing>, Refusal> {
+        let Some(files) = self.mounted.files.clone() else {
+            return Err(Refusal::new(
+                Code::NoResourcePlane,
+                Code::NoResourcePlane.message(),
+            ));
+        };
+        let generation = self.mounted.generation.current();
+        let listed = self.list_in_lane(&files, generation).await;
+        let lent = listed.map(|listed| {
+            let mut listing = listed.body.into_listing();
+            // Kept while pages are cut from it, like the watcher's own listing.
+            listing.release_budget();
+            LentListing {
+                listing,
+                etag: listed.etag,
+                generation,
+            }
+        });
+        let (counts, outcome, reason) = match &lent {
+            Ok(lent) => (
+                Some((lent.listing.len() as u64, lent.listing.total_bytes())),
+                "ok",
+                None,
+            ),
+            Err(refusal) => (None, refusal.code.as_str(), Some(refusal.reason.clone())),
+        };
+        self.trace_listing(counts, generation, outcome, reason)?;
+        lent.map(Arc::new)
+    }
+
+    /// Writes the line of a listing served again from `lent`: the line its first answer
+    /// wrote, at the current generation.
+    ///
+    /// # Errors
+    /// `io_error` when the line cannot be written (D-6.4).
+    pub(crate) fn trace_relent(&self, lent: &LentListing) -> Result<(), Refusal> {
+        let counts = (lent.listing.len() as u64, lent.listing.total_bytes());
+        let generation = self.mounted.generation.current();
+        self.trace_listing(Some(counts), generation, "ok", None)
+    }
+
+    /// The etag of the listing the export's watcher holds now; `None` while no watcher runs,
+    /// before its first listing, or when that listing failed.
+    pub(crate) fn watched_etag(&self) -> Option<String> {
+        self.mounted.watch.as_ref()?.current_etag()
+    }
+
+    fn trace_listing(
+        &self,
+        counts: Option<(u64, u64)>,
+        generation: u64,
+        outcome: &'static str,
+        reason: Option<String>,
+    ) -> Result<(), Refusal> {
+        let line = Line::List(ResourceList {
+            root: self.files_root(),
+            entry_count: counts.map(|c| c.0),
+            total_bytes: counts.map(|c| c.1),
+            generation,
+            containment_achieved: self.containment(),
+            outcome,
+            reason,
+        });
+        line.emit(&self.mounted.tracer).map_err(|e| {
+            tracing::error!("trace write failed, refusing the listing: {e}");
+            Refusal::new(Code::IoError, "the trace line could not be written")
+        })
+    }
+}
+
+#[cfg(all(test, feature = "test-util"))]
+mod tests {
+    use crate::test_util::capsule;
+    use std::time::Duration;
+
+    /// Pages are cut again only while the watcher's etag is the lent listing's own: for an
+    /// unchanged export they agree, and a change parts them.
+    #[tokio::test]
+    async fn the_watchers_etag_is_a_lent_listings_own_until_the_export_changes() {
+        let t = capsule("name: r\nexports: { files: { root: out/, mode: read-only } }");
+        t.fs.add_file("out/a.md", "hello", 0);
+        let router = t.capsule.router();
+        assert_eq!(router.watched_etag(), None, "no watcher runs yet");
+        // A stream followed by a task of its own keeps the watcher running.
+        let mut stream = router.watch(None).unwrap();
+        let following = tokio::spawn(async move {
+            use futures_core::Stream;
+            while std::future::poll_fn(|cx| std::pin::Pin::new(&mut stream).poll_next(cx))
+                .await
+                .is_some()
+            {}
+        });
+        let lent = router.lend_listing().await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while router.watched_etag().is_none() {
+            assert!(tokio::time::Instant::now() < deadline, "the watcher lists");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(router.watched_etag().as_deref(), Some(lent.etag.as_str()));
+        router.trace_relent(&lent).unwrap();
+        let lines = t.trace.events();
+        let (first, again) = (&lines[lines.len() - 2], &lines[lines.len() - 1]);
+        assert_eq!(first["event_type"], "resource_list");
+        assert_eq!(again["entry_count"], first["entry_count"]);
+        assert_eq!(again["outcome"], "ok");
+
+        t.fs.add_file("out/b.md", "new", 0);
+        let changed = router.lend_listing().await.unwrap();
+        assert_ne!(changed.etag, lent.etag);
+        assert_eq!(changed.listing.len(), 2);
+        following.abort();
+    }
+}
