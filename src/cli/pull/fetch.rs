@@ -296,9 +296,8 @@ async fn download(context: &Arc<Context>, entry: &Entry) -> Result<u64, Why> {
             _ => Why::new(format!("http_{status}"), format!("refused{said}")),
         });
     }
-    let expected_etag = format!("\"sha256:{}\"", entry.sha256);
     match answer.headers.get(http::header::ETAG) {
-        Some(etag) if etag.as_bytes() == expected_etag.as_bytes() => {}
+        Some(etag) if crate::wire::etag::names_body(etag.as_bytes(), &entry.sha256) => {}
         Some(_) => {
             return Err(Why::retryable(
                 "etag_mismatch",
@@ -317,7 +316,7 @@ async fn download(context: &Arc<Context>, entry: &Entry) -> Result<u64, Why> {
     }
     let mtime_ms = answer
         .headers
-        .get("x-murmur-mtime-ms")
+        .get(crate::wire::header::MTIME_MS)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<i64>().ok())
         .unwrap_or(entry.mtime_ms);

@@ -28,6 +28,7 @@ use super::progress::{Progress, printable};
 use super::remote::RemoteError;
 use super::sse::{self, Parser};
 use super::{Session, Summary, failed_json};
+use crate::wire::header::{EVENT_STREAM, LAST_EVENT_ID};
 use serde_json::json;
 use std::fmt;
 use std::process::ExitCode;
@@ -212,11 +213,8 @@ async fn stream(session: &Session, at: &mut At, backoff: &mut Backoff) -> Left {
     let remote = &session.remote;
     let target = remote.origin().watch_target();
     let headers = [
-        (
-            http::header::HeaderName::from_static("last-event-id"),
-            at.etag.as_str(),
-        ),
-        (http::header::ACCEPT, "text/event-stream"),
+        (LAST_EVENT_ID, at.etag.as_str()),
+        (http::header::ACCEPT, EVENT_STREAM),
     ];
     let opened = tokio::select! {
         biased;
@@ -235,7 +233,7 @@ async fn stream(session: &Session, at: &mut At, backoff: &mut Backoff) -> Left {
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("text/event-stream"));
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(EVENT_STREAM));
     if !is_stream {
         return Left::Dropped(StreamError::NotAStream);
     }
