@@ -148,7 +148,6 @@ fn canonical_parent(path: &Path) -> Option<PathBuf> {
 /// The refused launch: `E-MAN-003`, `E-CAP-007`, `E-CAP-008`, or `E-CLI-001` (a flag, the
 /// listener, the trace, `--require-confinement` on a kernel without Landlock, a wall that could
 /// not be put up).
-#[allow(clippy::disallowed_methods)]
 fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
     let started = std::time::Instant::now();
     let parsed = read_manifest(&args.manifest, args.strict)?;
