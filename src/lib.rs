@@ -105,6 +105,7 @@ pub mod test_util;
 pub mod tools;
 internal_module!(trace);
 internal_module!(units);
+pub(crate) mod wire;
 
 pub use capsule::{Backends, Capsule, CapsuleBuilder, CapsuleConfig};
 pub use manifest::{LaunchError, Manifest};

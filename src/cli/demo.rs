@@ -8,11 +8,13 @@
 use crate::backends::tls::PeerTls;
 use crate::backends::{JsonlTraceSink, OsFilesystem, SystemClock};
 use crate::confine::{Confinement, ConfinementReport};
-use crate::http::client::{Limits, PeerClient, PeerResponse};
-use crate::http::response::AUDIENCE;
+use crate::http::client::{
+    Credentials, Limits, PeerClient, PeerResponse, PeerTimeouts, RedeemError,
+};
 use crate::http::{ListenerConfig, serve};
-use crate::policy::Address;
+use crate::policy::PeerUrl;
 use crate::scope::Containment;
+use crate::wire::{etag, route};
 use crate::{Capsule, Manifest};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -26,7 +28,8 @@ const REPORT: &str = "# Quarterly report\n\nAll green. Written by capsule A.\n";
 
 struct Running {
     capsule: Arc<Capsule>,
-    address: Address,
+    /// Where it answers, as a peer names it.
+    url: PeerUrl,
     stop: watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
     trace: PathBuf,
@@ -187,35 +190,58 @@ async fn start(prepared: Prepared) -> Result<Running, String> {
     ));
     Ok(Running {
         capsule,
-        address: Address::parse(&url).map_err(|e| e.to_string())?,
+        url: PeerUrl::parse(&url).map_err(|e| e.to_string())?,
         stop,
         server,
         trace,
     })
 }
 
-async fn get(
-    client: &PeerClient,
-    to: &Address,
-    path: &str,
-    audience: Option<&str>,
-) -> Result<PeerResponse, String> {
-    let headers = match audience {
-        Some(a) => vec![(
-            AUDIENCE,
-            http::HeaderValue::from_str(a).map_err(|e| e.to_string())?,
-        )],
-        None => vec![],
-    };
+/// The bounds of every request the demo makes: generous, on loopback.
+const TIMEOUTS: PeerTimeouts = PeerTimeouts {
+    connect: Duration::from_secs(5),
+    card_total: Duration::from_secs(30),
+    fetch_total: Duration::from_secs(30),
+};
+/// The most body bytes any answer may bring.
+const MAX_BODY: u64 = 64 << 20;
+
+/// The operator's `GET` of `target` at `at`.
+async fn get(client: &PeerClient, at: &Running, target: &str) -> Result<PeerResponse, String> {
     let limits = Limits {
-        connect: Duration::from_secs(5),
-        total: Duration::from_secs(30),
-        max_body: 64 << 20,
+        connect: TIMEOUTS.connect,
+        total: TIMEOUTS.fetch_total,
+        max_body: MAX_BODY,
     };
     client
-        .get(to, path, &headers, limits)
+        .get(&at.url.address, target, &[], limits)
         .await
         .map_err(|e| format!("{e:?}"))
+}
+
+/// A redeem of `token` at `at` presenting `audience` and no proof: the refusal's status and
+/// code, `None` when it was not refused.
+///
+/// # Errors
+/// The peer could not be reached.
+async fn refusal_of(
+    client: &PeerClient,
+    at: &Running,
+    token: &str,
+    audience: &str,
+) -> Result<Option<(u16, Option<String>)>, String> {
+    let credentials = Credentials {
+        audience: http::HeaderValue::from_str(audience).map_err(|e| e.to_string())?,
+        proof: None,
+    };
+    match client
+        .redeem(&at.url, token, credentials, TIMEOUTS, MAX_BODY)
+        .await
+    {
+        Err(RedeemError::Refused { status, code }) => Ok(Some((status, code))),
+        Err(unreachable @ RedeemError::Unreachable(_)) => Err(format!("{unreachable:?}")),
+        Ok(_) | Err(_) => Ok(None),
+    }
 }
 
 fn check(ok: bool, what: &str) -> Result<(), String> {
@@ -227,16 +253,42 @@ fn check(ok: bool, what: &str) -> Result<(), String> {
     }
 }
 
-#[allow(clippy::disallowed_methods)] // the demo inspects its own temporary world
+/// Runs both capsules through every step, then stops them and summarises the traces.
 async fn demo(world: World, confinement: &ConfinementReport) -> Result<String, String> {
     let root = world.root.as_path();
     let a = start(world.a).await?;
     let b = start(world.b).await?;
-    let port_a = a.address.effective_port();
     let client = PeerClient::new(PeerTls::system().client_config());
+    let operated = operate(&client, &a).await?;
+    let handle = share(&client, &a, &b).await?;
+    let fetched = fetch(root, &a, &b, &handle, &operated.etag).await?;
+    let forgery = refuse_replays(&client, &a, &b, &handle.token).await?;
+    let lines = finish(a, b).await?;
+    Ok(json!({
+        "demo": "ok",
+        "listed": operated.listed,
+        "read_etag": operated.etag,
+        "handle_id": handle.id,
+        "fetched_path": fetched.path,
+        "fetched_sha256": fetched.sha256,
+        "forgery": forgery,
+        "trace_lines": {"A": lines[0], "B": lines[1]},
+        "confinement": confinement.to_json(),
+    })
+    .to_string())
+}
 
-    // 1. The operator lists A's export.
-    let listing = get(&client, &a.address, "/resources/files", None).await?;
+/// What the operator saw of A.
+struct Operated {
+    /// Files listed.
+    listed: usize,
+    /// The opaque etag `report.md` was read with.
+    etag: String,
+}
+
+/// Steps 1 to 3: the operator lists A's export, reads one file, and is refused an escape.
+async fn operate(client: &PeerClient, a: &Running) -> Result<Operated, String> {
+    let listing = get(client, a, route::LISTING).await?;
     let listing_json: Value = serde_json::from_slice(&listing.body).map_err(|e| e.to_string())?;
     let listed = listing_json["entries"].as_array().map_or(0, Vec::len);
     check(
@@ -244,43 +296,46 @@ async fn demo(world: World, confinement: &ConfinementReport) -> Result<String, S
         "operator lists 2 files under out/",
     )?;
 
-    // 2. The operator reads one file.
-    let read = get(&client, &a.address, "/resources/files/report.md", None).await?;
-    let etag = read
+    let read = get(client, a, &route::read("report.md")).await?;
+    let sent = read
         .headers
-        .get("etag")
+        .get(http::header::ETAG)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .trim_matches('"')
-        .to_owned();
-    let expected_etag = format!("sha256:{}", crate::hex::sha256_hex(REPORT.as_bytes()));
+        .unwrap_or_default();
+    let etag = etag::opaque_of(sent).to_owned();
+    let expected_etag = etag::opaque(&crate::hex::sha256_hex(REPORT.as_bytes()));
     check(
         read.status == 200 && etag == expected_etag && read.body == REPORT.as_bytes(),
         "operator reads report.md with a matching etag",
     )?;
 
-    // 3. Escapes are refused.
-    let escape = get(
-        &client,
-        &a.address,
-        "/resources/files/..%2Fsecret.txt",
-        None,
-    )
-    .await?;
+    let escape = get(client, a, &route::read("..%2Fsecret.txt")).await?;
     check(
         escape.status == 403,
         "a path escaping the root is refused with 403 outside_root",
     )?;
+    Ok(Operated { listed, etag })
+}
 
-    // 4. A shares report.md with B, whose card publishes B's identity key (D-14.1).
+/// A handle A minted for B.
+struct Handle {
+    token: String,
+    /// Its `handle_id`, which the logs name it by.
+    id: String,
+}
+
+/// Step 4: A shares `report.md` with B, whose card publishes B's identity key (D-14.1).
+async fn share(client: &PeerClient, a: &Running, b: &Running) -> Result<Handle, String> {
     let b_key = b.capsule.identity_key().unwrap_or_default();
-    let card = get(&client, &b.address, "/.well-known/agent-card.json", None).await?;
-    let card: Value = serde_json::from_slice(&card.body).map_err(|e| e.to_string())?;
+    let card = client
+        .card(&b.url, TIMEOUTS)
+        .await
+        .map_err(|e| format!("{e:?}"))?;
     check(
         !b_key.is_empty() && card["capabilities"]["extensions"][0]["params"]["key"] == json!(b_key),
         "B's agent card publishes its Ed25519 identity key",
     )?;
-    let port_b = b.address.effective_port();
+    let port_b = b.url.address.effective_port();
     let shared = a
         .capsule
         .tools()
@@ -291,74 +346,89 @@ async fn demo(world: World, confinement: &ConfinementReport) -> Result<String, S
         .await
         .map_err(|e| format!("share-file: {} {}", e.code, e.message))?;
     let token = shared["handle"].as_str().unwrap_or_default().to_owned();
-    let handle_id = shared["handle_id"].as_str().unwrap_or_default().to_owned();
+    let id = shared["handle_id"].as_str().unwrap_or_default().to_owned();
     check(
         shared["audience"] == json!(b.capsule.audience()),
         &format!(
-            "A minted handle {handle_id} for {}, bound to B's key",
+            "A minted handle {id} for {}, bound to B's key",
             b.capsule.audience()
         ),
     )?;
+    Ok(Handle { token, id })
+}
 
-    // 5. B fetches it, sending a proof signed by its key (D-14.3).
+/// What B fetched.
+struct Fetched {
+    /// Where it landed, under B's workdir.
+    path: String,
+    sha256: String,
+}
+
+/// Step 5: B fetches the handle, sending a proof signed by its key (D-14.3); the file lands
+/// whole, with the etag the operator read.
+#[allow(clippy::disallowed_methods)] // the demo inspects its own temporary world
+async fn fetch(
+    root: &Path,
+    a: &Running,
+    b: &Running,
+    handle: &Handle,
+    read_etag: &str,
+) -> Result<Fetched, String> {
+    let port_a = a.url.address.effective_port();
     let fetched = b
         .capsule
         .tools()
         .call(
             "fetch-peer-file",
-            json!({"peer": format!("127.0.0.1:{port_a}"), "handle": token}),
+            json!({"peer": format!("127.0.0.1:{port_a}"), "handle": handle.token}),
         )
         .await
         .map_err(|e| format!("fetch-peer-file: {} {}", e.code, e.message))?;
-    let fetched_path = fetched["path"].as_str().unwrap_or_default().to_owned();
-    let fetched_sha = fetched["sha256"].as_str().unwrap_or_default().to_owned();
-    let landed = std::fs::read(root.join("b").join(&fetched_path)).map_err(|e| e.to_string())?;
+    let path = fetched["path"].as_str().unwrap_or_default().to_owned();
+    let sha256 = fetched["sha256"].as_str().unwrap_or_default().to_owned();
+    let landed = std::fs::read(root.join("b").join(&path)).map_err(|e| e.to_string())?;
     check(
-        fetched_path.starts_with("peer-in/")
+        path.starts_with("peer-in/")
             && landed == REPORT.as_bytes()
-            && format!("sha256:{fetched_sha}") == etag,
-        &format!("B fetched the file into {fetched_path}, its redeem proved by its key"),
+            && etag::opaque(&sha256) == read_etag,
+        &format!("B fetched the file into {path}, its redeem proved by its key"),
     )?;
+    Ok(Fetched { path, sha256 })
+}
 
-    // 6. A forged handle is refused, identically to any other forgery.
-    let forged = forge(&token);
-    let refused = get(
-        &client,
-        &a.address,
-        &format!("/resources/peer/{forged}"),
-        Some(b.capsule.audience()),
-    )
-    .await?;
-    let body: Value = serde_json::from_slice(&refused.body).unwrap_or(Value::Null);
-    let forgery = body["error"].as_str().unwrap_or_default().to_owned();
+/// Step 6: a forged handle is refused, and so are the real one presented by a third capsule
+/// and the real one replayed with B's audience but without B's key, all alike. The forgery's
+/// code.
+async fn refuse_replays(
+    client: &PeerClient,
+    a: &Running,
+    b: &Running,
+    token: &str,
+) -> Result<String, String> {
+    let refused = refusal_of(client, a, &forge(token), b.capsule.audience()).await?;
+    let forgery = refused
+        .as_ref()
+        .and_then(|(_, code)| code.clone())
+        .unwrap_or_default();
     check(
-        refused.status == 403 && forgery == "handle_not_valid",
+        matches!(&refused, Some((403, _))) && forgery == "handle_not_valid",
         "a forged handle is refused with 403 handle_not_valid",
     )?;
-    let third = get(
-        &client,
-        &a.address,
-        &format!("/resources/peer/{token}"),
-        Some("mallory@127.0.0.1:1"),
-    )
-    .await?;
+    let third = refusal_of(client, a, token, "mallory@127.0.0.1:1").await?;
     check(
-        third.status == 403 && third.body == refused.body,
+        third.is_some() && third == refused,
         "a third capsule's audience gets the same refusal",
     )?;
-    let intercepted = get(
-        &client,
-        &a.address,
-        &format!("/resources/peer/{token}"),
-        Some(b.capsule.audience()),
-    )
-    .await?;
+    let intercepted = refusal_of(client, a, token, b.capsule.audience()).await?;
     check(
-        intercepted.status == 403 && intercepted.body == refused.body,
+        intercepted.is_some() && intercepted == refused,
         "the real handle replayed with B's audience but without B's key gets the same refusal",
     )?;
+    Ok(forgery)
+}
 
-    // 7. Shut both down and summarise the traces.
+/// Step 7: shuts both capsules down and summarises their traces; each trace's line count.
+async fn finish(a: Running, b: Running) -> Result<[usize; 2], String> {
     for running in [&a, &b] {
         let _ = running.stop.send(true);
     }
@@ -366,58 +436,49 @@ async fn demo(world: World, confinement: &ConfinementReport) -> Result<String, S
     let _ = tokio::join!(a_server, b_server);
     a.capsule.end_session();
     b.capsule.end_session();
-    let mut lines = Vec::new();
-    for (label, trace) in [("A", &a.trace), ("B", &b.trace)] {
-        let text = std::fs::read_to_string(trace).map_err(|e| e.to_string())?;
+    Ok([summarise("A", &a.trace)?, summarise("B", &b.trace)?])
+}
+
+/// Checks one capsule's trace (no token; for A, the mint and the redeem proved by key) and
+/// says what it holds; its line count.
+#[allow(clippy::disallowed_methods)] // the demo reads its own temporary world
+fn summarise(label: &str, trace: &Path) -> Result<usize, String> {
+    let text = std::fs::read_to_string(trace).map_err(|e| e.to_string())?;
+    check(
+        !crate::redact::holds_token(&text),
+        &format!("trace {label} holds no token"),
+    )?;
+    if label == "A" {
+        let proved = |event_type: &str| {
+            text.lines()
+                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                .any(|e| {
+                    e["event_type"] == event_type
+                        && e["outcome"] == "ok"
+                        && e["audience_proof"] == "ed25519"
+                })
+        };
         check(
-            !crate::redact::holds_token(&text),
-            &format!("trace {label} holds no token"),
+            proved("peer_handle_mint") && proved("peer_handle_redeem"),
+            "trace A records the mint and the redeem with audience_proof ed25519",
         )?;
-        if label == "A" {
-            let proved = |event_type: &str| {
-                text.lines()
-                    .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-                    .any(|e| {
-                        e["event_type"] == event_type
-                            && e["outcome"] == "ok"
-                            && e["audience_proof"] == "ed25519"
-                    })
-            };
-            check(
-                proved("peer_handle_mint") && proved("peer_handle_redeem"),
-                "trace A records the mint and the redeem with audience_proof ed25519",
-            )?;
-        }
-        let mut kinds = std::collections::BTreeMap::<String, usize>::new();
-        for line in text.lines() {
-            let event: Value =
-                serde_json::from_str(line).map_err(|e| format!("trace {label}: {e}"))?;
-            *kinds
-                .entry(format!(
-                    "{}:{}",
-                    event["event_type"].as_str().unwrap_or("?"),
-                    event["outcome"].as_str().unwrap_or("?")
-                ))
-                .or_default() += 1;
-        }
-        step(&format!(
-            "trace {label}: {} lines {kinds:?}",
-            text.lines().count()
-        ));
-        lines.push(text.lines().count());
     }
-    Ok(json!({
-        "demo": "ok",
-        "listed": listed,
-        "read_etag": etag,
-        "handle_id": handle_id,
-        "fetched_path": fetched_path,
-        "fetched_sha256": fetched_sha,
-        "forgery": forgery,
-        "trace_lines": {"A": lines[0], "B": lines[1]},
-        "confinement": confinement.to_json(),
-    })
-    .to_string())
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    for line in text.lines() {
+        let event: Value = serde_json::from_str(line).map_err(|e| format!("trace {label}: {e}"))?;
+        *kinds
+            .entry(format!(
+                "{}:{}",
+                event["event_type"].as_str().unwrap_or("?"),
+                event["outcome"].as_str().unwrap_or("?")
+            ))
+            .or_default() += 1;
+    }
+    step(&format!(
+        "trace {label}: {} lines {kinds:?}",
+        text.lines().count()
+    ));
+    Ok(text.lines().count())
 }
 
 /// Flips one character of the MAC segment.

@@ -3,6 +3,7 @@
 //! (with `--console`) end of stdin.
 
 use super::check::{cli_error, open_workdir, read_manifest};
+use super::socket_file::SocketFile;
 use crate::backends::tls::PeerTls;
 use crate::backends::{Filesystem, JsonlTraceSink, SystemClock};
 use crate::capsule::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_INFLIGHT_BUDGET_BYTES};
@@ -127,7 +128,7 @@ struct Prepared {
     peer_tls: PeerTls,
     listeners: Vec<ShardSocket>,
     /// The `--listen unix:` socket file, removed when the session ends.
-    socket_file: Option<super::socket_file::SocketFile>,
+    socket_file: Option<SocketFile>,
     url: String,
     confinement: ConfinementReport,
     args: ServeArgs,
@@ -147,7 +148,6 @@ fn canonical_parent(path: &Path) -> Option<PathBuf> {
 /// The refused launch: `E-MAN-003`, `E-CAP-007`, `E-CAP-008`, or `E-CLI-001` (a flag, the
 /// listener, the trace, `--require-confinement` on a kernel without Landlock, a wall that could
 /// not be put up).
-#[allow(clippy::disallowed_methods)]
 fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
     let started = std::time::Instant::now();
     let parsed = read_manifest(&args.manifest, args.strict)?;
@@ -176,56 +176,7 @@ fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
         ));
     }
 
-    let (trace_path, default_trace) = match &args.trace {
-        Some(path) => (path.clone(), false),
-        None => {
-            let dir = std::env::temp_dir().join("resource-plane-traces");
-            // A name no earlier session has used (a process id repeats, across container
-            // restarts say, and the file would then hold two sessions' lines).
-            let name = format!("trace-{}.jsonl", super::random_hex::<16>());
-            (dir.join(name), true)
-        }
-    };
-    // The directory the trace will be written in, canonical. The default one may not exist
-    // yet (it is made below): then it is the canonical temp dir joined with its name, which
-    // no symlink can redirect because it does not exist.
-    let trace_parent = if default_trace {
-        trace_path.parent().and_then(|dir| {
-            std::fs::canonicalize(dir).ok().or_else(|| {
-                let name = dir.file_name()?;
-                Some(std::fs::canonicalize(dir.parent()?).ok()?.join(name))
-            })
-        })
-    } else {
-        canonical_parent(&trace_path)
-    };
-    match trace_parent {
-        None if default_trace => {
-            return Err(cli_error(
-                format!(
-                    "the default trace {}: the temp directory (TMPDIR) does not exist",
-                    trace_path.display()
-                ),
-                "set TMPDIR to an existing directory, or pass --trace",
-            ));
-        }
-        None => {
-            return Err(cli_error(
-                format!(
-                    "--trace {}: its directory does not exist",
-                    trace_path.display()
-                ),
-                "pass a trace path in an existing directory outside the workdir",
-            ));
-        }
-        Some(parent) if parent.starts_with(&workdir) => {
-            return Err(cli_error(
-                format!("trace {} lies inside the workdir", trace_path.display()),
-                "pass --trace with a path outside the workdir, where no export can serve it",
-            ));
-        }
-        Some(_) => {}
-    }
+    let (trace_path, default_trace) = trace_location(args.trace.as_deref(), &workdir)?;
     let peer_tls = PeerTls::system()
         .add_pem_files(&args.peer_ca)
         .map_err(|e| cli_error(format!("--peer-ca: {e}"), "pass PEM certificate files"))?;
@@ -233,54 +184,8 @@ fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
     if let Some(url) = &args.url {
         check_url(&manifest.name, url)?;
     }
-    // One listening socket, accepted from by `shards` single-threaded runtimes.
-    let shards = args.shards.unwrap_or_else(default_shards);
-    let (listeners, url, socket_file) = match &args.listen {
-        Listen::Tcp(address) => {
-            let listeners = crate::backends::net::bind_shards(*address, shards).map_err(|e| {
-                cli_error(format!("--listen {address}: {e}"), "choose a free address")
-            })?;
-            let bound = listeners[0]
-                .local_addr()
-                .map_err(|e| cli_error(format!("--listen: {e}"), "choose a free address"))?;
-            let url = args
-                .url
-                .clone()
-                .unwrap_or_else(|| format!("http://{bound}"));
-            check_url(&manifest.name, &url)?;
-            let listeners = listeners.into_iter().map(ShardSocket::Tcp).collect();
-            (listeners, url, None)
-        }
-        Listen::Unix(path) => {
-            let Some(url) = args.url.clone() else {
-                return Err(cli_error(
-                    format!("--listen unix:{}: no --url", path.display()),
-                    "pass --url with the http(s) URL peers reach the capsule at over TCP",
-                ));
-            };
-            let (socket_file, listeners) = super::socket_file::SocketFile::bind(path, shards)
-                .map_err(|e| {
-                    cli_error(
-                        format!("--listen unix:{}: {e}", path.display()),
-                        "choose a path where no file is, or whose socket nobody listens on",
-                    )
-                })?;
-            let listeners = listeners.into_iter().map(ShardSocket::Unix).collect();
-            (listeners, url, Some(socket_file))
-        }
-    };
-    if default_trace && let Some(dir) = trace_path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| cli_error(format!("trace directory: {e}"), "pass --trace"))?;
-    }
-    // The sink refuses anything but a regular file with a single link (a hard link inside the
-    // workdir would let an export serve the trace) without creating anything.
-    let sink = JsonlTraceSink::open(&trace_path).map_err(|e| {
-        cli_error(
-            format!("trace {}: {e}", trace_path.display()),
-            "pass --trace with a new file, or a writable regular file with a single link, outside the workdir",
-        )
-    })?;
+    let (listeners, url, socket_file) = bind(&args, &manifest.name)?;
+    let sink = open_trace(&trace_path, default_trace)?;
     // Read once, before the wall: the core count reads cgroup files outside it.
     super::cores();
     let confinement = confine(&args, &manifest, &workdir)?;
@@ -296,6 +201,127 @@ fn prepare(args: ServeArgs) -> Result<Prepared, LaunchError> {
         url,
         confinement,
         args,
+    })
+}
+
+/// Where the trace goes, and whether that is the default per-session file: `--trace`, or a
+/// fresh name under the temp directory. Its directory must exist (the default one may be made
+/// later) and lie outside the workdir.
+///
+/// # Errors
+/// `E-CLI-001`: the directory does not exist, or lies inside the workdir.
+#[allow(clippy::disallowed_methods)]
+fn trace_location(trace: Option<&Path>, workdir: &Path) -> Result<(PathBuf, bool), LaunchError> {
+    let (trace_path, default_trace) = match trace {
+        Some(path) => (path.to_path_buf(), false),
+        None => {
+            let dir = std::env::temp_dir().join("resource-plane-traces");
+            // A name no earlier session has used (a process id repeats, across container
+            // restarts say, and the file would then hold two sessions' lines).
+            let name = format!("trace-{}.jsonl", super::random_hex::<16>());
+            (dir.join(name), true)
+        }
+    };
+    // The directory the trace will be written in, canonical. The default one may not exist
+    // yet (it is made later): then it is the canonical temp dir joined with its name, which
+    // no symlink can redirect because it does not exist.
+    let trace_parent = if default_trace {
+        trace_path.parent().and_then(|dir| {
+            std::fs::canonicalize(dir).ok().or_else(|| {
+                let name = dir.file_name()?;
+                Some(std::fs::canonicalize(dir.parent()?).ok()?.join(name))
+            })
+        })
+    } else {
+        canonical_parent(&trace_path)
+    };
+    match trace_parent {
+        None if default_trace => Err(cli_error(
+            format!(
+                "the default trace {}: the temp directory (TMPDIR) does not exist",
+                trace_path.display()
+            ),
+            "set TMPDIR to an existing directory, or pass --trace",
+        )),
+        None => Err(cli_error(
+            format!(
+                "--trace {}: its directory does not exist",
+                trace_path.display()
+            ),
+            "pass a trace path in an existing directory outside the workdir",
+        )),
+        Some(parent) if parent.starts_with(workdir) => Err(cli_error(
+            format!("trace {} lies inside the workdir", trace_path.display()),
+            "pass --trace with a path outside the workdir, where no export can serve it",
+        )),
+        Some(_) => Ok((trace_path, default_trace)),
+    }
+}
+
+/// Binds `--listen`: one listening socket, accepted from by `--shards` single-threaded
+/// runtimes; with it the advertised URL (`--url`, else `http://<bound address>`) and, for a
+/// Unix socket, its file.
+///
+/// # Errors
+/// `E-CLI-001`: the address cannot be bound, a Unix socket has no `--url`, or the URL yields
+/// no audience.
+fn bind(
+    args: &ServeArgs,
+    name: &str,
+) -> Result<(Vec<ShardSocket>, String, Option<SocketFile>), LaunchError> {
+    let shards = args.shards.unwrap_or_else(default_shards);
+    match &args.listen {
+        Listen::Tcp(address) => {
+            let listeners = crate::backends::net::bind_shards(*address, shards).map_err(|e| {
+                cli_error(format!("--listen {address}: {e}"), "choose a free address")
+            })?;
+            let bound = listeners[0]
+                .local_addr()
+                .map_err(|e| cli_error(format!("--listen: {e}"), "choose a free address"))?;
+            let url = args
+                .url
+                .clone()
+                .unwrap_or_else(|| format!("http://{bound}"));
+            check_url(name, &url)?;
+            let listeners = listeners.into_iter().map(ShardSocket::Tcp).collect();
+            Ok((listeners, url, None))
+        }
+        Listen::Unix(path) => {
+            let Some(url) = args.url.clone() else {
+                return Err(cli_error(
+                    format!("--listen unix:{}: no --url", path.display()),
+                    "pass --url with the http(s) URL peers reach the capsule at over TCP",
+                ));
+            };
+            let (socket_file, listeners) = SocketFile::bind(path, shards).map_err(|e| {
+                cli_error(
+                    format!("--listen unix:{}: {e}", path.display()),
+                    "choose a path where no file is, or whose socket nobody listens on",
+                )
+            })?;
+            let listeners = listeners.into_iter().map(ShardSocket::Unix).collect();
+            Ok((listeners, url, Some(socket_file)))
+        }
+    }
+}
+
+/// Opens the trace at `trace_path`, making the default trace's directory first.
+///
+/// # Errors
+/// `E-CLI-001`: the directory cannot be made, or the file is not one the sink accepts.
+#[allow(clippy::disallowed_methods)]
+fn open_trace(trace_path: &Path, default_trace: bool) -> Result<JsonlTraceSink, LaunchError> {
+    if default_trace && let Some(dir) = trace_path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| cli_error(format!("trace directory: {e}"), "pass --trace"))?;
+    }
+    // The sink refuses anything but a regular file with a single link (a hard link inside the
+    // workdir would let an export serve the trace) without creating anything.
+    JsonlTraceSink::open(trace_path).map_err(|e| {
+        cli_error(
+            format!("trace {}: {e}", trace_path.display()),
+            "pass --trace with a new file, or a writable regular file with a single link, outside the workdir",
+        )
     })
 }
 
@@ -373,7 +399,6 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
         confinement,
         args,
     } = prepared;
-    let console_mcp = args.console == Some(ConsoleMode::Mcp);
     // Handlers first: a signal that arrives right after the ready line must end the session
     // gracefully, not kill the process.
     let signals = Signals::install().map_err(|e| {
@@ -393,124 +418,19 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
         .cores(super::cores())
         .peer_tls(peer_tls)
         .launch()?;
-
-    let trace_display = std::path::absolute(&trace_path).unwrap_or(trace_path);
-    let tools = capsule.tools().names();
-    let ready = serde_json::json!({
-        "event": "listening",
-        "url": url,
-        "audience": capsule.audience(),
-        "session_id": capsule.session_id(),
-        "trace": trace_display.display().to_string(),
-        "planes": manifest.planes(),
-        "tools": tools,
-        "confinement": confinement.to_json(),
-    });
-    // Nobody can learn the session's address once stdout is gone (a closed pipe, a full
-    // disk): end the session at once, with a word on stderr, instead of panicking as
-    // `println!` does.
-    let printed = if console_mcp {
-        super::print_error_line(&ready.to_string())
-    } else {
-        super::print_line(&ready.to_string())
+    let trace = std::path::absolute(&trace_path).unwrap_or(trace_path);
+    let announced = Announced {
+        manifest: &manifest,
+        url: &url,
+        trace: &trace,
+        confinement: &confinement,
     };
-    if let Err(e) = printed {
-        let stream = if console_mcp { "stderr" } else { "stdout" };
-        super::log::say!("error: cannot write the ready line to {stream}: {e}");
+    if let Err(failed) = announce(&capsule, &announced, &args) {
         capsule.end_session();
-        return Ok(ExitCode::FAILURE);
+        return Ok(failed);
     }
-    super::log::release();
-    tracing::info!(
-        url = %url,
-        audience = %capsule.audience(),
-        planes = %declared_planes(&manifest),
-        tools = %list_or_none(&tools),
-        containment = %args.containment.as_str(),
-        confinement = %confinement.status,
-        landlock_abi = confinement.landlock_abi,
-        trace = %trace_display.display(),
-        "listening"
-    );
-
     let capsule = Arc::new(capsule);
-    let listener_config = ListenerConfig {
-        send_timeout: std::time::Duration::from_secs(args.send_timeout),
-        ..ListenerConfig::default()
-    };
-    let drain = listener_config.drain_deadline;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let console = args.console.map(|mode| {
-        let console_capsule = capsule.clone();
-        let stop = stop_tx.clone();
-        let stopping = stop_tx.subscribe();
-        tokio::spawn(async move {
-            match mode {
-                ConsoleMode::Json => super::console::run(&console_capsule, stopping, drain).await,
-                #[cfg(feature = "mcp")]
-                ConsoleMode::Mcp => {
-                    super::mcp_console::run(&console_capsule, stopping, drain).await;
-                }
-                #[cfg(not(feature = "mcp"))]
-                ConsoleMode::Mcp => {}
-            }
-            let _ = stop.send(true);
-        })
-    });
-    let stop_console = stop_tx.clone();
-    tokio::spawn(async move {
-        signals.wait().await;
-        let _ = stop_tx.send(true);
-    });
-    let router = capsule.router();
-    // Watch streams end, and held long-polls answer, when shutdown begins, so the drain does
-    // not wait on them.
-    let watches = router.clone();
-    let mut stopping = stop_rx.clone();
-    tokio::spawn(async move {
-        if stopping.wait_for(|stop| *stop).await.is_ok() {
-            watches.shut_down_watches();
-        }
-    });
-    let lanes = router.lane_count();
-    // `/mcp` beside the planes (D-18.2), its subscriptions fed by the export's watcher;
-    // without the feature, the planes alone.
-    #[cfg(feature = "mcp")]
-    let service = router.with_mcp(crate::mcp::McpService::new(
-        &capsule,
-        crate::mcp::McpConfig::default(),
-    ));
-    #[cfg(not(feature = "mcp"))]
-    let service = router;
-    let served = crate::blocking::run(move || {
-        serve_sharded(listeners, service, lanes, listener_config, stop_rx)
-    })
-    .await;
-    // A listener that could not go on ends the session with a failure status: a supervisor
-    // must not read it as a clean end.
-    let listener_failed = match served {
-        Ok(Ok(())) => false,
-        Ok(Err(e)) => {
-            tracing::error!("listener failed: {e}");
-            super::log::say!("error: the listener stopped: {e}");
-            true
-        }
-        Err(_) => {
-            super::log::say!("error: the listener stopped unexpectedly");
-            true
-        }
-    };
-    // A console call in flight at the signal finishes (answer and trace line) before the key
-    // goes. The console bounds the call by the drain deadline; the bound here also covers an
-    // answer stuck writing to a stdout nobody reads, and a listener that ended on its own.
-    let _ = stop_console.send(true);
-    if let Some(console) = console
-        && tokio::time::timeout(drain + CONSOLE_MARGIN, console)
-            .await
-            .is_err()
-    {
-        tracing::warn!("the console did not finish within the drain deadline; abandoned");
-    }
+    let listener_failed = run_session(&capsule, listeners, signals, &args).await;
     capsule.end_session();
     let stats = capsule.stats();
     tracing::info!(
@@ -524,6 +444,167 @@ async fn serve(prepared: Prepared) -> Result<ExitCode, LaunchError> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What the ready line and the `listening` log line say besides the capsule's own.
+struct Announced<'a> {
+    manifest: &'a Manifest,
+    url: &'a str,
+    /// The trace's absolute path.
+    trace: &'a Path,
+    confinement: &'a ConfinementReport,
+}
+
+/// Prints the ready line (on stdout, or stderr under `--console mcp`), releases the logs held
+/// back until then, and logs `listening`.
+///
+/// # Errors
+/// The exit status when the ready line cannot be written (said on stderr): nobody could learn
+/// the session's address, so it must end at once.
+fn announce(capsule: &Capsule, said: &Announced<'_>, args: &ServeArgs) -> Result<(), ExitCode> {
+    let console_mcp = args.console == Some(ConsoleMode::Mcp);
+    let tools = capsule.tools().names();
+    let ready = serde_json::json!({
+        "event": "listening",
+        "url": said.url,
+        "audience": capsule.audience(),
+        "session_id": capsule.session_id(),
+        "trace": said.trace.display().to_string(),
+        "planes": said.manifest.planes(),
+        "tools": tools,
+        "confinement": said.confinement.to_json(),
+    });
+    // Nobody can learn the session's address once stdout is gone (a closed pipe, a full
+    // disk): end the session at once, with a word on stderr, instead of panicking as
+    // `println!` does.
+    let printed = if console_mcp {
+        super::print_error_line(&ready.to_string())
+    } else {
+        super::print_line(&ready.to_string())
+    };
+    if let Err(e) = printed {
+        let stream = if console_mcp { "stderr" } else { "stdout" };
+        super::log::say!("error: cannot write the ready line to {stream}: {e}");
+        return Err(ExitCode::FAILURE);
+    }
+    super::log::release();
+    tracing::info!(
+        url = %said.url,
+        audience = %capsule.audience(),
+        planes = %declared_planes(said.manifest),
+        tools = %list_or_none(&tools),
+        containment = %args.containment.as_str(),
+        confinement = %said.confinement.status,
+        landlock_abi = said.confinement.landlock_abi,
+        trace = %said.trace.display(),
+        "listening"
+    );
+    Ok(())
+}
+
+/// Serves until a signal, the console's end or a listener's failure, then lets a console call
+/// in flight finish. Whether a listener failed.
+async fn run_session(
+    capsule: &Arc<Capsule>,
+    listeners: Vec<ShardSocket>,
+    signals: Signals,
+    args: &ServeArgs,
+) -> bool {
+    let listener_config = ListenerConfig {
+        send_timeout: std::time::Duration::from_secs(args.send_timeout),
+        ..ListenerConfig::default()
+    };
+    let drain = listener_config.drain_deadline;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let console = args
+        .console
+        .map(|mode| spawn_console(capsule.clone(), mode, stop_tx.clone(), drain));
+    let stop_console = stop_tx.clone();
+    tokio::spawn(async move {
+        signals.wait().await;
+        let _ = stop_tx.send(true);
+    });
+    let listener_failed = serve_planes(capsule, listeners, listener_config, stop_rx).await;
+    // A console call in flight at the signal finishes (answer and trace line) before the key
+    // goes. The console bounds the call by the drain deadline; the bound here also covers an
+    // answer stuck writing to a stdout nobody reads, and a listener that ended on its own.
+    let _ = stop_console.send(true);
+    if let Some(console) = console
+        && tokio::time::timeout(drain + CONSOLE_MARGIN, console)
+            .await
+            .is_err()
+    {
+        tracing::warn!("the console did not finish within the drain deadline; abandoned");
+    }
+    listener_failed
+}
+
+/// The console (`--console`) on its own task; its end stops the session.
+fn spawn_console(
+    capsule: Arc<Capsule>,
+    mode: ConsoleMode,
+    stop: tokio::sync::watch::Sender<bool>,
+    drain: std::time::Duration,
+) -> tokio::task::JoinHandle<()> {
+    let stopping = stop.subscribe();
+    tokio::spawn(async move {
+        match mode {
+            ConsoleMode::Json => super::console::run(&capsule, stopping, drain).await,
+            #[cfg(feature = "mcp")]
+            ConsoleMode::Mcp => {
+                super::mcp_console::run(&capsule, stopping, drain).await;
+            }
+            #[cfg(not(feature = "mcp"))]
+            ConsoleMode::Mcp => {}
+        }
+        let _ = stop.send(true);
+    })
+}
+
+/// Serves the capsule's router (and `/mcp` beside it) on `listeners` until `stop` is raised.
+/// Whether a listener failed: a supervisor must not read that as a clean end.
+async fn serve_planes(
+    capsule: &Arc<Capsule>,
+    listeners: Vec<ShardSocket>,
+    listener_config: ListenerConfig,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    let router = capsule.router();
+    // Watch streams end, and held long-polls answer, when shutdown begins, so the drain does
+    // not wait on them.
+    let watches = router.clone();
+    let mut stopping = stop.clone();
+    tokio::spawn(async move {
+        if stopping.wait_for(|stop| *stop).await.is_ok() {
+            watches.shut_down_watches();
+        }
+    });
+    let lanes = router.lane_count();
+    // `/mcp` beside the planes (D-18.2), its subscriptions fed by the export's watcher;
+    // without the feature, the planes alone.
+    #[cfg(feature = "mcp")]
+    let service = router.with_mcp(crate::mcp::McpService::new(
+        capsule,
+        crate::mcp::McpConfig::default(),
+    ));
+    #[cfg(not(feature = "mcp"))]
+    let service = router;
+    let served = crate::blocking::run(move || {
+        serve_sharded(listeners, service, lanes, listener_config, stop)
+    })
+    .await;
+    match served {
+        Ok(Ok(())) => false,
+        Ok(Err(e)) => {
+            tracing::error!("listener failed: {e}");
+            super::log::say!("error: the listener stopped: {e}");
+            true
+        }
+        Err(_) => {
+            super::log::say!("error: the listener stopped unexpectedly");
+            true
+        }
+    }
 }
 
 /// The planes declared with their roots, for the listening log line:

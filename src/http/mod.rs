@@ -15,10 +15,11 @@ pub(crate) mod stall_guard;
 pub(crate) mod watch_stream;
 internal_module!(version_gate);
 
+pub use crate::wire::Route;
 pub use accept::Accept;
 pub use body::PlaneBody;
 pub use client::PeerTimeouts;
 pub use listener::{ListenerConfig, serve, serve_with};
 pub use router::{
-    INLINE_READ_LIMIT, InvalidBasePath, Route, Router, RouterFuture, SessionStats, WithFallback,
+    INLINE_READ_LIMIT, InvalidBasePath, Router, RouterFuture, SessionStats, WithFallback,
 };

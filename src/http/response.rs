@@ -2,23 +2,10 @@
 
 use super::body::PlaneBody;
 use crate::refusal::Code;
-use http::header::{ALLOW, CACHE_CONTROL, CONNECTION, CONTENT_TYPE, ETAG, HeaderName, HeaderValue};
+use crate::wire::header::{EVENT_STREAM, GENERATION, HANDLE_ID, MTIME_MS};
+use crate::wire::{error_code, etag};
+use http::header::{ALLOW, CACHE_CONTROL, CONNECTION, CONTENT_TYPE, ETAG, HeaderValue};
 use http::{Response, StatusCode};
-
-/// `x-murmur-generation`.
-pub(crate) const GENERATION: HeaderName = HeaderName::from_static("x-murmur-generation");
-/// `x-murmur-containment`.
-pub(crate) const CONTAINMENT: HeaderName = HeaderName::from_static("x-murmur-containment");
-/// `x-murmur-export-root`.
-pub(crate) const EXPORT_ROOT: HeaderName = HeaderName::from_static("x-murmur-export-root");
-/// `x-murmur-mtime-ms`.
-pub(crate) const MTIME_MS: HeaderName = HeaderName::from_static("x-murmur-mtime-ms");
-/// `x-murmur-handle-id`.
-pub(crate) const HANDLE_ID: HeaderName = HeaderName::from_static("x-murmur-handle-id");
-/// `x-murmur-audience`.
-pub(crate) const AUDIENCE: HeaderName = HeaderName::from_static("x-murmur-audience");
-/// `x-murmur-proof` (D-14.3).
-pub(crate) const PROOF: HeaderName = HeaderName::from_static("x-murmur-proof");
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const OCTETS: HeaderValue = HeaderValue::from_static("application/octet-stream");
@@ -64,12 +51,8 @@ pub(crate) fn refusal(
     generation: Option<u64>,
     handle_id: Option<&str>,
 ) -> Response<PlaneBody> {
-    let body = serde_json::json!({"error": code.as_str(), "message": code.message()});
-    let mut response = base(
-        code.status(),
-        JSON,
-        serde_json::to_vec(&body).unwrap_or_default().into(),
-    );
+    let body = error_code::body(code.as_str(), code.message());
+    let mut response = base(code.status(), JSON, body.into());
     let headers = response.headers_mut();
     if let Some(generation) = generation {
         headers.insert(GENERATION, HeaderValue::from(generation));
@@ -99,15 +82,11 @@ pub(crate) fn json_rpc_no_agent() -> Response<PlaneBody> {
 /// The agent card's own `405` (any method but `GET`): `method_not_allowed`, `allow: GET` and
 /// a message about the card, not about `/resources`.
 pub(crate) fn card_method_not_allowed() -> Response<PlaneBody> {
-    let body = serde_json::json!({
-        "error": Code::MethodNotAllowed.as_str(),
-        "message": "only GET is allowed on the agent card",
-    });
-    let mut response = base(
-        405,
-        JSON,
-        serde_json::to_vec(&body).unwrap_or_default().into(),
+    let body = error_code::body(
+        Code::MethodNotAllowed.as_str(),
+        "only GET is allowed on the agent card",
     );
+    let mut response = base(405, JSON, body.into());
     response
         .headers_mut()
         .insert(ALLOW, HeaderValue::from_static("GET"));
@@ -149,16 +128,16 @@ pub(crate) fn listing_not_modified(etag: &str) -> Response<PlaneBody> {
 
 /// A watch stream (`200`, `text/event-stream`, `cache-control: no-store`, D-17.3).
 pub(crate) fn event_stream(body: PlaneBody) -> Response<PlaneBody> {
-    let mut response = base(200, HeaderValue::from_static("text/event-stream"), body);
+    let mut response = base(200, HeaderValue::from_static(EVENT_STREAM), body);
     response
         .headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
 
-/// `"<etag>"`: an unquoted etag (`sha256:<hex>`) as the `etag` header carries it.
-fn quoted(etag: &str) -> HeaderValue {
-    header_text(&format!("\"{etag}\""))
+/// `"<tag>"`: an opaque tag (`sha256:<hex>`) as the `etag` header carries it.
+fn quoted(tag: &str) -> HeaderValue {
+    header_text(&etag::quote(tag))
 }
 
 /// `304 Not Modified` for a file whose etag matched (D-13.1): the validator headers of the
@@ -168,7 +147,7 @@ pub(crate) fn not_modified(sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
     *response.status_mut() = StatusCode::NOT_MODIFIED;
     *response.headers_mut() = http::HeaderMap::with_capacity(HEADER_ROOM);
     let headers = response.headers_mut();
-    headers.insert(ETAG, etag(sha256));
+    headers.insert(ETAG, etag_of(sha256));
     headers.insert(MTIME_MS, HeaderValue::from(mtime_ms));
     headers.insert(CONNECTION, CLOSE);
     response
@@ -178,30 +157,25 @@ pub(crate) fn not_modified(sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
 pub(crate) fn file(body: PlaneBody, sha256: &str, mtime_ms: i64) -> Response<PlaneBody> {
     let mut response = base(200, OCTETS, body);
     let headers = response.headers_mut();
-    headers.insert(ETAG, etag(sha256));
+    headers.insert(ETAG, etag_of(sha256));
     headers.insert(MTIME_MS, HeaderValue::from(mtime_ms));
     response
 }
 
-/// `"sha256:<hex>"`, built in one allocation.
-fn etag(sha256: &str) -> HeaderValue {
-    let mut value = Vec::with_capacity(sha256.len() + 9);
-    value.extend_from_slice(b"\"sha256:");
-    value.extend_from_slice(sha256.as_bytes());
-    value.push(b'"');
-    HeaderValue::from_maybe_shared(bytes::Bytes::from(value))
-        .unwrap_or_else(|_| header_text(&format!("\"sha256:{sha256}\"")))
+/// The `etag` header of a body whose sha256 is `sha256` (lowercase hex).
+fn etag_of(sha256: &str) -> HeaderValue {
+    etag::header(sha256).unwrap_or_else(|| header_text(&etag::quoted(sha256)))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{etag, header_text};
+    use super::{etag_of, header_text};
 
     #[test]
-    fn etag_quotes_the_prefixed_hash() {
+    fn a_file_etag_quotes_the_prefixed_hash() {
         let hash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
         assert_eq!(
-            etag(hash).as_bytes(),
+            etag_of(hash).as_bytes(),
             format!("\"sha256:{hash}\"").as_bytes()
         );
     }

@@ -18,9 +18,7 @@ mod wait;
 
 use super::body::PlaneBody;
 use super::listing_query::ListingQuery;
-use super::response::{
-    self, AUDIENCE, CONTAINMENT, EXPORT_ROOT, GENERATION, HANDLE_ID, PROOF, header_text,
-};
+use super::response::{self, header_text};
 use super::watch_stream::WatchBody;
 use crate::blocking;
 use crate::events::{
@@ -39,7 +37,11 @@ use crate::planes::{
 use crate::refusal::{Code, Refusal};
 use crate::scope::Containment;
 use crate::trace::Tracer;
-use http::header::{HeaderName, HeaderValue, IF_NONE_MATCH};
+use crate::wire::Route;
+use crate::wire::header::{
+    AUDIENCE, CONTAINMENT, EXPORT_ROOT, GENERATION, HANDLE_ID, LAST_EVENT_ID, PROOF,
+};
+use http::header::{HeaderValue, IF_NONE_MATCH};
 use http::{Method, Request, Response};
 use http_body_util::Either;
 use std::convert::Infallible;
@@ -52,60 +54,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use tower_service::Service;
 
-/// `Last-Event-ID`: the etag a watch stream resumes from (D-17.3).
-const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
-
 /// The largest file a read or redeem of the crate's own planes serves on the async worker that
 /// received it; larger files, every listing and every proof-checked redeem of the crate's
 /// planes move to the blocking pool. Small reads are cheaper inline than the two context
 /// switches of a hand-off. (A runtime's own plane is async, and awaited on the worker.)
 pub const INLINE_READ_LIMIT: u64 = 256 * 1024;
-
-/// Where a raw request path leads (D-4.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route<'a> {
-    /// `/resources/files`.
-    Listing,
-    /// `/resources/files/<raw relpath>`.
-    Read(&'a str),
-    /// `/resources/peer` or `/resources/peer/`.
-    PeerIndex,
-    /// `/resources/peer/<raw token>`.
-    Redeem(&'a str),
-    /// Anything else under `/resources`.
-    OtherResource,
-    /// `/.well-known/agent-card.json`.
-    AgentCard,
-    /// Not this crate's: a runtime mounting the router may answer it itself.
-    Foreign,
-}
-
-impl<'a> Route<'a> {
-    /// Classifies a raw request path (its query is cut first, D-2.1).
-    pub fn of(raw_path: &'a str) -> Route<'a> {
-        let path = strip_query(raw_path);
-        if path == "/.well-known/agent-card.json" {
-            return Route::AgentCard;
-        }
-        let Some(rest) = path.strip_prefix("/resources") else {
-            return Route::Foreign;
-        };
-        if !(rest.is_empty() || rest.starts_with('/')) {
-            return Route::Foreign;
-        }
-        if rest == "/files" {
-            Route::Listing
-        } else if let Some(relpath) = rest.strip_prefix("/files/") {
-            Route::Read(relpath)
-        } else if rest == "/peer" || rest == "/peer/" {
-            Route::PeerIndex
-        } else if let Some(token) = rest.strip_prefix("/peer/") {
-            Route::Redeem(token)
-        } else {
-            Route::OtherResource
-        }
-    }
-}
 
 /// A plane as the router holds it: the plane `P`, and the same plane as `I`, how it answers on
 /// an async worker, when the crate built it.
@@ -948,7 +901,7 @@ impl Router {
                 let (body, outcome, reason) =
                     Body::of(result.map(|(scope, answer)| match answer {
                         ListAnswer::Full(listed) => {
-                            let hex = listed.etag.strip_prefix("sha256:").unwrap_or_default();
+                            let hex = crate::wire::etag::hex_of(&listed.etag).unwrap_or_default();
                             if if_none_match.matches(hex) {
                                 Body::ListingNotModified(scope, listed.etag)
                             } else {
@@ -1120,7 +1073,7 @@ impl Router {
             containment_achieved: self.containment(),
         };
         let body = ListingBody::new(listing, &head);
-        let etag = format!("sha256:{}", crate::hex::encode(&body.sha256()));
+        let etag = crate::wire::etag::of_digest(&body.sha256());
         Listed { body, etag }
     }
 
@@ -1814,7 +1767,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::{Route, decode_once};
+    use super::decode_once;
     use crate::refusal::Code;
 
     #[test]
@@ -1835,26 +1788,5 @@ mod tests {
         let (recorded, path) = decode_once("x/mh1%2Ea.b%zz");
         assert_eq!(recorded, "x/mh1.a.b%zz");
         assert_eq!(path.unwrap_err().code, Code::OutsideRoot);
-    }
-
-    #[test]
-    fn routes_on_the_raw_path() {
-        assert_eq!(Route::of("/resources/files"), Route::Listing);
-        assert_eq!(Route::of("/resources/files?x=1"), Route::Listing);
-        assert_eq!(Route::of("/resources/files/"), Route::Read(""));
-        assert_eq!(Route::of("/resources/files/a%2Fb"), Route::Read("a%2Fb"));
-        assert_eq!(Route::of("/resources/files%2Fa"), Route::OtherResource);
-        assert_eq!(Route::of("/resources/peer"), Route::PeerIndex);
-        assert_eq!(Route::of("/resources/peer/"), Route::PeerIndex);
-        assert_eq!(
-            Route::of("/resources/peer/mh1.a.b"),
-            Route::Redeem("mh1.a.b")
-        );
-        assert_eq!(Route::of("/resources"), Route::OtherResource);
-        assert_eq!(Route::of("/resources/"), Route::OtherResource);
-        assert_eq!(Route::of("/resources/filesx"), Route::OtherResource);
-        assert_eq!(Route::of("/resourcesx"), Route::Foreign);
-        assert_eq!(Route::of("/"), Route::Foreign);
-        assert_eq!(Route::of("/.well-known/agent-card.json"), Route::AgentCard);
     }
 }

@@ -38,7 +38,7 @@ pub enum ToolErrorCode {
 
 impl ToolErrorCode {
     /// The longest peer code kept (D-10.3).
-    pub const MAX_PEER_CODE: usize = 64;
+    pub const MAX_PEER_CODE: usize = crate::wire::error_code::MAX_LEN;
 
     /// `code` as a peer's refusal code, when it looks like one: 1 to
     /// [`MAX_PEER_CODE`](Self::MAX_PEER_CODE) bytes of `[a-z0-9_]`, and not `ok` (reserved for
@@ -106,7 +106,7 @@ pub enum PeerCode {
 impl PeerCode {
     /// `text` as a peer's code, or `None` when it does not look like one.
     pub fn parse(text: &str) -> Option<PeerCode> {
-        if !crate::refusal::looks_like_code(text) {
+        if !crate::wire::error_code::is_code(text) {
             return None;
         }
         Some(match Code::from_wire(text) {

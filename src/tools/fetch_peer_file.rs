@@ -8,18 +8,18 @@
 //! and a peer that relays the proof to another minter gets it refused there.
 
 use super::call::{DEADLINE_MESSAGE, SessionEnd, within};
+use super::traced::CallLine;
 use super::{
     CallOptions, SCHEMA_DIALECT, Tool, ToolError, ToolErrorCode, ToolFuture, checked_text,
     json_object, json_text,
 };
 use crate::backends::{Clock, Filesystem, IdentityKey, OsRandom, Random};
 use crate::events::PeerFileFetch;
-use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
-use crate::http::response::{AUDIENCE, GENERATION, PROOF};
+use crate::http::client::{Credentials, PeerClient, PeerTimeouts, RedeemError, Redeemed};
 use crate::planes::{Origin, handle};
 use crate::policy::{Address, AllowList, PeerUrl};
 use crate::refusal::Code;
-use crate::trace::{OwedLine, Tracer};
+use crate::trace::Tracer;
 use http::header::HeaderValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -125,9 +125,7 @@ impl Failure {
 struct Received {
     /// The file's name in the landing directory.
     name: String,
-    body: bytes::Bytes,
-    sha256: String,
-    generation: Option<u64>,
+    redeemed: Redeemed,
 }
 
 struct Landed {
@@ -244,57 +242,20 @@ impl FetchPeerFile {
         let handle_id = crate::hex::handle_id(&token);
         let deadline = options.deadline();
         let (owed_peer, owed_handle_id) = (peer_text.clone(), handle_id.clone());
-        let owed = OwedLine::new(&self.tracer, move || PeerFileFetch {
-            peer: Some(owed_peer),
-            handle_id: Some(owed_handle_id),
-            stored_path: None,
-            bytes: None,
-            sha256: None,
-            outcome: Code::IoError.as_str().into(),
-            reason: Some(options.unfinished_reason().into()),
+        let line = CallLine::owe(self.name(), &self.tracer, move || {
+            let unfinished = Failure::of(Code::IoError, options.unfinished_reason());
+            fetch_line(owed_peer, owed_handle_id, Err(&unfinished))
         });
-        let outcome = match within(deadline, self.receive(&peer_text, &token, &handle_id)).await {
-            Ok(Ok(received)) => self.land(received).await,
-            Ok(Err(failure)) => Err(failure),
-            Err(expired) => Err(Failure {
-                code: ToolErrorCode::Code(Code::IoError),
-                message: DEADLINE_MESSAGE.into(),
-                reason: expired.reason(),
-            }),
-        };
-        owed.settle();
-        let event = match &outcome {
-            Ok(landed) => PeerFileFetch {
-                peer: Some(peer_text.clone()),
-                handle_id: Some(handle_id.clone()),
-                stored_path: Some(landed.stored_path.clone()),
-                bytes: Some(landed.bytes),
-                sha256: Some(landed.sha256.clone()),
-                outcome: "ok".into(),
-                reason: None,
-            },
-            Err(failure) => PeerFileFetch {
-                peer: Some(peer_text.clone()),
-                handle_id: Some(handle_id.clone()),
-                stored_path: None,
-                bytes: None,
-                sha256: None,
-                outcome: failure.code.to_string(),
-                reason: Some(failure.reason.clone()),
-            },
-        };
-        if let Err(e) = self.tracer.emit(&event) {
-            tracing::error!("trace write failed, refusing fetch-peer-file: {e}");
+        let outcome = self
+            .receive_and_land(&peer_text, &token, &handle_id, deadline)
+            .await;
+        let written = line.write(&fetch_line(peer_text.clone(), handle_id, outcome.as_ref()));
+        if let Err(refused) = written {
             // Fail closed (D-6.4): bytes the trace cannot record do not stay in the workdir.
             if let Ok(landed) = outcome {
-                let fs = self.fs.clone();
-                let removed =
-                    crate::blocking::run(move || fs.unland(LANDING_DIR, &landed.name)).await;
-                if !matches!(removed, Ok(Ok(()))) {
-                    tracing::error!("the fetched file stays, untraced: it could not be removed");
-                }
+                self.unland(landed).await;
             }
-            return Err(ToolError::of(Code::IoError));
+            return Err(refused);
         }
         match outcome {
             Ok(landed) => Ok(FetchPeerFileOutput {
@@ -305,6 +266,35 @@ impl FetchPeerFile {
                 peer: peer_text,
             }),
             Err(failure) => Err(ToolError::new(failure.code, failure.message)),
+        }
+    }
+
+    /// Receives the file within `deadline`, then lands it: a body received and checked is
+    /// landed even when the deadline passes during the landing.
+    async fn receive_and_land(
+        &self,
+        peer_text: &str,
+        token: &str,
+        handle_id: &str,
+        deadline: Option<std::time::Duration>,
+    ) -> Result<Landed, Failure> {
+        match within(deadline, self.receive(peer_text, token, handle_id)).await {
+            Ok(Ok(received)) => self.land(received).await,
+            Ok(Err(failure)) => Err(failure),
+            Err(expired) => Err(Failure {
+                code: ToolErrorCode::Code(Code::IoError),
+                message: DEADLINE_MESSAGE.into(),
+                reason: expired.reason(),
+            }),
+        }
+    }
+
+    /// Removes a landed file whose trace line could not be written.
+    async fn unland(&self, landed: Landed) {
+        let fs = self.fs.clone();
+        let removed = crate::blocking::run(move || fs.unland(LANDING_DIR, &landed.name)).await;
+        if !matches!(removed, Ok(Ok(()))) {
+            tracing::error!("the fetched file stays, untraced: it could not be removed");
         }
     }
 
@@ -340,72 +330,47 @@ impl FetchPeerFile {
         }
         let audience = HeaderValue::from_str(&self.own_audience)
             .map_err(|_| Failure::of(Code::IoError, "own audience is not a header value"))?;
-        let limits = Limits {
-            connect: self.timeouts.connect,
-            total: self.timeouts.fetch_total,
-            max_body: self.max_bytes,
+        let credentials = Credentials {
+            audience,
+            proof: self.proof_header(peer, handle_id)?,
         };
-        let mut headers = vec![(AUDIENCE, audience)];
-        if let Some(proof) = self.proof_header(peer, handle_id)? {
-            headers.push((PROOF, proof));
-        }
-        let response = self
+        let redeemed = self
             .client
-            .get(
-                peer,
-                &peer_url.under(&format!("/resources/peer/{token}")),
-                &headers,
-                limits,
-            )
+            .redeem(&peer_url, token, credentials, self.timeouts, self.max_bytes)
             .await
-            .map_err(|e| match e {
-                ClientError::Unreachable(why) => Failure::of(Code::PeerUnreachable, why),
-                ClientError::TooLarge => Failure::of(
-                    Code::TooLarge,
-                    format!(
-                        "the body exceeds the fetcher's limit of {} bytes",
-                        self.max_bytes
-                    ),
-                ),
-            })?;
-        if response.status != http::StatusCode::OK {
-            return Err(peer_refusal(response.status.as_u16(), &response.body));
-        }
-        let sha256 = crate::hex::sha256_hex(&response.body);
-        let expected = format!("\"sha256:{sha256}\"");
-        if response
-            .headers
-            .get(http::header::ETAG)
-            .map(HeaderValue::as_bytes)
-            != Some(expected.as_bytes())
-        {
-            return Err(Failure::of(
-                Code::EtagMismatch,
-                "the etag does not match the body's sha256",
-            ));
-        }
-        let generation = response
-            .headers
-            .get(GENERATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+            .map_err(|e| self.failure_of(e))?;
         let name = format!(
             "{handle_id}-{}",
             sanitised_basename(handle::unverified_path(token).as_deref())
         );
-        Ok(Received {
-            name,
-            body: response.body,
-            sha256,
-            generation,
-        })
+        Ok(Received { name, redeemed })
+    }
+
+    /// A redeem's failure as this tool reports it (D-10.2, D-10.3).
+    fn failure_of(&self, error: RedeemError) -> Failure {
+        match error {
+            RedeemError::Unreachable(why) => Failure::of(Code::PeerUnreachable, why),
+            RedeemError::TooLarge => Failure::of(
+                Code::TooLarge,
+                format!(
+                    "the body exceeds the fetcher's limit of {} bytes",
+                    self.max_bytes
+                ),
+            ),
+            RedeemError::Refused { status, code } => peer_refusal(status, code.as_deref()),
+            RedeemError::EtagMismatch => Failure::of(
+                Code::EtagMismatch,
+                "the etag does not match the body's sha256",
+            ),
+        }
     }
 
     /// Lands a received body under [`LANDING_DIR`] (D-10.4): temp file, fsync, rename.
     async fn land(&self, received: Received) -> Result<Landed, Failure> {
+        let Received { name, redeemed } = received;
         let fs = self.fs.clone();
-        let body = received.body.clone();
-        let landing_name = received.name.clone();
+        let body = redeemed.body.clone();
+        let landing_name = name.clone();
         crate::blocking::run(move || fs.land(LANDING_DIR, &landing_name, &body))
             .await
             .map_err(|e| Failure::of(Code::IoError, format!("landing task failed: {e}")))?
@@ -414,25 +379,19 @@ impl FetchPeerFile {
                 Failure::of(refusal.code, refusal.reason)
             })?;
         Ok(Landed {
-            stored_path: format!("{LANDING_DIR}/{}", received.name),
-            name: received.name,
-            bytes: received.body.len() as u64,
-            sha256: received.sha256,
-            generation: received.generation,
+            stored_path: format!("{LANDING_DIR}/{name}"),
+            name,
+            bytes: redeemed.body.len() as u64,
+            sha256: redeemed.sha256,
+            generation: redeemed.generation,
         })
     }
 }
 
-/// The outcome for a non-200 answer: the peer's JSON `error` code when it looks like one
-/// ([`ToolErrorCode::peer`]: `[a-z0-9_]`, at most 64 bytes, never `ok`, which is reserved for
-/// success), else `http_<status>` (D-10.3).
-fn peer_refusal(status: u16, body: &[u8]) -> Failure {
-    let code = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
-        v.get("error")
-            .and_then(Value::as_str)
-            .and_then(ToolErrorCode::peer)
-    });
-    match code {
+/// The outcome for a non-200 answer: the peer's code when its body named one by the wire's
+/// grammar ([`ToolErrorCode::peer`]), else `http_<status>` (D-10.3).
+fn peer_refusal(status: u16, code: Option<&str>) -> Failure {
+    match code.and_then(ToolErrorCode::peer) {
         Some(code) => Failure {
             message: format!("the peer refused the handle: {code}"),
             reason: format!("peer answered HTTP {status} with {code}"),
@@ -442,6 +401,34 @@ fn peer_refusal(status: u16, body: &[u8]) -> Failure {
             code: ToolErrorCode::Http(status),
             message: format!("the peer answered HTTP {status}"),
             reason: format!("peer answered HTTP {status} without an error code"),
+        },
+    }
+}
+
+/// The call's trace line (D-6.2): `peer_file_fetch` naming the landed file, or the failure.
+fn fetch_line(
+    peer: String,
+    handle_id: String,
+    outcome: Result<&Landed, &Failure>,
+) -> PeerFileFetch {
+    match outcome {
+        Ok(landed) => PeerFileFetch {
+            peer: Some(peer),
+            handle_id: Some(handle_id),
+            stored_path: Some(landed.stored_path.clone()),
+            bytes: Some(landed.bytes),
+            sha256: Some(landed.sha256.clone()),
+            outcome: "ok".into(),
+            reason: None,
+        },
+        Err(failure) => PeerFileFetch {
+            peer: Some(peer),
+            handle_id: Some(handle_id),
+            stored_path: None,
+            bytes: None,
+            sha256: None,
+            outcome: failure.code.to_string(),
+            reason: Some(failure.reason.clone()),
         },
     }
 }
@@ -693,16 +680,24 @@ mod tests {
     #[test]
     fn peer_codes() {
         use super::super::PeerCode;
+        let refused = |status, body: &[u8]| {
+            peer_refusal(status, crate::wire::error_code::read(body).as_deref()).code
+        };
         assert_eq!(
-            peer_refusal(403, br#"{"error":"handle_not_valid"}"#).code,
+            refused(403, br#"{"error":"handle_not_valid"}"#),
             ToolErrorCode::Peer(PeerCode::Spec(Code::HandleNotValid))
         );
-        assert_eq!(peer_refusal(502, b"<html>").code, ToolErrorCode::Http(502));
+        assert_eq!(refused(502, b"<html>"), ToolErrorCode::Http(502));
+        assert_eq!(refused(400, br#"{"error":"Evil Code!"}"#), "http_400");
+        assert_eq!(refused(500, br#"{"error":"ok"}"#), "http_500");
+        assert_eq!(refused(418, br#"{"error":7}"#), "http_418");
+        let said = peer_refusal(404, Some("handle_expired"));
+        assert_eq!(said.reason, "peer answered HTTP 404 with handle_expired");
+        assert_eq!(said.message, "the peer refused the handle: handle_expired");
+        let silent = peer_refusal(502, None);
         assert_eq!(
-            peer_refusal(400, br#"{"error":"Evil Code!"}"#).code,
-            "http_400"
+            silent.reason,
+            "peer answered HTTP 502 without an error code"
         );
-        assert_eq!(peer_refusal(500, br#"{"error":"ok"}"#).code, "http_500");
-        assert_eq!(peer_refusal(418, br#"{"error":7}"#).code, "http_418");
     }
 }

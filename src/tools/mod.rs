@@ -57,6 +57,7 @@ mod call;
 mod error;
 mod fetch_peer_file;
 mod share_file;
+mod traced;
 
 pub use call::CallOptions;
 pub use error::{PeerCode, ToolError, ToolErrorCode};

@@ -9,22 +9,20 @@
 //! plain audience; the line's `audience_proof` says which binding was minted.
 
 use super::call::{DEADLINE_MESSAGE, SessionEnd, within};
+use super::traced::CallLine;
 use super::{
     CallOptions, SCHEMA_DIALECT, Tool, ToolError, ToolFuture, checked_text, json_object, json_text,
 };
 use crate::events::{PeerHandleMint, WithAudienceProof};
-use crate::http::client::{ClientError, Limits, PeerClient, PeerTimeouts};
-use crate::planes::PeerPlane;
+use crate::http::client::{CardError, PeerClient, PeerTimeouts};
+use crate::planes::{Minted, PeerPlane};
 use crate::policy::{AllowList, PeerUrl};
 use crate::refusal::{Code, Refusal};
-use crate::trace::{OwedLine, Tracer};
+use crate::trace::Tracer;
 use crate::units::parse_ttl_secs;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
-
-/// The most card bytes read (D-8).
-const CARD_MAX_BYTES: u64 = 64 * 1024;
 
 /// `share-file`: mints a handle for one file and one named peer. Registered only when the
 /// manifest declares `exports.peer_files` (D-12).
@@ -83,6 +81,7 @@ pub struct ShareFile {
     ended: SessionEnd,
 }
 
+/// What one mint has learnt so far, for its trace line.
 struct Attempt {
     path: String,
     /// The path as resolved (the payload's `p`), once it is: a minted handle's line records
@@ -91,6 +90,45 @@ struct Attempt {
     audience: Option<String>,
     /// `"ed25519"` or `"none"` once the card's key extension has been read.
     audience_proof: Option<&'static str>,
+}
+
+impl Attempt {
+    /// A mint of `path` that has learnt nothing yet.
+    fn new(path: String) -> Self {
+        Attempt {
+            path,
+            resolved: None,
+            audience: None,
+            audience_proof: None,
+        }
+    }
+
+    /// The attempt's trace line (D-6.2, D-14.2): `peer_handle_mint` naming the handle minted,
+    /// or the refusal, with what the attempt had learnt by then.
+    fn line(&self, outcome: Result<&Minted, &Refusal>) -> WithAudienceProof<PeerHandleMint> {
+        let event = match outcome {
+            Ok(minted) => PeerHandleMint {
+                handle_id: Some(minted.handle_id.clone()),
+                path: self.resolved.clone(),
+                audience: self.audience.clone(),
+                expires_at_ms: Some(minted.expires_at_ms),
+                outcome: "ok",
+                reason: None,
+            },
+            Err(refusal) => PeerHandleMint {
+                handle_id: None,
+                path: Some(crate::redact::revealing_tokens(&self.path)),
+                audience: self.audience.clone(),
+                expires_at_ms: None,
+                outcome: refusal.code.as_str(),
+                reason: Some(refusal.reason.clone()),
+            },
+        };
+        WithAudienceProof {
+            event,
+            audience_proof: self.audience_proof,
+        }
+    }
 }
 
 impl ShareFile {
@@ -160,24 +198,12 @@ impl ShareFile {
                 .ok_or_else(|| ToolError::of(Code::InvalidTtl))?,
         };
         let deadline = options.deadline();
-        let owed_path = crate::redact::revealing_tokens(&path);
-        let owed = OwedLine::new(&self.tracer, move || WithAudienceProof {
-            event: PeerHandleMint {
-                handle_id: None,
-                path: Some(owed_path),
-                audience: None,
-                expires_at_ms: None,
-                outcome: Code::IoError.as_str(),
-                reason: Some(options.unfinished_reason().into()),
-            },
-            audience_proof: None,
+        let unfinished = Attempt::new(path.clone());
+        let line = CallLine::owe(self.name(), &self.tracer, move || {
+            let refusal = Refusal::new(Code::IoError, options.unfinished_reason());
+            unfinished.line(Err(&refusal))
         });
-        let mut attempt = Attempt {
-            path,
-            resolved: None,
-            audience: None,
-            audience_proof: None,
-        };
+        let mut attempt = Attempt::new(path);
         let (outcome, message) =
             match within(deadline, self.mint(&mut attempt, &peer, ttl_secs)).await {
                 Ok(outcome) => (outcome, None),
@@ -186,33 +212,7 @@ impl ShareFile {
                     Some(DEADLINE_MESSAGE),
                 ),
             };
-        owed.settle();
-        let event = match &outcome {
-            Ok(minted) => PeerHandleMint {
-                handle_id: Some(minted.handle_id.clone()),
-                path: attempt.resolved.clone(),
-                audience: attempt.audience.clone(),
-                expires_at_ms: Some(minted.expires_at_ms),
-                outcome: "ok",
-                reason: None,
-            },
-            Err(refusal) => PeerHandleMint {
-                handle_id: None,
-                path: Some(crate::redact::revealing_tokens(&attempt.path)),
-                audience: attempt.audience.clone(),
-                expires_at_ms: None,
-                outcome: refusal.code.as_str(),
-                reason: Some(refusal.reason.clone()),
-            },
-        };
-        let event = WithAudienceProof {
-            event,
-            audience_proof: attempt.audience_proof,
-        };
-        if let Err(e) = self.tracer.emit(&event) {
-            tracing::error!("trace write failed, refusing share-file: {e}");
-            return Err(ToolError::of(Code::IoError));
-        }
+        line.write(&attempt.line(outcome.as_ref()))?;
         let minted = outcome.map_err(|refusal| match message {
             Some(message) => ToolError::new(refusal.code, message),
             None => ToolError::of(refusal.code),
@@ -237,7 +237,7 @@ impl ShareFile {
         attempt: &mut Attempt,
         peer_url: &PeerUrl,
         ttl_secs: u64,
-    ) -> Result<crate::planes::Minted, Refusal> {
+    ) -> Result<Minted, Refusal> {
         let peer = &peer_url.address;
         let plane = self.plane.clone();
         let path = attempt.path.clone();
@@ -257,30 +257,18 @@ impl ShareFile {
         }
         let card = self
             .client
-            .get(
-                peer,
-                &peer_url.under("/.well-known/agent-card.json"),
-                &[],
-                Limits {
-                    connect: self.timeouts.connect,
-                    total: self.timeouts.card_total,
-                    max_body: CARD_MAX_BYTES,
-                },
-            )
+            .card(peer_url, self.timeouts)
             .await
             .map_err(|e| match e {
-                ClientError::Unreachable(why) => Refusal::new(Code::PeerUnreachable, why),
-                ClientError::TooLarge => {
+                CardError::Unreachable(why) => Refusal::new(Code::PeerUnreachable, why),
+                CardError::TooLarge => {
                     Refusal::new(Code::PeerUnreachable, "agent card over 64 KiB")
                 }
+                CardError::Status(status) => Refusal::new(
+                    Code::PeerUnreachable,
+                    format!("agent card answered HTTP {status}"),
+                ),
             })?;
-        if card.status != http::StatusCode::OK {
-            return Err(Refusal::new(
-                Code::PeerUnreachable,
-                format!("agent card answered HTTP {}", card.status.as_u16()),
-            ));
-        }
-        let card = serde_json::from_slice::<Value>(&card.body).unwrap_or(Value::Null);
         let audience = crate::audience::from_card(&card).ok_or_else(|| {
             Refusal::new(
                 Code::PeerUnreachable,

@@ -12,7 +12,7 @@ pub(crate) struct Etag(String);
 impl Etag {
     /// The tag a listing body of `sha256` (64 lowercase hex) carries.
     pub(crate) fn of_body(sha256: &str) -> Etag {
-        Etag(format!("\"sha256:{sha256}\""))
+        Etag(crate::wire::etag::quoted(sha256))
     }
 
     /// `text` as a server wrote it, when it can go back in a request header: at most 1 KiB
@@ -31,10 +31,7 @@ impl Etag {
 
     /// The opaque value: without a `W/` prefix and the quotes around it.
     pub(crate) fn opaque(&self) -> &str {
-        let tag = self.0.strip_prefix("W/").unwrap_or(&self.0);
-        tag.strip_prefix('"')
-            .and_then(|t| t.strip_suffix('"'))
-            .unwrap_or(tag)
+        crate::wire::etag::opaque_of(&self.0)
     }
 
     /// Whether both name the same listing.

@@ -5,7 +5,7 @@ use super::etag::Etag;
 use super::listing::{self, Entry, EntryPath, Listing};
 use super::local::{LocalError, LocalState, MirrorDir};
 use super::progress::{Ended, Progress, printable};
-use super::remote::{Remote, RemoteError};
+use super::remote::{Answer, Remote, RemoteError};
 use super::stop::Stop;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -275,30 +275,42 @@ async fn download(context: &Arc<Context>, entry: &Entry) -> Result<u64, Why> {
         .map_err(|e| unreachable(&e))?;
     let status = answer.status.as_u16();
     if status != 200 {
-        let code = answer.refusal_code().await;
-        let said = code.map(|c| format!(" {c}")).unwrap_or_default();
-        return Err(match status {
-            404 => Why::retryable(
-                "not_found",
-                format!("the file vanished after the listing (404{said})"),
-            ),
-            413 => Why::retryable(
-                "too_large",
-                format!("the file grew past the export's max_bytes after the listing (413{said})"),
-            ),
-            300..=399 => Why::new(
-                format!("http_{status}"),
-                "a redirect, which pull does not follow",
-            ),
-            500..=599 => {
-                Why::retryable(format!("http_{status}"), format!("the server failed{said}"))
-            }
-            _ => Why::new(format!("http_{status}"), format!("refused{said}")),
-        });
+        return Err(refused(status, answer.refusal_code().await));
     }
-    let expected_etag = format!("\"sha256:{}\"", entry.sha256);
+    let mtime_ms = judge_head(&answer, entry)?;
+    write_body(context, entry, &mut answer, mtime_ms).await
+}
+
+/// Why a read answered `status` (with the refusal `code` its body named) brought no file, and
+/// whether a file that changed since the listing may explain it.
+fn refused(status: u16, code: Option<String>) -> Why {
+    let said = code.map(|c| format!(" {c}")).unwrap_or_default();
+    match status {
+        404 => Why::retryable(
+            "not_found",
+            format!("the file vanished after the listing (404{said})"),
+        ),
+        413 => Why::retryable(
+            "too_large",
+            format!("the file grew past the export's max_bytes after the listing (413{said})"),
+        ),
+        300..=399 => Why::new(
+            format!("http_{status}"),
+            "a redirect, which pull does not follow",
+        ),
+        500..=599 => Why::retryable(format!("http_{status}"), format!("the server failed{said}")),
+        _ => Why::new(format!("http_{status}"), format!("refused{said}")),
+    }
+}
+
+/// Judges a `200`'s head against `entry`: its etag must be the listed sha256's and its
+/// declared length the listed size. The file's `mtime_ms`: the answer's, else the listed one.
+///
+/// # Errors
+/// `etag_mismatch` or `size_mismatch`.
+fn judge_head(answer: &Answer, entry: &Entry) -> Result<i64, Why> {
     match answer.headers.get(http::header::ETAG) {
-        Some(etag) if etag.as_bytes() == expected_etag.as_bytes() => {}
+        Some(etag) if crate::wire::etag::names_body(etag.as_bytes(), &entry.sha256) => {}
         Some(_) => {
             return Err(Why::retryable(
                 "etag_mismatch",
@@ -315,13 +327,25 @@ async fn download(context: &Arc<Context>, entry: &Entry) -> Result<u64, Why> {
             format!("{length} bytes served, {} listed", entry.size),
         ));
     }
-    let mtime_ms = answer
+    Ok(answer
         .headers
-        .get("x-murmur-mtime-ms")
+        .get(crate::wire::header::MTIME_MS)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<i64>().ok())
-        .unwrap_or(entry.mtime_ms);
+        .unwrap_or(entry.mtime_ms))
+}
 
+/// Streams `answer`'s body into a temporary file beside `entry`'s place, and puts it in place
+/// with `mtime_ms` only when it is exactly the listed size and sha256; the bytes written.
+///
+/// # Errors
+/// `size_mismatch`, `sha256_mismatch`, `unreachable`, `local_path_refused` or `io_error`.
+async fn write_body(
+    context: &Arc<Context>,
+    entry: &Entry,
+    answer: &mut Answer,
+    mtime_ms: i64,
+) -> Result<u64, Why> {
     let dir = context.dir.clone();
     let path = entry.path.clone();
     let mut temp = crate::blocking::run(move || dir.begin(&path))

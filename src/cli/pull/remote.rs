@@ -63,7 +63,7 @@ impl Origin {
 
     /// The listing's request target.
     pub(crate) fn listing_target(&self) -> String {
-        format!("{}/resources/files", self.prefix)
+        format!("{}{}", self.prefix, crate::wire::route::LISTING)
     }
 
     /// The watch stream's request target (D-17.3).
@@ -74,12 +74,14 @@ impl Origin {
     /// A file's request target: each component percent-encoded on its own, so the server
     /// decodes exactly the listed path (D-2.2).
     pub(crate) fn file_target(&self, path: &EntryPath) -> String {
-        let mut target = self.listing_target();
-        for component in path.components() {
-            target.push('/');
-            encode_component(&mut target, component);
+        let mut encoded = String::new();
+        for (i, component) in path.components().enumerate() {
+            if i > 0 {
+                encoded.push('/');
+            }
+            encode_component(&mut encoded, component);
         }
-        target
+        format!("{}{}", self.prefix, crate::wire::route::read(&encoded))
     }
 
     /// `scheme://host:port/prefix`, for messages.
@@ -102,6 +104,9 @@ fn encode_component(out: &mut String, component: &str) {
         }
     }
 }
+
+/// The most of a refusal's body read for its code.
+const REFUSAL_BODY_MAX: u64 = 64 * 1024;
 
 /// Why an exchange failed before an answer could be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,12 +213,10 @@ impl Answer {
     }
 
     /// The refusal code of an error answer (`{"error":"<code>",…}`), when its body is one and
-    /// the code is a plain identifier; anything else a server sends is not repeated.
+    /// the code follows the wire's grammar; anything else a server sends is not repeated.
     pub(crate) async fn refusal_code(mut self) -> Option<String> {
-        let body = self.read_capped(64 * 1024).await.ok()??;
-        let value: serde_json::Value = serde_json::from_slice(&body).ok()?;
-        let code = value.get("error")?.as_str()?;
-        crate::refusal::looks_like_code(code).then(|| code.to_owned())
+        let body = self.read_capped(REFUSAL_BODY_MAX).await.ok()??;
+        crate::wire::error_code::read(&body)
     }
 }
 
@@ -399,7 +402,10 @@ mod tests {
         let origin = Origin::parse("http://h:1").unwrap();
         for path in ["a b/c%d", "ü/€/𝄞", "x;y=z/@:!$&'()*,"] {
             let target = origin.file_target(&check_path(path).unwrap());
-            let raw = target.strip_prefix("/resources/files/").unwrap();
+            let raw = target
+                .strip_prefix(crate::wire::route::LISTING)
+                .and_then(|rest| rest.strip_prefix('/'))
+                .unwrap();
             let decoded = crate::path::decode_request_path(raw).unwrap();
             assert_eq!(decoded.as_str(), path);
         }

@@ -25,9 +25,10 @@ use super::etag::Etag;
 use super::fetch::{self, Outcome};
 use super::local::MirrorDir;
 use super::progress::{Progress, printable};
-use super::remote::RemoteError;
+use super::remote::{Answer, RemoteError};
 use super::sse::{self, Parser};
 use super::{Session, Summary, failed_json};
+use crate::wire::header::{EVENT_STREAM, LAST_EVENT_ID};
 use serde_json::json;
 use std::fmt;
 use std::process::ExitCode;
@@ -209,37 +210,11 @@ pub(super) async fn follow(session: &Session, first: Summary) -> ExitCode {
 
 /// One stream: opened from `at`, read and applied until it is left.
 async fn stream(session: &Session, at: &mut At, backoff: &mut Backoff) -> Left {
-    let remote = &session.remote;
-    let target = remote.origin().watch_target();
-    let headers = [
-        (
-            http::header::HeaderName::from_static("last-event-id"),
-            at.etag.as_str(),
-        ),
-        (http::header::ACCEPT, "text/event-stream"),
-    ];
-    let opened = tokio::select! {
-        biased;
-        () = session.stop.wound_down() => return Left::Stopped,
-        opened = remote.get(&target, &headers) => opened,
-    };
-    let mut answer = match opened {
+    let mut answer = match open(session, at).await {
         Ok(answer) => answer,
-        Err(e) => return Left::Dropped(StreamError::Remote(e)),
+        Err(left) => return left,
     };
-    if answer.status != http::StatusCode::OK {
-        return Left::Dropped(StreamError::Status(answer.status));
-    }
-    let is_stream = answer
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("text/event-stream"));
-    if !is_stream {
-        return Left::Dropped(StreamError::NotAStream);
-    }
-    answer.set_idle_timeout(IDLE_FLOOR.max(remote.timeout()));
+    answer.set_idle_timeout(IDLE_FLOOR.max(session.remote.timeout()));
     let opened_at = std::time::Instant::now();
     let mut parser = Parser::new(LIMITS);
     let mut events = Vec::new();
@@ -265,33 +240,76 @@ async fn stream(session: &Session, at: &mut At, backoff: &mut Backoff) -> Left {
             return Left::Relist(Reason::Unreadable(e));
         }
         for event in events.drain(..) {
-            match event.kind.as_str() {
-                "change" => {
-                    let batch = match judge(&event, at) {
-                        Ok(batch) => batch,
-                        Err(why) => return Left::Relist(why),
-                    };
-                    let applied = apply(session, at, batch).await;
-                    if let Some(line) = applied {
-                        if let Err(e) = crate::cli::print_line(&line) {
-                            return Left::NoStdout(e);
-                        }
-                        backoff.reset();
-                    }
-                    if session.stop.winding_down() {
-                        return Left::Stopped;
-                    }
-                }
-                "listing" => match change::parse_tag(&event.data) {
-                    Ok(etag) if etag.same(&at.etag) => {}
-                    Ok(etag) => return Left::Relist(Reason::Listing(etag)),
-                    Err(e) => return Left::Relist(Reason::BadEvent("listing", e)),
-                },
-                "reset" => return Left::Relist(Reason::Reset),
-                // Event types this client does not know are not its business.
-                _ => {}
+            if let Some(left) = follow_event(session, at, backoff, &event).await {
+                return left;
             }
         }
+    }
+}
+
+/// Opens the watch stream from `at`'s listing.
+///
+/// # Errors
+/// How the stream was left before it opened: stopped, or dropped (no answer, not `200`, not
+/// an event stream).
+async fn open(session: &Session, at: &At) -> Result<Answer, Left> {
+    let remote = &session.remote;
+    let target = remote.origin().watch_target();
+    let headers = [
+        (LAST_EVENT_ID, at.etag.as_str()),
+        (http::header::ACCEPT, EVENT_STREAM),
+    ];
+    let opened = tokio::select! {
+        biased;
+        () = session.stop.wound_down() => return Err(Left::Stopped),
+        opened = remote.get(&target, &headers) => opened,
+    };
+    let answer = opened.map_err(|e| Left::Dropped(StreamError::Remote(e)))?;
+    if answer.status != http::StatusCode::OK {
+        return Err(Left::Dropped(StreamError::Status(answer.status)));
+    }
+    let is_stream = answer
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(EVENT_STREAM));
+    if !is_stream {
+        return Err(Left::Dropped(StreamError::NotAStream));
+    }
+    Ok(answer)
+}
+
+/// Follows one event: applies a `change` that follows from `at`, checks a `listing` names
+/// `at`'s listing; `Some` when the stream is to be left.
+async fn follow_event(
+    session: &Session,
+    at: &mut At,
+    backoff: &mut Backoff,
+    event: &sse::Event,
+) -> Option<Left> {
+    match event.kind.as_str() {
+        "change" => {
+            let batch = match judge(event, at) {
+                Ok(batch) => batch,
+                Err(why) => return Some(Left::Relist(why)),
+            };
+            if let Some(line) = apply(session, at, batch).await {
+                if let Err(e) = crate::cli::print_line(&line) {
+                    return Some(Left::NoStdout(e));
+                }
+                backoff.reset();
+            }
+            session.stop.winding_down().then_some(Left::Stopped)
+        }
+        "listing" => match change::parse_tag(&event.data) {
+            Ok(etag) if etag.same(&at.etag) => None,
+            Ok(etag) => Some(Left::Relist(Reason::Listing(etag))),
+            Err(e) => Some(Left::Relist(Reason::BadEvent("listing", e))),
+        },
+        "reset" => Some(Left::Relist(Reason::Reset)),
+        // Event types this client does not know are not its business.
+        _ => None,
     }
 }
 

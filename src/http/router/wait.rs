@@ -249,7 +249,7 @@ async fn hold(
 }
 
 fn hex_of(etag: &str) -> &str {
-    etag.strip_prefix("sha256:").unwrap_or_default()
+    crate::wire::etag::hex_of(etag).unwrap_or_default()
 }
 
 impl ListAnswer {

@@ -1,5 +1,12 @@
 //! The outbound client for peers: one GET over a fresh connection, http or https (verified TLS),
-//! bounded in time and size, following no redirect (D-8, D-10.2).
+//! bounded in time and size, following no redirect (D-8, D-10.2), and the two calls a capsule
+//! makes of a peer on it, typed: its agent card ([`card`]) and a redeem ([`redeem`]).
+
+mod card;
+mod redeem;
+
+pub(crate) use card::CardError;
+pub(crate) use redeem::{Credentials, RedeemError, Redeemed};
 
 use crate::backends::net::{PeerTransport, TcpTransport};
 use crate::policy::{Address, Scheme};
