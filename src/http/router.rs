@@ -12,7 +12,9 @@
 //! blocking pool for the crate's own planes, awaited on the async worker for a runtime's own;
 //! `render` turns its one outcome into the response and the trace line.
 
+#[cfg(feature = "mcp")]
 mod lend;
+#[cfg(feature = "mcp")]
 pub(crate) use lend::LentListing;
 mod wait;
 

@@ -234,7 +234,7 @@ impl McpService {
         let base = advertised_url.trim_end_matches('/');
         let shared = Arc::new(Shared {
             router: router.clone(),
-            uri_prefix: format!("{base}/resources/files/"),
+            uri_prefix: format!("{base}{}/", crate::wire::route::LISTING),
             request_prefix: router.base_path().unwrap_or("").to_owned(),
             cursors: Cursors::new(config.random.as_ref()),
             changes: config.changes.clone().or_else(|| {

@@ -190,11 +190,8 @@ impl ResourceServer {
             .headers()
             .get(http::header::ETAG)
             .and_then(|value| value.to_str().ok())
-            .map(|etag| {
-                etag.trim_matches('"')
-                    .trim_start_matches("sha256:")
-                    .to_owned()
-            });
+            .and_then(|etag| crate::wire::etag::hex_of(crate::wire::etag::opaque_of(etag)))
+            .map(str::to_owned);
         Ok((response.status().as_u16(), etag, response.body().bytes()))
     }
 
@@ -211,7 +208,11 @@ impl ResourceServer {
                 Some(json!({"error": Code::NotFound.as_str(), "uri": uri})),
             ));
         };
-        let mut target = format!("{}/resources/files/", self.shared.request_prefix);
+        let mut target = format!(
+            "{}{}/",
+            self.shared.request_prefix,
+            crate::wire::route::LISTING
+        );
         escape_target(raw, &mut target);
         let (status, etag, body) = self.get(&target).await?;
         if status != 200 {

@@ -54,7 +54,7 @@ pub(crate) fn names_body(sent: &[u8], sha256: &str) -> bool {
 
 /// The opaque tag of an entity tag as a client may send it: without a `W/` prefix, and without
 /// the quotes around it when it has both.
-#[cfg_attr(not(feature = "cli"), allow(dead_code))] // read by `pull` and the demo
+#[cfg_attr(not(any(feature = "cli", feature = "mcp")), allow(dead_code))] // read by `pull`, the demo and the MCP face
 pub(crate) fn opaque_of(tag: &str) -> &str {
     let tag = tag.strip_prefix("W/").unwrap_or(tag);
     tag.strip_prefix('"')

@@ -109,7 +109,7 @@ impl Source {
 /// The etag of `listing`'s body under `head` (`sha256:<hex>`, unquoted), and the listing back.
 pub(crate) fn etag_of(listing: Listing, head: &ListingHead<'_>) -> (String, Listing) {
     let body = ListingBody::new(listing, head);
-    let etag = format!("sha256:{}", crate::hex::encode(&body.sha256()));
+    let etag = crate::wire::etag::of_digest(&body.sha256());
     (etag, body.into_listing())
 }
 
@@ -176,6 +176,7 @@ impl Hub {
 
     /// The etag of the current listing, without subscribing: `None` while the watcher is not
     /// running, before its first listing, or when that listing failed.
+    #[cfg(feature = "mcp")]
     pub(crate) fn current_etag(&self) -> Option<String> {
         let state = self.state();
         if !state.running {
