@@ -18,7 +18,7 @@ internal_module!(version_gate);
 pub use accept::Accept;
 pub use body::PlaneBody;
 pub use client::PeerTimeouts;
-pub use listener::{ListenerConfig, serve, serve_with};
+pub use listener::{HttpService, ListenerConfig, serve, serve_with};
 pub use router::{
     INLINE_READ_LIMIT, InvalidBasePath, Route, Router, RouterFuture, SessionStats, WithFallback,
 };
