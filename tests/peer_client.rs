@@ -1872,8 +1872,8 @@ async fn one_trace_line_per_attempt_past_input_validation() {
 }
 
 /// A fetch whose trace line cannot be written fails closed (D-6.4): `io_error`, and the
-/// landed file is removed again, so no fetched byte stays in the workdir unrecorded (a
-/// hostile-agent review filled the disk under the trace and kept the file).
+/// landed file is removed again, so no fetched byte stays in the workdir unrecorded (an agent
+/// that fills the disk under the trace does not keep the file).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fetch_whose_trace_line_fails_leaves_no_file() {
     let body = b"bytes the trace never records\n";

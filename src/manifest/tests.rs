@@ -525,9 +525,9 @@ fn infinities_and_nans_are_refused_not_read_as_absent() {
     }
 }
 
-/// Review findings: a UTF-8 byte order mark opens a valid manifest; a root with a control
-/// character is refused at launch (no header could echo it verbatim); a non-string allow
-/// entry is told what an entry is, not what the list is.
+/// A UTF-8 byte order mark opens a valid manifest; a root with a control character is refused
+/// at launch (no header could echo it verbatim); a non-string allow entry is told what an
+/// entry is, not what the list is.
 #[test]
 fn byte_order_marks_control_characters_and_entry_messages() {
     let valid = "name: r\nexports:\n  files: {root: out/, mode: read-only}\n";
