@@ -72,12 +72,7 @@ fn a_fresh_proof_by_the_bound_key_redeems_and_is_traced_ed25519() {
     assert_eq!(line["path"], "report.md");
     assert_eq!(line["audience_asserted"], AUDIENCE, "the plain audience");
     assert_eq!(line["audience_proof"], "ed25519");
-    let keys: Vec<&str> = line
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys: Vec<&str> = support::trace::keys(&line);
     assert_eq!(
         keys[keys.len() - 2..],
         ["reason", "audience_proof"],
