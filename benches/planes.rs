@@ -1,4 +1,4 @@
-//! Criterion benches for issue 5, each beside its floor in the same run; the end of the run
+//! Criterion benches, each beside its floor in the same run; the end of the run
 //! prints the ratios (`cargo bench --bench planes`).
 //!
 //! | Group | Plane | Floor |

@@ -1,4 +1,4 @@
-//! A bounded loopback soak of `resource-plane serve` (issue 4.6): one serve process over a
+//! A bounded loopback soak of `resource-plane serve`: one serve process over a
 //! temporary workdir exporting ~50 files, hammered by N client threads (reads, listings,
 //! attacks, redeems, forgeries; each request on a fresh connection) while a thread rewrites
 //! files by write-temp + rename. Prints a one-line JSON summary; exits 1 on any problem.

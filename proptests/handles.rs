@@ -35,8 +35,8 @@ mod support;
 
 use http::Method;
 use proptest::prelude::*;
+use resource_plane::backends::MemoryFilesystem;
 use resource_plane::backends::{Clock, FixedKeyStore, ManualClock};
-use resource_plane::backends::{Filesystem, FsError, MemoryFilesystem, RootDir};
 use resource_plane::budget::ByteBudget;
 use resource_plane::path::RelPath;
 use resource_plane::planes::handle::assemble;
@@ -45,6 +45,7 @@ use resource_plane::scope::{Containment, RootPath};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use support::mocks::rootless_fs;
 use support::response::{Shape, error_code, shape};
 use support::tokens::{Signer, b64, segments, sign_b64 as sign};
 use support::world::{CountingFs, KEY, NOW_MS, SESSION, URL as ORIGIN, World};
@@ -470,22 +471,6 @@ fn the_other_instance_token_is_well_formed_and_valid_at_its_own_instance() {
 //   signature is checked;
 // * through the router, each of those refusals is byte-identical to a plain forgery's.
 
-mockall::mock! {
-    pub Fs {}
-    impl Filesystem for Fs {
-        fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError>;
-        fn check_root(&self, root: &RootPath) -> Result<(), FsError>;
-        fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
-        fn unland(&self, dir: &str, name: &str) -> Result<(), FsError>;
-    }
-}
-
-impl std::fmt::Debug for MockFs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MockFs")
-    }
-}
-
 const PEER_SEED: [u8; 32] = [0x5e; 32];
 const OTHER_PEER_SEED: [u8; 32] = [0x6f; 32];
 
@@ -711,17 +696,8 @@ fn present(m: &ProofMutation, token: &str, t: i64, n: [u8; 16]) -> Presented {
 /// A plane sharing the world's key and session over a filesystem that may be opened exactly
 /// `opens` times (finding no root each time).
 fn mocked_plane(clock: &Arc<CountingClock>, opens: usize) -> HmacPeerPlane {
-    let mut fs = MockFs::new();
-    fs.expect_open_root().times(opens).returning(|_, _| {
-        Err(FsError::new(
-            resource_plane::backends::FsErrorKind::NotFound,
-            "mock: no root",
-        ))
-    });
-    fs.expect_check_root().times(0);
-    fs.expect_land().times(0);
     HmacPeerPlane::new(
-        Arc::new(fs),
+        Arc::new(rootless_fs(opens)),
         clock.clone(),
         Arc::new(FixedKeyStore::new(KEY)),
         scope(),

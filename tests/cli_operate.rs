@@ -50,12 +50,7 @@ fn check_prints_the_effective_configuration_as_one_line_and_creates_nothing() {
         assert_eq!(out.stderr, "", "{extra:?}: check logs nothing on success");
         assert_eq!(out.stdout.lines().count(), 1, "one line: {:?}", out.stdout);
         let report: Value = serde_json::from_str(&out.stdout).expect("JSON");
-        let keys: Vec<&str> = report
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let keys: Vec<&str> = support::trace::keys(&report);
         assert_eq!(
             keys,
             ["check", "manifest", "tools", "confinement", "warnings"]
@@ -409,13 +404,7 @@ fn the_ready_line_ends_with_the_declared_planes_and_the_registered_tools_sorted(
     for (manifest, planes, tools) in cases {
         let world = with_report(manifest);
         let mut server = start(&world, world.args(&["--console"]), None);
-        let keys: Vec<&str> = server
-            .ready
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let keys: Vec<&str> = support::trace::keys(&server.ready);
         assert_eq!(
             keys,
             [

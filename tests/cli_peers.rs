@@ -767,7 +767,7 @@ fn a_handle_shared_through_a_symlink_names_the_file_itself() {
 
 /// A token percent-encoded into `share-file`'s path (`mh1%2E<payload>%2E<mac>`, or one dot
 /// encoded) is decoded for the trace's redaction, as a read's path is: the refused mint's line
-/// holds no piece of it (D-6.5; a hostile-agent review found it recorded as written).
+/// holds no piece of it (D-6.5).
 #[test]
 fn an_encoded_token_in_a_shared_path_never_reaches_the_trace() {
     let world = Workdir::new("");

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 use support::process::{Exited, Launch, Leaf, Served, Stderr, snapshot_tree};
 use support::sha256_hex;
+use support::test_ca::TestCa;
 use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_resource-plane");
@@ -956,42 +957,12 @@ fn a_failed_relisting_fails_the_retries_and_keeps_the_rest() {
 // https
 // =============================================================================================
 
-/// A self-signed CA and a server configuration for `127.0.0.1` signed by it.
+/// A CA's certificate written to `dir`, and a server configuration for `127.0.0.1` signed by it.
 fn test_ca(dir: &Path) -> (PathBuf, Arc<rustls::ServerConfig>) {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "pull test CA");
-    ca_params.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_key = rcgen::KeyPair::generate().expect("CA key");
-    let ca_cert = ca_params.self_signed(&ca_key).expect("CA certificate");
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let mut params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("server params");
-    params.use_authority_key_identifier_extension = true;
-    params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-    let key = rcgen::KeyPair::generate().expect("server key");
-    let cert = params.signed_by(&key, &issuer).expect("server certificate");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls_pki_types::PrivateKeyDer::Pkcs8(rustls_pki_types::PrivatePkcs8KeyDer::from(
-                key.serialize_der(),
-            )),
-        )
-        .expect("server TLS config");
+    let ca = TestCa::new("pull test CA");
     let pem = dir.join("ca.pem");
-    std::fs::write(&pem, ca_cert.pem()).expect("write CA");
-    (pem, Arc::new(config))
+    std::fs::write(&pem, ca.pem()).expect("write CA");
+    (pem, ca.server_config(&["127.0.0.1"]))
 }
 
 #[test]

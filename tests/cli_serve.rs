@@ -1265,8 +1265,8 @@ fn clients_that_stop_reading_stall_neither_listings_nor_small_reads() {
 /// A client that asks for large files and stops reading holds its bodies' budget bytes only
 /// until the send timeout (`--send-timeout`, extending the contract): its connection is then
 /// dropped, the bytes come back, and a large read waiting behind it is served while the
-/// stalled client is still connected. A review found every large read waiting for as long as
-/// such a client kept its connection open.
+/// stalled client is still connected. Without the timeout every large read would wait for as
+/// long as such a client kept its connection open.
 #[test]
 fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
     let world = with_big_files(3);
@@ -1299,7 +1299,7 @@ fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
 
 /// A slow client that keeps reading is never cut off by the send timeout, however much longer
 /// than the timeout the whole body takes: 4 MiB at about 800 KiB/s under `--send-timeout 3`
-/// (a rate at which the kernel's longest refusal, measured by a review, stays under 2 s).
+/// (a rate at which the kernel's longest refusal stays under 2 s).
 /// (The timer runs only while the kernel refuses bytes; see `stall_guard` for how slow a
 /// client may be before that gap grows past the timeout.)
 #[test]
@@ -1890,8 +1890,8 @@ fn unparsable_command_lines_are_refused_launches() {
 }
 
 /// A stdout nobody reads from (a closed pipe: `serve … | true`) cannot carry the ready line:
-/// the session ends at once with a word on stderr and status 1, instead of the panic (and
-/// status 101) a review found.
+/// the session ends at once with a word on stderr and status 1, not with a panic (status
+/// 101).
 #[test]
 fn a_closed_stdout_ends_the_session_with_a_message_not_a_panic() {
     let world = with_files(FILES_MANIFEST);

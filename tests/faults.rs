@@ -1,5 +1,5 @@
 #![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
-//! Fault injection (issue 4.5): each fault comes through a backend double or a real OS
+//! Fault injection: each fault comes through a backend double or a real OS
 //! condition, and each answer is checked exactly.
 //!
 //! - A trace file on a REAL full tmpfs: every request fails closed with 500 `io_error` and no

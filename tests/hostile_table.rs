@@ -1,5 +1,5 @@
 #![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
-//! Issue 4.2: a hostile-input table over the real binary.
+//! A hostile-input table over the real binary.
 //!
 //! One export tree (`out/`) holds every file type and every symlink shape of D-2.5, with a
 //! sentinel (`SENTINEL-OUTSIDE`) in `secret.txt` and `outside/f` beside it in the workdir.

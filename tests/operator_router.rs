@@ -138,12 +138,7 @@ fn listing_body_key_order_and_entry_key_order() {
     });
     let (reply, _) = w.get("/resources/files");
     let body = reply.json();
-    let keys: Vec<&str> = body
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys: Vec<&str> = support::trace::keys(&body);
     assert_eq!(
         keys,
         [
@@ -156,12 +151,7 @@ fn listing_body_key_order_and_entry_key_order() {
         ]
     );
     let entry = &body["entries"][0];
-    let entry_keys: Vec<&str> = entry
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let entry_keys: Vec<&str> = support::trace::keys(entry);
     assert_eq!(entry_keys, ["path", "size_bytes", "mtime_ms", "sha256"]);
     assert_eq!(body["max_bytes"], 10_485_760, "default max_bytes");
     assert_eq!(body["mode"], "read-only");
@@ -1561,12 +1551,7 @@ fn assert_refusal_with(
     headers.extend(extra.iter().cloned());
     assert_headers(reply, &headers, ctx);
     let body = reply.json();
-    let keys: Vec<&str> = body
-        .as_object()
-        .expect("error body is an object")
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys: Vec<&str> = support::trace::keys(&body);
     assert_eq!(keys, ["error", "message"], "{ctx}: error body keys");
     assert_eq!(body["error"], code, "{ctx}: error code");
     let message = body["message"].as_str().expect("message is a string");

@@ -22,13 +22,12 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use resource_plane::backends::Filesystem;
-use resource_plane::backends::{ClientIdentity, PeerTls};
+use resource_plane::backends::PeerTls;
 use resource_plane::backends::{MemoryFilesystem, OsFilesystem, RecordingTraceSink, SystemClock};
 use resource_plane::http::PeerTimeouts;
 use resource_plane::http::{ListenerConfig, serve};
 use resource_plane::tools::ToolError;
 use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
-use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
 use std::convert::Infallible;
 use std::path::Path;
@@ -36,6 +35,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::sha256_hex;
+use support::test_ca::TestCa;
 use support::tokens::handle_id;
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -541,123 +541,6 @@ async fn assert_raw_refusal(behaviour: Behaviour, code: &str) {
         .await
         .assert_refused(code);
     assert_eq!(raw.connections(), 1, "one connection to the peer");
-}
-
-// ------------------------------------------------------------------------------------------------
-// A test CA
-// ------------------------------------------------------------------------------------------------
-
-struct TestCa {
-    cert: rcgen::Certificate,
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-}
-
-impl TestCa {
-    fn new(name: &str) -> Self {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        params.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::DigitalSignature,
-            rcgen::KeyUsagePurpose::CrlSign,
-        ];
-        let key = rcgen::KeyPair::generate().expect("CA key");
-        let cert = params.self_signed(&key).expect("CA certificate");
-        TestCa {
-            cert,
-            issuer: rcgen::Issuer::new(params, key),
-        }
-    }
-
-    /// A TLS acceptor presenting a server certificate for `sans`, signed by this CA.
-    fn acceptor(&self, sans: &[&str]) -> TlsAcceptor {
-        let mut params =
-            rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                .expect("server certificate names");
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, sans[0]);
-        params.use_authority_key_identifier_extension = true;
-        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let key = rcgen::KeyPair::generate().expect("server key");
-        let cert = params
-            .signed_by(&key, &self.issuer)
-            .expect("server certificate");
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-            )
-            .expect("server TLS config");
-        TlsAcceptor::from(Arc::new(config))
-    }
-
-    /// A TLS acceptor presenting a server certificate for `sans` signed by this CA, and
-    /// requiring a client certificate signed by `clients`.
-    fn acceptor_requiring_clients_of(&self, sans: &[&str], clients: &TestCa) -> TlsAcceptor {
-        let (cert, key) = self.leaf(sans, rcgen::ExtendedKeyUsagePurpose::ServerAuth);
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(clients.cert.der().clone()).expect("a client CA");
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            Arc::new(roots),
-            provider.clone(),
-        )
-        .build()
-        .expect("a client verifier");
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(
-                vec![cert.der().clone()],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-            )
-            .expect("server TLS config");
-        TlsAcceptor::from(Arc::new(config))
-    }
-
-    /// A client identity named `name`, signed by this CA.
-    fn client_identity(&self, name: &str) -> ClientIdentity {
-        let (cert, key) = self.leaf(&[name], rcgen::ExtendedKeyUsagePurpose::ClientAuth);
-        ClientIdentity::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes())
-            .expect("a client identity")
-    }
-
-    /// A certificate for `sans` with `usage`, signed by this CA, and its key.
-    fn leaf(
-        &self,
-        sans: &[&str],
-        usage: rcgen::ExtendedKeyUsagePurpose,
-    ) -> (rcgen::Certificate, rcgen::KeyPair) {
-        let mut params =
-            rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                .expect("certificate names");
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, sans[0]);
-        params.use_authority_key_identifier_extension = true;
-        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![usage];
-        let key = rcgen::KeyPair::generate().expect("a key");
-        let cert = params.signed_by(&key, &self.issuer).expect("a certificate");
-        (cert, key)
-    }
-
-    /// A client configuration trusting exactly this CA.
-    fn client_tls(&self) -> PeerTls {
-        PeerTls::without_system_roots()
-            .add_pem(self.cert.pem().as_bytes())
-            .expect("CA is a root")
-    }
 }
 
 // ================================================================================================
@@ -1989,8 +1872,8 @@ async fn one_trace_line_per_attempt_past_input_validation() {
 }
 
 /// A fetch whose trace line cannot be written fails closed (D-6.4): `io_error`, and the
-/// landed file is removed again, so no fetched byte stays in the workdir unrecorded (a
-/// hostile-agent review filled the disk under the trace and kept the file).
+/// landed file is removed again, so no fetched byte stays in the workdir unrecorded (an agent
+/// that fills the disk under the trace does not keep the file).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fetch_whose_trace_line_fails_leaves_no_file() {
     let body = b"bytes the trace never records\n";

@@ -27,10 +27,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::Method;
 use resource_plane::Code;
-use resource_plane::backends::RootDir;
 use resource_plane::backends::{
-    Clock, Filesystem, FixedIdentityKey, FixedKeyStore, FsError, FsErrorKind, ManualClock,
-    MemoryFilesystem, SystemClock,
+    Clock, FixedIdentityKey, FixedKeyStore, ManualClock, MemoryFilesystem, SystemClock,
 };
 use resource_plane::budget::ByteBudget;
 use resource_plane::planes::{ExportScope, HmacPeerPlane, Origin, RedeemOutcome, RedeemRequest};
@@ -38,6 +36,7 @@ use resource_plane::scope::{Containment, RootPath};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use support::doubles::{CardServer, RecordingPeer};
+use support::mocks::{clock_read, rootless_fs};
 use support::response::shape;
 use support::sha256_hex;
 use support::tokens::{PEER_PROOF_V2, Signer, forge, handle_id};
@@ -73,12 +72,7 @@ fn a_fresh_proof_by_the_bound_key_redeems_and_is_traced_ed25519() {
     assert_eq!(line["path"], "report.md");
     assert_eq!(line["audience_asserted"], AUDIENCE, "the plain audience");
     assert_eq!(line["audience_proof"], "ed25519");
-    let keys: Vec<&str> = line
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys: Vec<&str> = support::trace::keys(&line);
     assert_eq!(
         keys[keys.len() - 2..],
         ["reason", "audience_proof"],
@@ -496,35 +490,6 @@ fn a_keyed_audience_asserted_as_a_plain_one_never_verifies() {
 // No filesystem, and no clock before the proof's freshness check (mocked backends)
 // ------------------------------------------------------------------------------------------------
 
-mockall::mock! {
-    pub Fs {}
-    impl Filesystem for Fs {
-        fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError>;
-        fn check_root(&self, root: &RootPath) -> Result<(), FsError>;
-        fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
-        fn unland(&self, dir: &str, name: &str) -> Result<(), FsError>;
-    }
-}
-
-mockall::mock! {
-    pub Clk {}
-    impl Clock for Clk {
-        fn now_ms(&self) -> i64;
-    }
-}
-
-impl std::fmt::Debug for MockFs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MockFs")
-    }
-}
-
-impl std::fmt::Debug for MockClk {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MockClk")
-    }
-}
-
 fn scope() -> ExportScope {
     ExportScope {
         root: RootPath::parse("out/").unwrap(),
@@ -536,17 +501,9 @@ fn scope() -> ExportScope {
 /// A plane whose filesystem may be opened `opens` times (each finding no root) and whose
 /// clock may be read `reads` times.
 fn mocked_plane(opens: usize, reads: usize) -> HmacPeerPlane {
-    let mut fs = MockFs::new();
-    fs.expect_open_root()
-        .times(opens)
-        .returning(|_, _| Err(FsError::new(FsErrorKind::NotFound, "mock: no root")));
-    fs.expect_check_root().times(0);
-    fs.expect_land().times(0);
-    let mut clock = MockClk::new();
-    clock.expect_now_ms().times(reads).returning(|| NOW);
     HmacPeerPlane::new(
-        Arc::new(fs),
-        Arc::new(clock),
+        Arc::new(rootless_fs(opens)),
+        Arc::new(clock_read(reads, NOW)),
         Arc::new(FixedKeyStore::new(KEY)),
         scope(),
         SESSION.to_owned(),

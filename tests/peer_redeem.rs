@@ -18,8 +18,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use http::{Method, Response};
 use resource_plane::Code;
-use resource_plane::backends::Filesystem;
-use resource_plane::backends::RootDir;
 use resource_plane::backends::{Clock, FixedKeyStore, FsError, FsErrorKind, OsRandomKeyStore};
 use resource_plane::budget::ByteBudget;
 use resource_plane::http::PlaneBody;
@@ -28,6 +26,7 @@ use resource_plane::scope::{Containment, RootPath};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use support::mocks::{MockClk, MockFs, clock_read, rootless_fs};
 use support::response::{Shape, body_text, header, header_names, shape};
 use support::sha256_hex;
 use support::tokens::{NONCE, forge, handle_id, mac, payload, segments, sign_b64, sign_json};
@@ -86,12 +85,7 @@ fn minted_token_has_the_spec_layout_byte_for_byte() {
         .expect("payload is base64url-nopad");
     let json = String::from_utf8(json).expect("payload is UTF-8");
     let value: Value = serde_json::from_str(&json).expect("payload is JSON");
-    let keys: Vec<&str> = value
-        .as_object()
-        .expect("payload is an object")
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys: Vec<&str> = support::trace::keys(&value);
     assert_eq!(keys, ["v", "iss", "p", "exp", "n"], "payload key order");
     let n = value["n"].as_str().expect("n is a string");
     assert!(
@@ -1043,44 +1037,6 @@ fn checks_run_in_the_d72_order() {
 // No filesystem or clock before their turn (mocked backends, plane called directly)
 // ------------------------------------------------------------------------------------------------
 
-mockall::mock! {
-    pub Fs {}
-    impl Filesystem for Fs {
-        fn open_root(&self, root: &RootPath, class: Containment) -> Result<Box<dyn RootDir>, FsError>;
-        fn check_root(&self, root: &RootPath) -> Result<(), FsError>;
-        fn land(&self, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsError>;
-        fn unland(&self, dir: &str, name: &str) -> Result<(), FsError>;
-    }
-}
-
-mockall::mock! {
-    pub Clk {}
-    impl Clock for Clk {
-        fn now_ms(&self) -> i64;
-    }
-}
-
-impl std::fmt::Debug for MockFs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MockFs")
-    }
-}
-
-impl std::fmt::Debug for MockClk {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MockClk")
-    }
-}
-
-/// A filesystem that fails the test on any call.
-fn untouchable_fs() -> MockFs {
-    let mut fs = MockFs::new();
-    fs.expect_open_root().times(0);
-    fs.expect_check_root().times(0);
-    fs.expect_land().times(0);
-    fs
-}
-
 fn mocked_plane(fs: MockFs, clock: MockClk) -> HmacPeerPlane {
     HmacPeerPlane::new(
         Arc::new(fs),
@@ -1099,9 +1055,7 @@ fn refusal_code(redeem: &RedeemOutcome) -> Option<Code> {
 
 #[test]
 fn malformed_and_forged_touch_neither_filesystem_nor_clock() {
-    let mut clock = MockClk::new();
-    clock.expect_now_ms().times(0);
-    let plane = mocked_plane(untouchable_fs(), clock);
+    let plane = mocked_plane(rootless_fs(0), clock_read(0, NOW));
 
     for (label, token) in malformed_cases() {
         let r = plane.redeem_blocking(RedeemRequest::new(&token, READER));
@@ -1136,7 +1090,7 @@ fn malformed_and_forged_touch_neither_filesystem_nor_clock() {
 fn expired_reads_the_clock_but_never_the_filesystem() {
     let mut clock = MockClk::new();
     clock.expect_now_ms().returning(|| NOW);
-    let plane = mocked_plane(untouchable_fs(), clock);
+    let plane = mocked_plane(rootless_fs(0), clock);
     for (label, exp) in [("exp == now", NOW), ("exp < now", NOW - 1), ("exp = 0", 0)] {
         for p in ["report.md", "gone.md", "../secret"] {
             let token = forge(KEY, SESSION, p, exp, AUDIENCE);
@@ -1162,9 +1116,7 @@ fn a_verified_live_handle_does_reach_the_mocked_filesystem() {
         .returning(|_, _| Err(FsError::new(FsErrorKind::NotFound, "mock: no root")));
     fs.expect_check_root().times(0);
     fs.expect_land().times(0);
-    let mut clock = MockClk::new();
-    clock.expect_now_ms().times(1).returning(|| NOW);
-    let plane = mocked_plane(fs, clock);
+    let plane = mocked_plane(fs, clock_read(1, NOW));
     let r = plane.redeem_blocking(RedeemRequest::new(&valid("report.md"), READER));
     assert_eq!(refusal_code(&r), Some(Code::NotFound));
     assert_eq!(r.path.as_deref(), Some("report.md"));

@@ -1,4 +1,4 @@
-//! Races (issue 4.3): while one thread swaps parts of the export tree with `renameat2
+//! Races: while one thread swaps parts of the export tree with `renameat2
 //! (RENAME_EXCHANGE)`, readers hammer the same path through the router. No sentinel byte from
 //! outside the root is ever served and no request hangs. The same harness run against a
 //! deliberately naive check-then-open resolver (test-only) catches the leak, which shows the

@@ -1,5 +1,5 @@
 #![allow(clippy::disallowed_methods)] // tests build their own worlds with std::fs
-//! Issue 4.6 in CI: the soak driver of `examples/soak.rs`, bounded to ~8 s and 64 clients,
+//! The soak in CI: the soak driver of `examples/soak.rs`, bounded to ~8 s and 64 clients,
 //! against the real `resource-plane serve` binary. See `tests/support/soak_driver.rs` for the
 //! mix and every check; this test asserts that the report has no problem at all.
 

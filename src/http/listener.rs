@@ -154,6 +154,50 @@ impl Builders {
     }
 }
 
+/// A tower service [`serve_with`] can put behind the listener: it answers a request off the
+/// wire with an HTTP response, is cloned once per connection and run on any thread, and its
+/// errors and its body's errors box. The bound is named once here; every service that meets
+/// it has it (the [`Router`], an axum app, a `tower::service_fn`), so nothing implements it by
+/// hand.
+///
+/// ```
+/// use http_body_util::Full;
+/// use resource_plane::http::HttpService;
+///
+/// fn servable(_: &impl HttpService) {}
+/// let app = tower::service_fn(|_request: http::Request<hyper::body::Incoming>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(bytes::Bytes::from("ok"))))
+/// });
+/// servable(&app);
+/// ```
+pub trait HttpService:
+    tower_service::Service<
+        Request<Incoming>,
+        Response = Response<Self::ResponseBody>,
+        Future: Send + 'static,
+        Error: Into<Box<dyn StdError + Send + Sync>>,
+    > + Clone
+    + Send
+    + 'static
+{
+    /// The body of the service's responses.
+    type ResponseBody: http_body::Body<Data: Send, Error: Into<Box<dyn StdError + Send + Sync>>>
+        + Send
+        + 'static;
+}
+
+impl<S, B> HttpService for S
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn StdError + Send + Sync>>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn StdError + Send + Sync>>,
+{
+    type ResponseBody = B;
+}
+
 /// Serves `router` on connections from `listener` (a [`TcpListener`](tokio::net::TcpListener), a
 /// [`UnixListener`](tokio::net::UnixListener), any [`Accept`]) until `shutdown` resolves, then
 /// stops accepting and drains: [`serve_with`] for the router alone.
@@ -248,24 +292,12 @@ pub async fn serve(
 /// the process that relies on it. Transient ones (out of descriptors, a connection reset before
 /// it was accepted) are logged and retried with a backoff of 10 ms doubling
 /// up to 1 s, reset by the next accepted connection.
-pub async fn serve_with<L, S, ResBody>(
-    mut listener: L,
-    service: S,
+pub async fn serve_with(
+    mut listener: impl Accept,
+    service: impl HttpService,
     config: ListenerConfig,
     shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()>
-where
-    L: Accept,
-    S: tower_service::Service<Request<Incoming>, Response = Response<ResBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn StdError + Send + Sync>>,
-    ResBody: http_body::Body + Send + 'static,
-    ResBody::Data: Send,
-    ResBody::Error: Into<Box<dyn StdError + Send + Sync>>,
-{
+) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(config.max_connections));
     let graceful = GracefulShutdown::new();
     // Tells connections still being primed (not yet hyper's, so not yet watched) to give up:
@@ -359,24 +391,37 @@ where
     failed.map_or(Ok(()), Err)
 }
 
+/// A hyper service as one connection runs it: the shape of the [`HttpService`] a connection
+/// is given, and of each layer [`dated`] and [`leaving`] wrap around it.
+trait ConnectionService:
+    hyper::service::Service<
+        Request<Incoming>,
+        Response = Response<Self::ResponseBody>,
+        Future: Send,
+        Error: Into<Box<dyn StdError + Send + Sync>>,
+    > + Send
+{
+    /// The body of the service's responses.
+    type ResponseBody: http_body::Body;
+}
+
+impl<S, B> ConnectionService for S
+where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send,
+    S::Future: Send,
+    S::Error: Into<Box<dyn StdError + Send + Sync>>,
+    B: http_body::Body,
+{
+    type ResponseBody = B;
+}
+
 /// `service`, each answer dated by `clock` (see [`ListenerConfig::clock`]). hyper's own date
 /// is then left out of every answer the service gives, since hyper writes one only when the
 /// answer has none.
-fn dated<S, ResBody>(
+fn dated<S: ConnectionService>(
     service: S,
     clock: Arc<dyn Clock>,
-) -> impl hyper::service::Service<
-    Request<Incoming>,
-    Response = Response<ResBody>,
-    Error = S::Error,
-    Future = impl Future<Output = Result<Response<ResBody>, S::Error>> + Send,
-> + Send
-where
-    S: hyper::service::Service<Request<Incoming>, Response = Response<ResBody>> + Send,
-    S::Future: Send,
-    S::Error: Into<Box<dyn StdError + Send + Sync>>,
-    ResBody: http_body::Body,
-{
+) -> impl ConnectionService<ResponseBody = S::ResponseBody, Error = S::Error> {
     hyper::service::service_fn(move |request| {
         let answer = service.call(request);
         let clock = clock.clone();
@@ -392,21 +437,12 @@ where
 /// dropped (the router then records the request as `client_gone` and stops its work, D-4.6.1)
 /// and the connection closes with no answer (see [`departure`](super::departure)). Only a
 /// request without a body is watched so: the body of any other is its service's to read.
-fn leaving<S, ResBody, IO>(
+fn leaving<S: ConnectionService>(
     service: S,
-    departure: super::departure::Departure<IO>,
-) -> impl hyper::service::Service<
-    Request<Incoming>,
-    Response = Response<ResBody>,
-    Error = Box<dyn StdError + Send + Sync>,
-    Future = impl Future<Output = Result<Response<ResBody>, Box<dyn StdError + Send + Sync>>> + Send,
-> + Send
-where
-    S: hyper::service::Service<Request<Incoming>, Response = Response<ResBody>> + Send,
-    S::Future: Send,
-    S::Error: Into<Box<dyn StdError + Send + Sync>>,
-    ResBody: http_body::Body,
-    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    departure: super::departure::Departure<
+        impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    >,
+) -> impl ConnectionService<ResponseBody = S::ResponseBody, Error = Box<dyn StdError + Send + Sync>>
 {
     hyper::service::service_fn(move |request: Request<Incoming>| {
         let version = request.version();
@@ -506,24 +542,13 @@ pub(crate) enum ShardSocket {
 /// # Errors
 /// When a shard's runtime cannot be built.
 #[cfg(feature = "cli")]
-pub(crate) fn serve_sharded<S, ResBody>(
+pub(crate) fn serve_sharded(
     listeners: Vec<ShardSocket>,
-    service: S,
+    service: impl HttpService,
     lanes: usize,
     config: ListenerConfig,
     shutdown: tokio::sync::watch::Receiver<bool>,
-) -> std::io::Result<()>
-where
-    S: tower_service::Service<Request<Incoming>, Response = Response<ResBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn StdError + Send + Sync>>,
-    ResBody: http_body::Body + Send + 'static,
-    ResBody::Data: Send,
-    ResBody::Error: Into<Box<dyn StdError + Send + Sync>>,
-{
+) -> std::io::Result<()> {
     let per_shard = ListenerConfig {
         max_connections: (config.max_connections / listeners.len().max(1)).max(1),
         ..config

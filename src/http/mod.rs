@@ -19,7 +19,7 @@ pub use crate::wire::Route;
 pub use accept::Accept;
 pub use body::PlaneBody;
 pub use client::PeerTimeouts;
-pub use listener::{ListenerConfig, serve, serve_with};
+pub use listener::{HttpService, ListenerConfig, serve, serve_with};
 pub use router::{
     INLINE_READ_LIMIT, InvalidBasePath, Router, RouterFuture, SessionStats, WithFallback,
 };

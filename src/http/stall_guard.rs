@@ -9,8 +9,8 @@
 //! `timeout`, and its body, with its bytes, goes back to the budget.
 //!
 //! How soon a blocked write moves again is the kernel's call: a TCP socket turns writable only
-//! once a good share of its send queue has drained (a review measured about 1.4 MB with an
-//! autotuned buffer), so the timeout really bounds a gap with no such drain. At the default of
+//! once a good share of its send queue has drained (about 1.4 MB with an autotuned buffer on
+//! Linux), so the timeout really bounds a gap with no such drain. At the default of
 //! 60 s (nginx's `send_timeout`), a client steadily reading slower than about 23 KB/s a body
 //! larger than the kernel's buffers can be cut off; `serve --send-timeout` raises it.
 //! (`TCP_NOTSENT_LOWAT`, tried to make writes complete after smaller drains, made it worse:

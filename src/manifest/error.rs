@@ -141,7 +141,10 @@ impl LaunchError {
         match self {
             LaunchError::Malformed { field, accepted } => format!("{field}: {accepted}"),
             LaunchError::UnknownKey { key, suggestion } => {
-                format!("{key}: unknown key{}", super::did_you_mean(*suggestion))
+                format!(
+                    "{key}: unknown key{}",
+                    super::keys::did_you_mean(*suggestion)
+                )
             }
             LaunchError::HandleLifetime { .. } => "exports.peer_files.max_ttl must be declared \
                  and at most 900s when lifecycle.after_task: sleep; a handle's lifetime is not a \

@@ -5,10 +5,11 @@
 //! D-1.1 makes an unknown key a warning, never an error, whatever it and its value hold, while
 //! a general-purpose value refuses some of what YAML allows (an integer over 64 bits) and JSON
 //! cannot hold some of the rest (`.inf`, `.nan`, keys that are not strings). The conversion
-//! knows which paths the manifest reads ([`known_keys`](super::known_keys)): what cannot be
+//! knows which paths the manifest reads ([`known_keys`](super::keys::known_keys)): what cannot be
 //! represented is refused there, naming the field, and kept as text anywhere else.
 
-use super::{LaunchError, Res, child_path, depth, known_keys};
+use super::keys::{child_path, known_keys};
+use super::{LaunchError, Res, depth};
 use serde::de::{self, Deserialize, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess};
 use serde_json::Value;
 use std::fmt;

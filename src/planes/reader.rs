@@ -1029,9 +1029,9 @@ mod tests {
         assert_eq!(budget.available(), capacity);
     }
 
-    /// The deadlock a black-box review found: with `max_bytes` above the budget, a read that
-    /// saw growth borrowed "the rest, up to max_bytes" (capped at the whole budget) while still
-    /// holding its first bytes, so it waited for ever, and every large read queued behind it.
+    /// With `max_bytes` above the budget, a read that sees growth must not borrow "the rest, up
+    /// to max_bytes" (capped at the whole budget) while still holding its first bytes: it would
+    /// wait for ever, and every large read would queue behind it.
     #[test]
     fn growth_never_waits_for_bytes_while_holding_some() {
         let (inner, content) = log_of(300_000);

@@ -5,7 +5,7 @@
 //! listens on. Each runs on plain threads, so it serves a test with or without a runtime.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -67,22 +67,9 @@ impl CardServer {
                 let body = body.clone();
                 // One thread per connection: a client that never ends its head holds no other.
                 std::thread::spawn(move || {
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match stream.read(&mut buf) {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
+                    read_head(&mut stream);
                     std::thread::sleep(delay);
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = stream.write_all(response.as_bytes());
+                    let _ = stream.write_all(json_response("200 OK", &body).as_bytes());
                 });
             }
         });
@@ -142,15 +129,7 @@ impl RecordingPeer {
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
+                let head = read_head(&mut stream);
                 let text = String::from_utf8_lossy(&head).into_owned();
                 let mut lines = text.split("\r\n");
                 let target = lines
@@ -164,12 +143,8 @@ impl RecordingPeer {
                     .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
                     .collect();
                 kept.lock().unwrap().push(Recorded { target, headers });
-                let response = format!(
-                    "HTTP/1.1 {status} Refused\r\ncontent-type: application/json\r\n\
-                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(response.as_bytes());
+                let status = format!("{status} Refused");
+                let _ = stream.write_all(json_response(&status, &body).as_bytes());
             }
         });
         RecordingPeer { addr, requests }
@@ -184,4 +159,29 @@ impl RecordingPeer {
     pub fn requests(&self) -> Vec<Recorded> {
         self.requests.lock().unwrap().clone()
     }
+}
+
+/// A whole HTTP/1.1 answer with `status` (`200 OK`) and the JSON `body`, closing the
+/// connection.
+fn json_response(status: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// A request's head read from `stream`, up to its blank line (or whatever came within 5 s,
+/// or before the client closed).
+fn read_head(stream: &mut TcpStream) -> Vec<u8> {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    head
 }

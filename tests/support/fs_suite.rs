@@ -631,16 +631,45 @@ fn verdict(imp: Impl, got: &Got, want: &Expect) -> Option<String> {
     }
 }
 
-fn report(what: &str, failures: &[String], ran: usize) {
-    if failures.is_empty() {
-        println!("{what}: {ran} checks, all conform");
-        return;
+/// One conformance test's tally: how many checks ran, and a line for each that failed. The
+/// test runs every check before it reports, so one run shows every failure at once.
+#[derive(Default)]
+struct Checks {
+    failures: Vec<String>,
+    ran: usize,
+}
+
+impl Checks {
+    /// One check of an open's outcome against its expectation (see [`verdict`]); a failure is
+    /// `place()` and why.
+    fn outcome(&mut self, imp: Impl, got: &Got, want: &Expect, place: impl FnOnce() -> String) {
+        self.ran += 1;
+        if let Some(why) = verdict(imp, got, want) {
+            self.failures.push(format!("{}: {why}", place()));
+        }
     }
-    panic!(
-        "{what}: {} of {ran} checks failed:\n  {}",
-        failures.len(),
-        failures.join("\n  ")
-    );
+
+    /// One check that holds when `passed`; a failure is `line`.
+    fn that(&mut self, passed: bool, line: String) {
+        self.ran += 1;
+        if !passed {
+            self.failures.push(line);
+        }
+    }
+
+    /// Prints the count when every check conformed; panics listing the failures otherwise.
+    fn report(self, what: &str) {
+        let (failures, ran) = (self.failures, self.ran);
+        if failures.is_empty() {
+            println!("{what}: {ran} checks, all conform");
+            return;
+        }
+        panic!(
+            "{what}: {} of {ran} checks failed:\n  {}",
+            failures.len(),
+            failures.join("\n  ")
+        );
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -911,8 +940,7 @@ pub fn os_strategies_are_as_requested(wrap: Wrap) {
 }
 
 pub fn resolution_table_conforms_in_every_implementation_and_class(wrap: Wrap) {
-    let mut failures = Vec::new();
-    let mut ran = 0;
+    let mut checks = Checks::default();
     for imp in IMPLS {
         let mut w = World::new(imp, wrap);
         let device = build_standard(&mut w);
@@ -928,28 +956,23 @@ pub fn resolution_table_conforms_in_every_implementation_and_class(wrap: Wrap) {
                         (true, false) => &c.follow,
                     };
                     let got = open_guarded(&fs, root, class, &path);
-                    ran += 1;
-                    if let Some(why) = verdict(imp, &got, want) {
-                        failures.push(format!(
-                            "[{imp:?} / {} / root {root:?}] {} (request {:?}): {why}",
+                    checks.outcome(imp, &got, want, || {
+                        format!(
+                            "[{imp:?} / {} / root {root:?}] {} (request {:?})",
                             class.as_str(),
                             c.name,
                             shorten(&path)
-                        ));
-                    }
+                        )
+                    });
                 }
             }
         }
         // Beneath the whole workdir, the secret itself is an ordinary file.
         for class in Containment::ALL {
             let got = open_guarded(&fs, ".", class, "secret.txt");
-            ran += 1;
-            if let Some(why) = verdict(imp, &got, &ok(SECRET)) {
-                failures.push(format!(
-                    "[{imp:?} / {} / root \".\"] secret.txt: {why}",
-                    class.as_str()
-                ));
-            }
+            checks.outcome(imp, &got, &ok(SECRET), || {
+                format!("[{imp:?} / {} / root \".\"] secret.txt", class.as_str())
+            });
         }
         // A FIFO is probed, never opened for reading: the writer side still sees no reader.
         if let Backend::Os { .. } = w.backend {
@@ -959,15 +982,15 @@ pub fn resolution_table_conforms_in_every_implementation_and_class(wrap: Wrap) {
                 rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::NONBLOCK,
                 rustix::fs::Mode::empty(),
             );
-            ran += 1;
+            checks.ran += 1;
             if !matches!(writer, Err(rustix::io::Errno::NXIO)) {
-                failures.push(format!(
+                checks.failures.push(format!(
                     "[{imp:?}] a FIFO reader was left open after the refusals: writer open gave {writer:?}"
                 ));
             }
         }
     }
-    report("resolution table", &failures, ran);
+    checks.report("resolution table");
 }
 
 /// D-2.8 `ENAMETOOLONG`: a request of exactly `PATH_MAX - 1` (4095) bytes naming a real file
@@ -978,8 +1001,7 @@ pub fn path_max_boundary_conforms(wrap: Wrap) {
     let over_limit = format!("{dirs}/x/{}", "g".repeat(254));
     assert_eq!(at_limit.len(), 4095);
     assert_eq!(over_limit.len(), 4096);
-    let mut failures = Vec::new();
-    let mut ran = 0;
+    let mut checks = Checks::default();
     for imp in IMPLS {
         let mut w = World::new(imp, wrap);
         w.deep_file(&format!("out/{at_limit}"), A);
@@ -991,14 +1013,13 @@ pub fn path_max_boundary_conforms(wrap: Wrap) {
                 ("4096-byte path", &over_limit, err(NotFound)),
             ] {
                 let got = open_guarded(&fs, "out", class, path);
-                ran += 1;
-                if let Some(why) = verdict(imp, &got, &want) {
-                    failures.push(format!("[{imp:?} / {}] {name}: {why}", class.as_str()));
-                }
+                checks.outcome(imp, &got, &want, || {
+                    format!("[{imp:?} / {}] {name}", class.as_str())
+                });
             }
         }
     }
-    report("PATH_MAX boundary", &failures, ran);
+    checks.report("PATH_MAX boundary");
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1073,8 +1094,7 @@ pub fn open_root_conforms(wrap: Wrap) {
             Err(OutsideRoot),
         ),
     ];
-    let mut failures = Vec::new();
-    let mut ran = 0;
+    let mut checks = Checks::default();
     for imp in IMPLS {
         let mut w = World::new(imp, wrap);
         build_roots(&mut w);
@@ -1082,9 +1102,9 @@ pub fn open_root_conforms(wrap: Wrap) {
         for class in Containment::ALL {
             for (name, root, want) in &rows {
                 let got = root_result(fs.as_ref(), root, class);
-                ran += 1;
+                checks.ran += 1;
                 if got != *want {
-                    failures.push(format!(
+                    checks.failures.push(format!(
                         "[{imp:?} / {}] open_root {root:?} ({name}): expected {want:?}, got {got:?}",
                         class.as_str()
                     ));
@@ -1092,9 +1112,9 @@ pub fn open_root_conforms(wrap: Wrap) {
             }
             // An absolute link naming the root inside the workdir still escapes (D-1.9).
             let got = root_result(fs.as_ref(), "out5", class);
-            ran += 1;
+            checks.ran += 1;
             if got != Err(OutsideRoot) {
-                failures.push(format!(
+                checks.failures.push(format!(
                     "[{imp:?} / {}] open_root \"out5\" (absolute link to out): expected Err(OutsideRoot), got {got:?}",
                     class.as_str()
                 ));
@@ -1103,22 +1123,20 @@ pub fn open_root_conforms(wrap: Wrap) {
             // reads beneath it as usual.
             for root in ["out2", "nested/r"] {
                 let got = open_guarded(&fs, root, class, "a.txt");
-                ran += 1;
-                if let Some(why) = verdict(imp, &got, &ok(A)) {
-                    failures.push(format!(
-                        "[{imp:?} / {}] read a.txt beneath root {root:?}: {why}",
+                checks.outcome(imp, &got, &ok(A), || {
+                    format!(
+                        "[{imp:?} / {}] read a.txt beneath root {root:?}",
                         class.as_str()
-                    ));
-                }
+                    )
+                });
             }
         }
     }
-    report("open_root", &failures, ran);
+    checks.report("open_root");
 }
 
 pub fn root_replaced_after_construction_is_outside_root(wrap: Wrap) {
-    let mut failures = Vec::new();
-    let mut ran = 0;
+    let mut checks = Checks::default();
     for imp in IMPLS {
         let mut w = World::new(imp, wrap);
         w.file("secret.txt", SECRET);
@@ -1143,26 +1161,25 @@ pub fn root_replaced_after_construction_is_outside_root(wrap: Wrap) {
 
             for class in Containment::ALL {
                 let got = root_result(fs.as_ref(), "out", class);
-                ran += 1;
+                checks.ran += 1;
                 if got != Err(OutsideRoot) {
-                    failures.push(format!(
+                    checks.failures.push(format!(
                         "[{imp:?} / {}] open_root after `out` became a symlink to {target:?}: expected Err(OutsideRoot), got {got:?}",
                         class.as_str()
                     ));
                 }
                 let got = open_guarded(&fs, "out", class, "secret.txt");
-                ran += 1;
-                if let Some(why) = verdict(imp, &got, &err(OutsideRoot)) {
-                    failures.push(format!(
-                        "[{imp:?} / {}] read secret.txt through the swapped root ({target:?}): {why}",
+                checks.outcome(imp, &got, &err(OutsideRoot), || {
+                    format!(
+                        "[{imp:?} / {}] read secret.txt through the swapped root ({target:?})",
                         class.as_str()
-                    ));
-                }
+                    )
+                });
             }
             let got = fs.check_root(&root).map_err(|e| e.kind);
-            ran += 1;
+            checks.ran += 1;
             if got != Err(OutsideRoot) {
-                failures.push(format!(
+                checks.failures.push(format!(
                     "[{imp:?}] check_root after `out` became a symlink to {target:?}: expected Err(OutsideRoot), got {got:?}"
                 ));
             }
@@ -1171,17 +1188,17 @@ pub fn root_replaced_after_construction_is_outside_root(wrap: Wrap) {
                 let mut bytes = Vec::new();
                 f.read_to_end(&mut bytes).map(|_| bytes)
             });
-            ran += 1;
+            checks.ran += 1;
             match kept {
                 Ok(Ok(bytes)) if bytes == A => {}
-                other => failures.push(format!(
+                other => checks.failures.push(format!(
                     "[{imp:?}] a root opened before the swap should keep reading its own directory: got {:?}",
                     other.map(|r| r.map(|b| preview(&b)))
                 )),
             }
         }
     }
-    report("root replaced after construction", &failures, ran);
+    checks.report("root replaced after construction");
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1189,8 +1206,7 @@ pub fn root_replaced_after_construction_is_outside_root(wrap: Wrap) {
 // ------------------------------------------------------------------------------------------------
 
 pub fn check_root_conforms(wrap: Wrap) {
-    let mut failures = Vec::new();
-    let mut ran = 0;
+    let mut checks = Checks::default();
     for imp in IMPLS {
         let mut w = World::new(imp, wrap);
         w.file("secret.txt", SECRET);
@@ -1274,15 +1290,15 @@ pub fn check_root_conforms(wrap: Wrap) {
         for (name, root, want) in rows {
             let parsed = RootPath::parse(root).expect("valid declared root");
             let got = fs.check_root(&parsed).map_err(|e| e.kind);
-            ran += 1;
+            checks.ran += 1;
             if got != want {
-                failures.push(format!(
+                checks.failures.push(format!(
                     "[{imp:?}] check_root {root:?} ({name}): expected {want:?}, got {got:?}"
                 ));
             }
         }
     }
-    report("check_root", &failures, ran);
+    checks.report("check_root");
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1346,8 +1362,7 @@ fn diff(expected: &BTreeSet<String>, got: &BTreeSet<String>) -> String {
 }
 
 pub fn walk_returns_files_and_symlinks_without_descending_links(wrap: Wrap) {
-    let mut failures = Vec::new();
-    let mut ran = 0;
+    let mut checks = Checks::default();
     let mut seen: Vec<(Impl, &str, BTreeSet<String>)> = Vec::new();
     for imp in IMPLS {
         let mut w = World::new(imp, wrap);
@@ -1398,19 +1413,19 @@ pub fn walk_returns_files_and_symlinks_without_descending_links(wrap: Wrap) {
                 assert!(!expected.contains(&under(never)), "expectation has {never}");
             }
             for class in Containment::ALL {
-                ran += 1;
+                checks.ran += 1;
                 match walk_set(fs.as_ref(), root, class) {
                     Ok(got) if got == expected => {
                         if class == Containment::Advisory {
                             seen.push((imp, root, got));
                         }
                     }
-                    Ok(got) => failures.push(format!(
+                    Ok(got) => checks.failures.push(format!(
                         "[{imp:?} / {} / root {root:?}] walk(): {}",
                         class.as_str(),
                         diff(&expected, &got)
                     )),
-                    Err(e) => failures.push(format!(
+                    Err(e) => checks.failures.push(format!(
                         "[{imp:?} / {} / root {root:?}] walk() failed: {e}",
                         class.as_str()
                     )),
@@ -1420,24 +1435,26 @@ pub fn walk_returns_files_and_symlinks_without_descending_links(wrap: Wrap) {
         // An empty root walks to nothing.
         let mut empty = World::new(imp, wrap);
         empty.dir("out");
-        ran += 1;
+        checks.ran += 1;
         match walk_set(empty.fs().as_ref(), "out", Containment::Advisory) {
             Ok(got) if got.is_empty() => {}
-            other => failures.push(format!("[{imp:?}] walk() of an empty root: {other:?}")),
+            other => checks
+                .failures
+                .push(format!("[{imp:?}] walk() of an empty root: {other:?}")),
         }
     }
     // Across implementations, the same sets.
     for (imp, root, set) in &seen {
         for (imp2, root2, set2) in &seen {
             if root == root2 && set != set2 {
-                failures.push(format!(
+                checks.failures.push(format!(
                     "walk() of root {root:?} differs between {imp:?} and {imp2:?}: {}",
                     diff(set, set2)
                 ));
             }
         }
     }
-    report("walk", &failures, ran);
+    checks.report("walk");
 }
 
 /// A tree far deeper than any stack, built by an agent to crash or starve the listener: the
@@ -1452,8 +1469,7 @@ pub fn walk_survives_a_tree_deeper_than_any_stack(wrap: Wrap) {
     assert_eq!(longest.len(), 4095);
     assert_eq!(over.len(), 4096);
     let expected: BTreeSet<String> = ["top.txt".to_owned(), fits.clone(), longest.clone()].into();
-    let mut failures = Vec::new();
-    let mut ran = 0;
+    let mut checks = Checks::default();
     for imp in IMPLS {
         let mut w = World::new(imp, wrap);
         w.file("out/top.txt", A);
@@ -1462,7 +1478,7 @@ pub fn walk_survives_a_tree_deeper_than_any_stack(wrap: Wrap) {
         }
         let fs = w.fs();
         for class in Containment::ALL {
-            ran += 1;
+            checks.ran += 1;
             // A quarter of a default thread stack: a walk that recursed per level would
             // overflow it within a few hundred levels and abort the whole test binary.
             let walked = std::thread::scope(|s| {
@@ -1475,19 +1491,19 @@ pub fn walk_survives_a_tree_deeper_than_any_stack(wrap: Wrap) {
             });
             match walked {
                 Ok(got) if got == expected => {}
-                Ok(got) => failures.push(format!(
+                Ok(got) => checks.failures.push(format!(
                     "[{imp:?} / {}] deep walk(): {}",
                     class.as_str(),
                     diff(&expected, &got)
                 )),
-                Err(e) => failures.push(format!(
+                Err(e) => checks.failures.push(format!(
                     "[{imp:?} / {}] deep walk() failed: {e}",
                     class.as_str()
                 )),
             }
         }
     }
-    report("deep walk", &failures, ran);
+    checks.report("deep walk");
 }
 
 /// Listed paths with the bytes `open_file` served for each.
@@ -1497,8 +1513,7 @@ type Listing = Vec<(String, Vec<u8>)>;
 /// `scoped` exactly the regular files; under the follow classes also every link that resolves to
 /// a regular file beneath the root; and the same answer from every implementation.
 pub fn listing_decided_by_open_file_agrees_across_implementations(wrap: Wrap) {
-    let mut failures = Vec::new();
-    let mut ran = 0;
+    let mut checks = Checks::default();
     let mut listings: Vec<(Impl, &str, Containment, Listing)> = Vec::new();
     for imp in IMPLS {
         let mut w = World::new(imp, wrap);
@@ -1509,17 +1524,19 @@ pub fn listing_decided_by_open_file_agrees_across_implementations(wrap: Wrap) {
                 let set = match walk_set(fs.as_ref(), root, class) {
                     Ok(set) => set,
                     Err(e) => {
-                        failures.push(format!("[{imp:?}] walk() of {root:?} failed: {e}"));
+                        checks
+                            .failures
+                            .push(format!("[{imp:?}] walk() of {root:?} failed: {e}"));
                         continue;
                     }
                 };
                 let mut listing = Vec::new();
                 for path in &set {
-                    ran += 1;
+                    checks.ran += 1;
                     match open_guarded(&fs, root, class, path) {
                         Got::Read(bytes, _) => listing.push((path.clone(), bytes)),
                         Got::Refused(_) => {}
-                        other => failures.push(format!(
+                        other => checks.failures.push(format!(
                             "[{imp:?} / {} / root {root:?}] candidate {}: {other}",
                             class.as_str(),
                             shorten(path)
@@ -1529,7 +1546,7 @@ pub fn listing_decided_by_open_file_agrees_across_implementations(wrap: Wrap) {
                 let listed: BTreeSet<String> = listing.iter().map(|(p, _)| p.clone()).collect();
                 let files = w.created_of(prefix, &[Kind::File]);
                 if !class.follows_symlinks() && listed != files {
-                    failures.push(format!(
+                    checks.failures.push(format!(
                         "[{imp:?} / scoped / root {root:?}] listing should be exactly the regular files: {}",
                         diff(&files, &listed)
                     ));
@@ -1566,7 +1583,7 @@ pub fn listing_decided_by_open_file_agrees_across_implementations(wrap: Wrap) {
                         }))
                         .collect();
                     if chains != expected_chains {
-                        failures.push(format!(
+                        checks.failures.push(format!(
                             "[{imp:?} / {} / root {root:?}] chain links listed: {}",
                             class.as_str(),
                             diff(&expected_chains, &chains)
@@ -1574,7 +1591,7 @@ pub fn listing_decided_by_open_file_agrees_across_implementations(wrap: Wrap) {
                     }
                     want.extend(expected_chains);
                     if listed != want {
-                        failures.push(format!(
+                        checks.failures.push(format!(
                             "[{imp:?} / {} / root {root:?}] listing: {}",
                             class.as_str(),
                             diff(&want, &listed)
@@ -1588,28 +1605,28 @@ pub fn listing_decided_by_open_file_agrees_across_implementations(wrap: Wrap) {
     for (imp, root, class, listing) in &listings {
         for (imp2, root2, class2, listing2) in &listings {
             if root == root2 && class == class2 && listing != listing2 {
-                failures.push(format!(
+                checks.failures.push(format!(
                     "listing of root {root:?} under {} differs between {imp:?} and {imp2:?}",
                     class.as_str()
                 ));
             }
         }
     }
-    report("listing", &failures, ran);
+    checks.report("listing");
 }
 
 // ------------------------------------------------------------------------------------------------
 // land(): D-10.4
 // ------------------------------------------------------------------------------------------------
 
-fn no_part_files(w: &World, dir: &str, imp: Impl, when: &str, failures: &mut Vec<String>) {
+fn no_part_files(w: &World, dir: &str, imp: Impl, when: &str, checks: &mut Checks) {
     let parts: Vec<String> = w
         .names(dir)
         .into_iter()
         .filter(|n| n.ends_with(".part"))
         .collect();
     if !parts.is_empty() {
-        failures.push(format!(
+        checks.failures.push(format!(
             "[{imp:?}] {when}: temp files remain in {dir:?}: {parts:?}"
         ));
     }
@@ -1620,121 +1637,93 @@ fn land_kind(w: &World, dir: &str, name: &str, bytes: &[u8]) -> Result<(), FsErr
 }
 
 pub fn land_conforms(wrap: Wrap) {
-    let mut failures = Vec::new();
-    let mut ran = 0;
-    let mut expect = |cond: bool, msg: String, failures: &mut Vec<String>| {
-        ran += 1;
-        if !cond {
-            failures.push(msg);
-        }
-    };
+    let mut checks = Checks::default();
     for imp in IMPLS {
         // Creates the directory and the file; overwrites; empty content.
         let mut w = World::new(imp, wrap);
         let got = land_kind(&w, "peer-in", "f.txt", b"one");
-        expect(
-            got == Ok(()),
-            format!("[{imp:?}] first land: {got:?}"),
-            &mut failures,
-        );
-        expect(
+        checks.that(got == Ok(()), format!("[{imp:?}] first land: {got:?}"));
+        checks.that(
             w.read_back("peer-in/f.txt").as_deref() == Some(b"one".as_slice()),
             format!(
                 "[{imp:?}] first land content: {:?}",
                 w.read_back("peer-in/f.txt")
             ),
-            &mut failures,
         );
-        expect(
+        checks.that(
             w.names("peer-in") == ["f.txt"],
             format!(
                 "[{imp:?}] after first land peer-in holds {:?}",
                 w.names("peer-in")
             ),
-            &mut failures,
         );
         let got = land_kind(&w, "peer-in", "f.txt", b"two, longer than one");
-        expect(
-            got == Ok(()),
-            format!("[{imp:?}] overwrite: {got:?}"),
-            &mut failures,
-        );
-        expect(
+        checks.that(got == Ok(()), format!("[{imp:?}] overwrite: {got:?}"));
+        checks.that(
             w.read_back("peer-in/f.txt").as_deref() == Some(b"two, longer than one".as_slice()),
             format!(
                 "[{imp:?}] overwrite content: {:?}",
                 w.read_back("peer-in/f.txt")
             ),
-            &mut failures,
         );
         let got = land_kind(&w, "peer-in", "g.txt", b"");
-        expect(
-            got == Ok(()),
-            format!("[{imp:?}] empty land: {got:?}"),
-            &mut failures,
-        );
-        expect(
+        checks.that(got == Ok(()), format!("[{imp:?}] empty land: {got:?}"));
+        checks.that(
             w.read_back("peer-in/g.txt").as_deref() == Some(b"".as_slice()),
             format!(
                 "[{imp:?}] empty land content: {:?}",
                 w.read_back("peer-in/g.txt")
             ),
-            &mut failures,
         );
-        no_part_files(&w, "peer-in", imp, "after successful lands", &mut failures);
+        no_part_files(&w, "peer-in", imp, "after successful lands", &mut checks);
 
         // The name is an existing directory.
         w.dir("peer-in/d");
         let got = land_kind(&w, "peer-in", "d", b"x");
-        expect(
+        checks.that(
             got == Err(PathRefused),
             format!("[{imp:?}] land over a directory: expected Err(PathRefused), got {got:?}"),
-            &mut failures,
         );
-        expect(
+        checks.that(
             w.read_back("peer-in/d").is_none(),
             format!("[{imp:?}] the directory was replaced by a file"),
-            &mut failures,
         );
         no_part_files(
             &w,
             "peer-in",
             imp,
             "after landing over a directory",
-            &mut failures,
+            &mut checks,
         );
 
         // The name is a symlink: it is replaced, never followed.
         w.file("elsewhere.txt", b"untouched");
         w.symlink("peer-in/ln", "../elsewhere.txt");
         let got = land_kind(&w, "peer-in", "ln", b"landed");
-        expect(
+        checks.that(
             got == Ok(()),
             format!("[{imp:?}] land over a symlink name: expected Ok (link replaced), got {got:?}"),
-            &mut failures,
         );
-        expect(
+        checks.that(
             w.read_back("elsewhere.txt").as_deref() == Some(b"untouched".as_slice()),
             format!(
                 "[{imp:?}] land followed the name's symlink: elsewhere.txt = {:?}",
                 w.read_back("elsewhere.txt")
             ),
-            &mut failures,
         );
-        expect(
+        checks.that(
             w.read_back("peer-in/ln").as_deref() == Some(b"landed".as_slice()),
             format!(
                 "[{imp:?}] peer-in/ln is not the landed regular file: {:?}",
                 w.read_back("peer-in/ln")
             ),
-            &mut failures,
         );
         no_part_files(
             &w,
             "peer-in",
             imp,
             "after landing over a symlink",
-            &mut failures,
+            &mut checks,
         );
 
         // peer-in is a symlink to a directory (relative and absolute), or dangling.
@@ -1748,73 +1737,65 @@ pub fn land_conforms(wrap: Wrap) {
             };
             w.symlink("peer-in", &target);
             let got = land_kind(&w, "peer-in", "f.txt", b"must not land");
-            expect(
+            checks.that(
                 got == Err(PathRefused),
                 format!(
                     "[{imp:?}] peer-in is a {label} symlink to a dir: expected Err(PathRefused), got {got:?}"
                 ),
-                &mut failures,
             );
-            expect(
+            checks.that(
                 w.names("target-dir").is_empty(),
                 format!(
                     "[{imp:?}] bytes landed in the {label} link's target: {:?}",
                     w.names("target-dir")
                 ),
-                &mut failures,
             );
         }
         let mut w = World::new(imp, wrap);
         w.symlink("peer-in", "nowhere");
         let got = land_kind(&w, "peer-in", "f.txt", b"must not land");
-        expect(
+        checks.that(
             got == Err(PathRefused),
             format!(
                 "[{imp:?}] peer-in is a dangling symlink: expected Err(PathRefused), got {got:?}"
             ),
-            &mut failures,
         );
-        expect(
+        checks.that(
             w.names("") == ["peer-in"],
             format!(
                 "[{imp:?}] a dangling peer-in link created something: workdir holds {:?}",
                 w.names("")
             ),
-            &mut failures,
         );
 
         // peer-in is a regular file.
         let mut w = World::new(imp, wrap);
         w.file("peer-in", b"a file, not a dir");
         let got = land_kind(&w, "peer-in", "f.txt", b"must not land");
-        expect(
+        checks.that(
             got == Err(PathRefused),
             format!("[{imp:?}] peer-in is a regular file: expected Err(PathRefused), got {got:?}"),
-            &mut failures,
         );
-        expect(
+        checks.that(
             w.read_back("peer-in").as_deref() == Some(b"a file, not a dir".as_slice()),
             format!(
                 "[{imp:?}] the peer-in file changed: {:?}",
                 w.read_back("peer-in")
             ),
-            &mut failures,
         );
-        expect(
+        checks.that(
             w.names("") == ["peer-in"],
             format!("[{imp:?}] workdir holds {:?} after refusing", w.names("")),
-            &mut failures,
         );
     }
-    report("land", &failures, ran);
+    checks.report("land");
 }
 
 /// A handle's `p` is "canonicalised at mint time" (spec, §The handle): `canonical_path` names
 /// the file a path reaches, each symlink replaced by where it led, with `open_file`'s answers
 /// for everything else, identically in every implementation and class.
 pub fn canonical_paths_name_the_file_itself(wrap: Wrap) {
-    let mut failures = Vec::new();
-    let mut ran = 0;
+    let mut checks = Checks::default();
     for imp in IMPLS {
         let mut w = World::new(imp, wrap);
         w.file("out/report.md", b"r");
@@ -1859,7 +1840,7 @@ pub fn canonical_paths_name_the_file_itself(wrap: Wrap) {
                     Err(FsErrorKind::NotFound),
                 ),
             ] {
-                ran += 1;
+                checks.ran += 1;
                 let want = if follow { followed } else { scoped };
                 let target = RelPath::parse_canonical(path).expect("a path");
                 let got = root
@@ -1867,7 +1848,7 @@ pub fn canonical_paths_name_the_file_itself(wrap: Wrap) {
                     .map(|p| p.as_str().to_owned())
                     .map_err(|e| e.kind);
                 if got.as_ref().map(String::as_str) != want.as_ref().map(|s| *s) {
-                    failures.push(format!(
+                    checks.failures.push(format!(
                         "[{imp:?} / {}] canonical_path({path}): {got:?}, expected {want:?}",
                         class.as_str()
                     ));
@@ -1875,62 +1856,51 @@ pub fn canonical_paths_name_the_file_itself(wrap: Wrap) {
             }
         }
     }
-    report("canonical_path", &failures, ran);
+    checks.report("canonical_path");
 }
 
 /// `unland` removes exactly what `land` put at `<dir>/<name>` and nothing through a symlink,
 /// identically in every implementation (a fetch whose trace line fails removes its file, D-6.4).
 pub fn unland_conforms(wrap: Wrap) {
-    let mut failures = Vec::new();
-    let mut ran = 0;
+    let mut checks = Checks::default();
     for imp in IMPLS {
         let mut w = World::new(imp, wrap);
         let fs = w.fs();
         fs.land("peer-in", "f.txt", b"one").expect("land");
         fs.land("peer-in", "g.txt", b"two").expect("land");
-        let mut check = |what: &str, ok: bool, failures: &mut Vec<String>| {
-            ran += 1;
-            if !ok {
-                failures.push(format!("[{imp:?}] {what}"));
-            }
-        };
-        check(
-            "unland of a landed file",
+        checks.that(
             fs.unland("peer-in", "f.txt").is_ok(),
-            &mut failures,
+            format!("[{imp:?}] {}", "unland of a landed file"),
         );
-        check(
-            "the file is gone",
+        checks.that(
             w.read_back("peer-in/f.txt").is_none(),
-            &mut failures,
+            format!("[{imp:?}] {}", "the file is gone"),
         );
-        check(
-            "its neighbour stays",
+        checks.that(
             w.read_back("peer-in/g.txt").as_deref() == Some(b"two".as_slice()),
-            &mut failures,
+            format!("[{imp:?}] {}", "its neighbour stays"),
         );
-        check(
-            "unland of a missing file fails",
+        checks.that(
             fs.unland("peer-in", "f.txt").is_err(),
-            &mut failures,
+            format!("[{imp:?}] {}", "unland of a missing file fails"),
         );
-        check(
-            "a name that is not one plain component is refused",
+        checks.that(
             fs.unland("peer-in", "../g.txt").map_err(|e| e.kind) == Err(FsErrorKind::PathRefused),
-            &mut failures,
+            format!(
+                "[{imp:?}] {}",
+                "a name that is not one plain component is refused"
+            ),
         );
         w.file("elsewhere/h.txt", b"h");
         w.symlink("linked", "elsewhere");
-        check(
-            "a symlinked landing directory is refused",
+        checks.that(
             fs.unland("linked", "h.txt").map_err(|e| e.kind) == Err(FsErrorKind::PathRefused),
-            &mut failures,
+            format!("[{imp:?}] {}", "a symlinked landing directory is refused"),
         );
-        check(
-            "and what it points at stays",
+        checks.that(
             w.read_back("elsewhere/h.txt").as_deref() == Some(b"h".as_slice()),
-            &mut failures,
+            format!("[{imp:?}] {}", "and what it points at stays"),
         );
     }
-    report("unland", &failures, ran);
+    checks.report("unland");
 }

@@ -13,7 +13,9 @@
 //! - [`http`]: one raw HTTP/1.1 client over loopback, and one `Reply` for the wire and the
 //!   router alike; [`response`]: accessors on a `Response<PlaneBody>`.
 //! - [`tokens`]: handles and proofs built from the spec's layouts.
-//! - [`doubles`]: small network doubles (a card responder, a silent peer, a closed port).
+//! - [`doubles`]: small network doubles (a card responder, a silent peer, a closed port);
+//!   [`mocks`]: mockall doubles of the filesystem and the clock, for "never touched" proofs;
+//!   [`test_ca`]: a certificate authority minting server and client certificates.
 //! - [`conformance`]: one suite per backend trait (clock, key store, identity key, trace
 //!   sink, random source, peer transport), run on the crate's implementations and on every
 //!   test wrapper.
@@ -25,9 +27,11 @@ pub mod conformance;
 pub mod doubles;
 pub mod fs_suite;
 pub mod http;
+pub mod mocks;
 pub mod process;
 pub mod response;
 pub mod soak_driver;
+pub mod test_ca;
 pub mod tokens;
 pub mod trace;
 pub mod world;

@@ -1,6 +1,6 @@
 #![allow(clippy::disallowed_methods)] // the driver builds its world with std::fs
 #![allow(dead_code)] // each includer (tests/faults.rs, tests/soak_short.rs, examples/soak.rs) uses a subset
-//! Drives the real `resource-plane serve` binary from the outside (issue 4.6, and the process
+//! Drives the real `resource-plane serve` binary from the outside (the soak, and the process
 //! helpers of `tests/faults.rs`):
 //!
 //! - [`exchange`]: one raw HTTP/1.1 request over a fresh `std::net::TcpStream`.
