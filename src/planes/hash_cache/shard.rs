@@ -9,10 +9,10 @@ use hashbrown::HashTable;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// The part of a file's identity the cache compares beside (device, inode). Times are held
-/// in 64 bits (nanoseconds from 1678 to 2262; a time outside is pinned to the end of the range,
-/// which can only make two different times look alike if both lie outside it, and such a file
-/// is never cached: see [`admits`](super::admits)), so that an entry of a million-file cache stays small.
+/// The part of a file's identity the cache compares beside (device, inode). Times are held in 64
+/// bits (nanoseconds from 1678 to 2262; a time outside is pinned to the end of the range, which can
+/// only make two different times look alike if both lie outside it, and such a file is never
+/// cached: see [`admits`](super::admits)), so that an entry of a million-file cache stays small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Key {
     size: u64,
@@ -56,10 +56,10 @@ impl Stored {
 }
 
 /// A listing's number as an entry holds it: its low 32 bits. Numbers are compared modulo 2^32
-/// ([`later`], [`HashCache::update`](super::HashCache::update)), which is exact while the listings compared are fewer
-/// than 2^31 apart; every finished listing forgets the entries no listing since its start has
-/// marked, so the marks held stay close to the newest number. A mark compared wrongly (an
-/// entry untouched across 2^31 listings none of which finished) can only keep an entry a few
+/// ([`later`], [`HashCache::update`](super::HashCache::update)), which is exact while the listings
+/// compared are fewer than 2^31 apart; every finished listing forgets the entries no listing since
+/// its start has marked, so the marks held stay close to the newest number. A mark compared wrongly
+/// (an entry untouched across 2^31 listings none of which finished) can only keep an entry a few
 /// updates longer or forget it early: a mark never decides whether a hash is reused.
 pub(super) type Mark = u32;
 
