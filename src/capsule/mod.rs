@@ -2,9 +2,9 @@
 //! backends and a [`CapsuleConfig`] (or through [`Capsule::builder`], which can also replace
 //! either plane with its own), and gets back a router to mount and the tools its model may see.
 //!
-//! Every backend a capsule uses is held in one place while it is built
-//! ([`backends`]: the four of [`Backends`] and those set like settings), the settings in
-//! another ([`config`]), and the launch builds the capsule from both ([`builder`]).
+//! Every backend a capsule uses is held in one place while it is built (`backends.rs`: the
+//! four of [`Backends`] and those set like settings), the settings in another (`config.rs`),
+//! and the launch builds the capsule from both (`builder.rs`).
 
 mod backends;
 mod builder;

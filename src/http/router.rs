@@ -26,12 +26,12 @@ use crate::events::{
 };
 use crate::generation::Generation;
 use crate::path::{RelPath, percent_decode_strict, strip_query};
+use crate::planes::inline::{Attempt, ReadRest, ReadsInline, RedeemRest, RedeemsInline};
 use crate::planes::watch::hub::Current;
 use crate::planes::watch::{ChangeStream, Hub};
 use crate::planes::{
-    Attempt, Cancel, ExportScope, IfNoneMatch, ListingBody, ListingHead, PeerPlane, ReadOutcome,
-    ReadRest, ReadsInline, RedeemOutcome, RedeemRequest, RedeemRest, RedeemsInline, ResourcePlane,
-    ServedFile, StreamedFile,
+    Cancel, ExportScope, IfNoneMatch, ListingBody, ListingHead, PeerPlane, ReadOutcome,
+    RedeemOutcome, RedeemRequest, ResourcePlane, ServedFile, StreamedFile,
 };
 use crate::refusal::{Code, Refusal};
 use crate::scope::Containment;

@@ -2,16 +2,16 @@
 //! read costs less there than the two context switches of a hand-off to the blocking pool, and
 //! a large one stops before it would wait, handing the blocking pool its continuation
 //! ([`ReadRest`], [`RedeemRest`]): the rest of the call, with the file already opened and
-//! checked, for the router to finish without knowing how a read works.
+//! checked, for the router to finish without knowing how a read works. Each plane says how its
+//! calls finish ([`FinishRead`], [`FinishRedeem`]).
 //!
 //! Crate-private on purpose: the capsule builder records these faces beside the planes it
 //! builds itself ([`OperatorPlane`](super::OperatorPlane),
 //! [`HmacPeerPlane`](super::HmacPeerPlane)); a runtime's own plane is always awaited, so its
 //! implementor never thinks about where it runs.
 
-use super::{
-    Cancel, IfNoneMatch, Listing, ReadOutcome, ReadRest, RedeemOutcome, RedeemRequest, RedeemRest,
-};
+use super::{Cancel, IfNoneMatch, Listing, ReadOutcome, RedeemOutcome, RedeemRequest};
+use crate::budget::{BudgetPermit, ByteBudget};
 use crate::path::RelPath;
 use crate::refusal::Refusal;
 use std::fmt::Debug;
@@ -68,4 +68,83 @@ pub(crate) trait RedeemsInline: Debug + Send + Sync {
         request: RedeemRequest<'_>,
         limit: u64,
     ) -> Attempt<RedeemOutcome, RedeemRest>;
+}
+
+/// The rest of a read a plane started on an async worker and stopped before it would wait
+/// ([`Attempt::Resume`]): the bytes it borrows first, borrowed on the async side
+/// ([`prepay`](Self::prepay)), then the read itself on the blocking pool
+/// ([`finish`](Self::finish)).
+#[derive(Debug)]
+pub(crate) struct ReadRest {
+    rest: Box<dyn FinishRead>,
+    prepaid: Option<BudgetPermit>,
+}
+
+/// How a plane finishes a read it started inline: what it holds of the read (the file as
+/// opened and checked, the path, the condition), and the plane itself.
+pub(crate) trait FinishRead: Debug + Send {
+    /// The budget the rest of the read borrows from, and the bytes it borrows first.
+    fn first_borrow(&self) -> (&ByteBudget, u64);
+
+    /// The rest of the read, on a blocking thread, borrowing nothing more than `prepaid` unless
+    /// the file grew, stopping once `cancel` is raised: the outcome
+    /// [`ResourcePlane::read`](super::ResourcePlane::read) gives.
+    ///
+    /// # Errors
+    /// As [`ResourcePlane::read`](super::ResourcePlane::read).
+    fn finish(
+        self: Box<Self>,
+        prepaid: Option<BudgetPermit>,
+        cancel: &Cancel,
+    ) -> Result<ReadOutcome, Refusal>;
+}
+
+impl ReadRest {
+    /// The rest of a read, as its plane finishes it.
+    pub(crate) fn new(rest: impl FinishRead + 'static) -> Self {
+        ReadRest {
+            rest: Box::new(rest),
+            prepaid: None,
+        }
+    }
+
+    /// Borrows, on the async side, the bytes the rest of the read borrows first: waiting for
+    /// them there holds no thread (D-4.6.1), and a request whose client leaves meanwhile never
+    /// starts its read.
+    pub(crate) async fn prepay(&mut self) {
+        let (budget, bytes) = self.rest.first_borrow();
+        self.prepaid = Some(budget.acquire(bytes).await);
+    }
+
+    /// The rest of the read, on a blocking thread, stopping once `cancel` is raised.
+    ///
+    /// # Errors
+    /// As [`ResourcePlane::read`](super::ResourcePlane::read).
+    pub(crate) fn finish(self, cancel: &Cancel) -> Result<ReadOutcome, Refusal> {
+        self.rest.finish(self.prepaid, cancel)
+    }
+}
+
+/// The rest of a redeem a plane checked on an async worker, its file opened, to be read on the
+/// blocking pool ([`Attempt::Resume`]).
+#[derive(Debug)]
+pub(crate) struct RedeemRest(Box<dyn FinishRedeem>);
+
+/// How a plane finishes a redeem it checked inline.
+pub(crate) trait FinishRedeem: Debug + Send {
+    /// The read of the checked redeem's file, on a blocking thread: the outcome
+    /// [`PeerPlane::redeem`](super::PeerPlane::redeem) gives.
+    fn finish(self: Box<Self>) -> RedeemOutcome;
+}
+
+impl RedeemRest {
+    /// The rest of a redeem, as its plane finishes it.
+    pub(crate) fn new(rest: impl FinishRedeem + 'static) -> Self {
+        RedeemRest(Box::new(rest))
+    }
+
+    /// The rest of the redeem, on a blocking thread.
+    pub(crate) fn finish(self) -> RedeemOutcome {
+        self.0.finish()
+    }
 }

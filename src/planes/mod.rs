@@ -11,7 +11,7 @@
 mod condition;
 internal_module!(handle);
 mod hash_cache;
-mod inline;
+pub(crate) mod inline;
 pub(crate) mod listing;
 mod peer;
 internal_module!(proof);
@@ -26,16 +26,14 @@ pub mod watch;
 pub use crate::cancel::{Cancel, CancelOnDrop};
 pub use crate::scope::ExportScope;
 pub use condition::IfNoneMatch;
-pub(crate) use inline::{Attempt, ReadsInline, RedeemsInline};
 pub(crate) use listing::ListingHead;
 pub use listing::{Listing, ListingBody, ListingEntry};
 pub use peer::HmacPeerPlane;
-pub(crate) use peer::{RedeemRest, normalise_audience};
+pub(crate) use peer::normalise_audience;
 pub use proof::Origin;
 pub use reader::ServedFile;
 pub use replay::DEFAULT_REPLAY_CAPACITY;
 pub use resource::OperatorPlane;
-pub(crate) use resource::ReadRest;
 pub use streamed::StreamedFile;
 
 /// The in-flight byte budget the crate's planes hold read bodies against (one per capsule).

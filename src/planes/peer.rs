@@ -3,10 +3,11 @@
 //! minted for a keyed peer (D-14, D-14.3.1).
 
 use super::handle::{self, MAC_CONTEXT, MAC_SEPARATOR, Payload};
+use super::inline::{Attempt, FinishRedeem, RedeemRest, RedeemsInline};
 use super::proof::{self, Malformed, Origin, Proof};
 use super::reader::{self, OneRead, Opened, ReadAnswer, ServedFile, Start, Step};
 use super::replay::{NotAdmitted, REPLAY_WINDOW_MS, ReplayMemory};
-use super::{Attempt, Minted, PeerPlane, RedeemOutcome, RedeemRequest, RedeemsInline};
+use super::{Minted, PeerPlane, RedeemOutcome, RedeemRequest};
 use crate::audience::{KEY_TAG, looks_keyed};
 use crate::backends::{Clock, Filesystem, KeyStore, OsRandom, Random};
 use crate::blocking;
@@ -202,11 +203,10 @@ impl RedeemsInline for HmacPeerPlane {
     }
 }
 
-/// A plain redeem checked on an async worker whose file is to be read on the blocking pool
-/// (see [`Attempt::Resume`]): what its outcome will say besides the file, and the file as
-/// opened.
+/// A plain redeem checked on an async worker whose file is to be read on the blocking pool:
+/// what its outcome will say besides the file, and the file as opened.
 #[derive(Debug)]
-pub(crate) struct RedeemRest {
+struct PendingRedeem {
     plane: HmacPeerPlane,
     /// The outcome's `path`: the payload's `p`.
     path: Option<String>,
@@ -217,20 +217,19 @@ pub(crate) struct RedeemRest {
     opened: Opened,
 }
 
-impl RedeemRest {
-    /// The read of the checked redeem's file, on a blocking thread, from the descriptor the
-    /// inline attempt opened: the outcome [`PeerPlane::redeem`] gives. The handle's checks
-    /// (D-7.2, steps 1 to 4) are not made again: like a redeem made whole on one thread, it
-    /// checks once and then reads, so a handle that expires, or a session that ends, between
-    /// the checks and the read does not stop this redeem (the next one is refused).
-    pub(crate) fn finish(self) -> RedeemOutcome {
-        let RedeemRest {
+/// The read from the descriptor the inline attempt opened. The handle's checks (D-7.2, steps
+/// 1 to 4) are not made again: like a redeem made whole on one thread, it checks once and then
+/// reads, so a handle that expires, or a session that ends, between the checks and the read
+/// does not stop this redeem (the next one is refused).
+impl FinishRedeem for PendingRedeem {
+    fn finish(self: Box<Self>) -> RedeemOutcome {
+        let PendingRedeem {
             plane,
             path,
             audience_proof,
             target,
             opened,
-        } = self;
+        } = *self;
         let start = Start::Resumed {
             opened,
             prepaid: None,
@@ -387,13 +386,13 @@ impl HmacPeerPlane {
         let result = match read {
             Ok((_, Step::Done(served))) => Ok(served),
             Ok((target, Step::Resume(opened))) => {
-                return Attempt::Resume(RedeemRest {
+                return Attempt::Resume(RedeemRest::new(PendingRedeem {
                     plane: self.clone(),
                     path,
                     audience_proof,
                     target,
                     opened,
-                });
+                }));
             }
             Err(refusal) => Err(refusal),
         };

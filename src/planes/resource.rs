@@ -1,9 +1,10 @@
 //! The operator plane over a [`Filesystem`].
 
 use super::hash_cache::HashCache;
+use super::inline::{Attempt, FinishRead, ReadRest, ReadsInline};
 use super::listing;
 use super::reader::{OneRead, Opened, ReadAnswer, Start, Step};
-use super::{Attempt, Cancel, IfNoneMatch, Listing, ReadOutcome, ReadsInline, ResourcePlane};
+use super::{Cancel, IfNoneMatch, Listing, ReadOutcome, ResourcePlane};
 use crate::backends::Clock;
 use crate::backends::fs::Filesystem;
 use crate::blocking;
@@ -71,41 +72,34 @@ impl OperatorPlane {
     }
 }
 
-/// The rest of a read the crate's operator plane started on an async worker and stopped
-/// before it would wait (see [`Attempt::Resume`]): the file as opened and checked, to be read
-/// on the blocking pool with the same path and condition.
+/// A read the crate's operator plane started on an async worker and stopped before it would
+/// wait: the file as opened and checked, to be read on the blocking pool with the same path and
+/// condition.
 #[derive(Debug)]
-pub(crate) struct ReadRest {
+struct PendingRead {
     plane: OperatorPlane,
     path: RelPath,
     condition: IfNoneMatch,
     opened: Opened,
-    /// The bytes borrowed for it on the async side ([`prepay`](Self::prepay)).
-    prepaid: Option<BudgetPermit>,
 }
 
-impl ReadRest {
-    /// Borrows, on the async side, the bytes the rest of the read borrows first: waiting for
-    /// them there holds no thread (D-4.6.1), and a request whose client leaves meanwhile never
-    /// starts its read.
-    pub(crate) async fn prepay(&mut self) {
+impl FinishRead for PendingRead {
+    fn first_borrow(&self) -> (&ByteBudget, u64) {
         let bytes = self.opened.first_borrow(self.plane.scope.max_bytes);
-        self.prepaid = Some(self.plane.budget.acquire(bytes).await);
+        (&self.plane.budget, bytes)
     }
 
-    /// The rest of the read, on a blocking thread, from the file as opened: the outcome
-    /// [`ResourcePlane::read`] gives. It stops once `cancel` is raised.
-    ///
-    /// # Errors
-    /// As [`ResourcePlane::read`].
-    pub(crate) fn finish(self, cancel: &Cancel) -> Result<ReadOutcome, Refusal> {
-        let ReadRest {
+    fn finish(
+        self: Box<Self>,
+        prepaid: Option<BudgetPermit>,
+        cancel: &Cancel,
+    ) -> Result<ReadOutcome, Refusal> {
+        let PendingRead {
             plane,
             path,
             condition,
             opened,
-            prepaid,
-        } = self;
+        } = *self;
         let start = Start::Resumed { opened, prepaid };
         Ok(plane.read_in(&path, &condition, start, cancel)?.answered())
     }
@@ -200,13 +194,12 @@ impl ReadsInline for OperatorPlane {
     ) -> Attempt<Result<ReadOutcome, Refusal>, ReadRest> {
         match self.read_in(path, if_none_match, Start::Inline { limit }, &NEVER) {
             Ok(Step::Done(outcome)) => Attempt::Answered(Ok(outcome)),
-            Ok(Step::Resume(opened)) => Attempt::Resume(ReadRest {
+            Ok(Step::Resume(opened)) => Attempt::Resume(ReadRest::new(PendingRead {
                 plane: self.clone(),
                 path: path.clone(),
                 condition: if_none_match.clone(),
                 opened,
-                prepaid: None,
-            }),
+            })),
             Err(refusal) => Attempt::Answered(Err(refusal)),
         }
     }
