@@ -1,5 +1,6 @@
 //! Telling blocking work that nobody waits for its answer any more.
 
+use crate::refusal::{Code, Refusal};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -44,6 +45,21 @@ impl Cancel {
         self.0
             .as_ref()
             .is_some_and(|flag| flag.load(Ordering::Relaxed))
+    }
+
+    /// `Ok` until the flag is raised, then the `io_error` refusal of work whose client left:
+    /// how the crate's reads and listings stop between their steps.
+    ///
+    /// # Errors
+    /// `io_error` once the flag is raised.
+    pub(crate) fn check(&self) -> Result<(), Refusal> {
+        if self.is_cancelled() {
+            return Err(Refusal::new(
+                Code::IoError,
+                "cancelled: the client disconnected",
+            ));
+        }
+        Ok(())
     }
 
     /// A guard that raises the flag when it is dropped, unless [`disarm`](CancelOnDrop::disarm)ed:

@@ -28,13 +28,12 @@ use crate::events::{
 };
 use crate::generation::Generation;
 use crate::path::{RelPath, percent_decode_strict, strip_query};
-use crate::planes::reader::Opened;
+use crate::planes::inline::{Attempt, ReadRest, ReadsInline, RedeemRest, RedeemsInline};
 use crate::planes::watch::hub::Current;
 use crate::planes::watch::{ChangeStream, Hub};
 use crate::planes::{
-    Attempt, Cancel, ExportScope, IfNoneMatch, ListingBody, ListingHead, PeerPlane, ReadOutcome,
-    ReadsInline, RedeemOutcome, RedeemRequest, RedeemResume, RedeemsInline, ResourcePlane,
-    ServedFile, StreamedFile,
+    Cancel, ExportScope, IfNoneMatch, ListingBody, ListingHead, PeerPlane, ReadOutcome,
+    RedeemOutcome, RedeemRequest, ResourcePlane, ServedFile, StreamedFile,
 };
 use crate::refusal::{Code, Refusal};
 use crate::scope::Containment;
@@ -472,7 +471,7 @@ impl Router {
         let generation = self.mounted.generation.current();
         let query = raw_path.split_once('?').map(|(_, query)| query);
         let call = self.call_for(method, raw_path, rpc_endpoint, query, headers);
-        let response = self.answer_blocking(call, generation, &Claim::sole(), None);
+        let response = self.answer_blocking(call, generation, &Claim::sole());
         self.finish(response, method, raw_path)
     }
 
@@ -531,7 +530,7 @@ impl Router {
                         path,
                         recorded,
                         if_none_match: headers.if_none_match,
-                        opened: None,
+                        rest: None,
                     },
                     Err(refusal) => Call::Answered(Outcome::Read {
                         path: recorded,
@@ -584,7 +583,7 @@ impl Router {
                             proof: headers.proof,
                         },
                         facts,
-                        resume: None,
+                        rest: None,
                     },
                     Err(refusal) => Call::Answered(Outcome::Redeem {
                         facts,
@@ -600,11 +599,13 @@ impl Router {
     /// plane; a read or a plain redeem the crate's own plane answers at once, see
     /// [`ReadsInline`], [`RedeemsInline`] and [`INLINE_READ_LIMIT`]); a runtime's own plane,
     /// async, awaited on this worker too ([`answer_async`](Self::answer_async)), with no lane;
-    /// every other call of the crate's planes on the blocking pool, once the in-flight budget lends the bytes of a read the crate's plane
-    /// opened inline, and then once a lane of the call's kind is free: both waited for here, on
-    /// the async side, where waiting holds no thread (D-4.6.1, [`blocking::Lanes`]). A larger file the crate's plane opened inline is read
-    /// there from that open, so a request resolves its file once. Either way the outcome is
-    /// rendered, and its trace line written, where it was computed.
+    /// every other call of the crate's planes on the blocking pool, once the in-flight budget
+    /// lends the bytes of a read the crate's plane opened inline ([`ReadRest::prepay`]), and
+    /// then once a lane of the call's kind is free: both waited for here, on the async side,
+    /// where waiting holds no thread (D-4.6.1, [`blocking::Lanes`]). A larger file the crate's
+    /// plane opened inline is read there from that open ([`ReadRest::finish`]), so a request
+    /// resolves its file once. Either way the outcome is rendered, and its trace line written,
+    /// where it was computed.
     ///
     /// Dropping this future (the listener found the client gone) before the work answered
     /// raises the work's [`Cancel`]: work not started never starts, work running stops within
@@ -630,7 +631,7 @@ impl Router {
             }
             call => call,
         };
-        let call = match self.answer_inline(call, generation) {
+        let mut call = match self.answer_inline(call, generation) {
             Inline::Answered(response) => return self.finish(response, &method, &raw_path),
             Inline::Deferred(call) => call,
         };
@@ -650,19 +651,23 @@ impl Router {
             vigil.settle();
             return self.finish(response, &method, &raw_path);
         }
-        let needed = first_borrow(&call);
-        let kind = match (&call, &needed) {
-            (_, Some(_)) => blocking::Kind::Read,
-            (Call::List(..), None) => blocking::Kind::List,
+        let kind = match &call {
+            Call::Read { rest: Some(_), .. } => blocking::Kind::Read,
+            Call::List(..) => blocking::Kind::List,
             _ => blocking::Kind::Call,
         };
         // Bytes before the lane (see `Lanes`): a read waiting for bytes holds no lane.
-        let prepaid = prepay(needed).await;
+        if let Call::Read {
+            rest: Some(rest), ..
+        } = &mut call
+        {
+            rest.prepay().await;
+        }
         let lane = self.mounted.lanes.take(kind).await;
         let router = self.clone();
         let answer = blocking::run(move || {
             let _lane = lane;
-            let response = router.answer_blocking(call, generation, &claim, prepaid);
+            let response = router.answer_blocking(call, generation, &claim);
             router.finish(response, &method, &raw_path)
         })
         .await;
@@ -686,40 +691,40 @@ impl Router {
                 path,
                 recorded,
                 if_none_match,
-                opened,
+                rest,
             } => {
                 let attempt = match &files.inline {
                     Some(inline) => inline.read_inline(&path, &if_none_match, INLINE_READ_LIMIT),
                     None => Attempt::Deferred,
                 };
-                let opened = match attempt {
+                let rest = match attempt {
                     Attempt::Answered(result) => {
                         let outcome = read_outcome(&files, recorded, result, &if_none_match);
                         return Inline::Answered(self.render(outcome, generation, &Claim::sole()));
                     }
-                    Attempt::Deferred => opened,
-                    Attempt::Resume(opened) => Some(opened),
+                    Attempt::Deferred => rest,
+                    Attempt::Resume(rest) => Some(rest),
                 };
                 Inline::Deferred(Call::Read {
                     files,
                     path,
                     recorded,
                     if_none_match,
-                    opened,
+                    rest,
                 })
             }
             Call::Redeem {
                 peer,
                 asked,
                 facts,
-                resume,
+                rest,
             } => {
                 let attempt = match &peer.inline {
                     Some(inline) => asked
                         .with_request(|request| inline.redeem_inline(request, INLINE_READ_LIMIT)),
                     None => Attempt::Deferred,
                 };
-                let resume = match attempt {
+                let rest = match attempt {
                     Attempt::Answered(outcome) => {
                         return Inline::Answered(self.render(
                             Outcome::Redeem { facts, outcome },
@@ -727,14 +732,14 @@ impl Router {
                             &Claim::sole(),
                         ));
                     }
-                    Attempt::Deferred => resume,
-                    Attempt::Resume(resume) => Some(resume),
+                    Attempt::Deferred => rest,
+                    Attempt::Resume(rest) => Some(rest),
                 };
                 Inline::Deferred(Call::Redeem {
                     peer,
                     asked,
                     facts,
-                    resume,
+                    rest,
                 })
             }
         }
@@ -743,15 +748,8 @@ impl Router {
     /// `call` answered on this thread, blocking: on the blocking pool, or on the caller's
     /// thread for [`respond`](Self::respond), where a runtime's async plane is waited for
     /// ([`blocking::wait`]). A listing or a resumed read stops once the claim's client is gone.
-    /// A read or redeem an inline attempt started goes on from the file it opened, with the
-    /// bytes `prepaid` for it, if any.
-    fn answer_blocking(
-        &self,
-        call: Call,
-        generation: u64,
-        claim: &Claim,
-        prepaid: Option<crate::budget::BudgetPermit>,
-    ) -> Response<PlaneBody> {
+    /// A read or redeem an inline attempt started is finished from the file it opened.
+    fn answer_blocking(&self, call: Call, generation: u64, claim: &Claim) -> Response<PlaneBody> {
         let outcome = match call {
             Call::Answered(outcome) => return self.render(outcome, generation, claim),
             Call::List(files, ask) => {
@@ -778,13 +776,11 @@ impl Router {
                 path,
                 recorded,
                 if_none_match,
-                opened,
+                rest,
             } => {
-                // Only the crate's own plane, which reads inline, hands over a file it opened.
-                let result = match (opened, &files.inline) {
-                    (Some(opened), Some(inline)) => {
-                        inline.read_resumed(&path, &if_none_match, opened, prepaid, &claim.cancel)
-                    }
+                // Only the crate's own plane, which reads inline, hands over a read it started.
+                let result = match (rest, &files.inline) {
+                    (Some(rest), _) => rest.finish(&claim.cancel),
                     (None, Some(inline)) => inline.read_blocking(&path, &if_none_match),
                     (_, None) => blocking::wait(files.plane.read(&path, &if_none_match)),
                 };
@@ -795,10 +791,10 @@ impl Router {
                 peer,
                 asked,
                 facts,
-                resume,
+                rest,
             } => {
-                let outcome = match (resume, &peer.inline) {
-                    (Some(resume), Some(inline)) => inline.redeem_resumed(resume),
+                let outcome = match (rest, &peer.inline) {
+                    (Some(rest), _) => rest.finish(),
                     (None, Some(inline)) => {
                         asked.with_request(|request| inline.redeem_blocking(request))
                     }
@@ -1163,17 +1159,16 @@ enum Call {
         path: RelPath,
         recorded: String,
         if_none_match: IfNoneMatch,
-        /// The file as an inline attempt opened it ([`ReadsInline::read_resumed`]).
-        opened: Option<Opened>,
+        /// The rest of the read an inline attempt started, with its file opened.
+        rest: Option<ReadRest>,
     },
     /// [`PeerPlane::redeem`].
     Redeem {
         peer: PeerMount,
         asked: RedeemAsked,
         facts: RedeemFacts,
-        /// The redeem as an inline attempt checked it, with its file opened
-        /// ([`RedeemsInline::redeem_resumed`]).
-        resume: Option<RedeemResume>,
+        /// The rest of the redeem an inline attempt checked, with its file opened.
+        rest: Option<RedeemRest>,
     },
 }
 
@@ -1476,31 +1471,6 @@ impl Drop for Vigil<'_> {
             self.router.render(outcome, self.generation, &Claim::sole());
         }
     }
-}
-
-/// Borrows, on the async side, the bytes a read the crate's plane opened inline will borrow
-/// first on the blocking pool ([`ReadsInline::first_borrow`], found by [`first_borrow`]):
-/// waiting for them holds no thread, and a request whose client leaves meanwhile never starts
-/// its read.
-async fn prepay(
-    needed: Option<(crate::budget::ByteBudget, u64)>,
-) -> Option<crate::budget::BudgetPermit> {
-    let (budget, bytes) = needed?;
-    Some(budget.acquire(bytes).await)
-}
-
-/// The budget and bytes [`prepay`] borrows, if `call` is such a read.
-fn first_borrow(call: &Call) -> Option<(crate::budget::ByteBudget, u64)> {
-    let Call::Read {
-        files,
-        opened: Some(opened),
-        ..
-    } = call
-    else {
-        return None;
-    };
-    let (budget, bytes) = files.inline.as_ref()?.first_borrow(opened)?;
-    Some((budget.clone(), bytes))
 }
 
 /// A response's content, whichever route answered.

@@ -10,14 +10,17 @@
 
 mod condition;
 internal_module!(handle);
-pub(crate) mod hash_cache;
+mod hash_cache;
+pub(crate) mod inline;
 pub(crate) mod listing;
 mod peer;
 internal_module!(proof);
-pub(crate) mod reader;
+mod reader;
 pub(crate) mod replay;
 mod resource;
 pub(crate) mod streamed;
+#[cfg(test)]
+mod test_fs;
 pub mod watch;
 
 pub use crate::cancel::{Cancel, CancelOnDrop};
@@ -26,7 +29,7 @@ pub use condition::IfNoneMatch;
 pub(crate) use listing::ListingHead;
 pub use listing::{Listing, ListingBody, ListingEntry};
 pub use peer::HmacPeerPlane;
-pub(crate) use peer::{RedeemResume, normalise_audience};
+pub(crate) use peer::normalise_audience;
 pub use proof::Origin;
 pub use reader::ServedFile;
 pub use replay::DEFAULT_REPLAY_CAPACITY;
@@ -408,86 +411,4 @@ pub trait PeerPlane: Debug + Send + Sync {
 
     /// Ends the session: zeroes the key, so no outstanding handle verifies again (D-12).
     fn end_session(&self);
-}
-
-/// What a call of the crate's own planes did on an async worker ([`ReadsInline`],
-/// [`RedeemsInline`]).
-#[derive(Debug)]
-pub(crate) enum Attempt<T, R> {
-    /// Answered there: the same outcome the blocking call gives.
-    Answered(T),
-    /// Nothing done that counts (no check made that the blocking call would not make again, no
-    /// proof nonce spent, nothing read, nothing written): the blocking call is to be made whole.
-    Deferred,
-    /// Started there and stopped before it would wait (a file larger than the inline limit,
-    /// bytes the in-flight budget cannot lend at once): the blocking pool goes on from `R`, the
-    /// file as opened and checked, so no step is made twice.
-    Resume(R),
-}
-
-/// The operator plane the crate builds answering reads on an async worker, for the router's
-/// fast path: a small read costs less there than the two context switches of a hand-off to the
-/// blocking pool, and a large one is handed over with its file already opened.
-///
-/// Crate-private on purpose, like [`RedeemsInline`]: the capsule builder records it beside the
-/// plane it builds itself ([`OperatorPlane`]); a runtime's own plane is always awaited, so its
-/// implementor never thinks about where it runs.
-pub(crate) trait ReadsInline: Debug + Send + Sync {
-    /// [`ResourcePlane::list`], blocking: on the blocking pool, or the caller's thread for
-    /// [`Router::respond`](crate::http::Router::respond).
-    fn list_blocking(&self, cancel: &Cancel) -> Result<Listing, Refusal>;
-
-    /// [`ResourcePlane::read`], blocking, whole on the caller's thread.
-    fn read_blocking(
-        &self,
-        path: &RelPath,
-        if_none_match: &IfNoneMatch,
-    ) -> Result<ReadOutcome, Refusal>;
-
-    /// [`ResourcePlane::read`] on an async worker, reading at most `limit` bytes there: the
-    /// outcome, or the file as opened for [`read_resumed`](Self::read_resumed).
-    fn read_inline(
-        &self,
-        path: &RelPath,
-        if_none_match: &IfNoneMatch,
-        limit: u64,
-    ) -> Attempt<Result<ReadOutcome, Refusal>, reader::Opened>;
-
-    /// The budget the rest of the read of `opened` borrows from and the bytes it borrows
-    /// first, for the router to borrow them beforehand on the async side, where waiting for
-    /// them holds no thread (D-4.6.1); `None` when the plane borrows nothing.
-    fn first_borrow(&self, opened: &reader::Opened) -> Option<(&ByteBudget, u64)>;
-
-    /// The rest of a read [`read_inline`](Self::read_inline) stopped, on the blocking pool,
-    /// with the same `path` and `if_none_match`: the outcome [`ResourcePlane::read`] gives.
-    /// `prepaid` is what [`first_borrow`](Self::first_borrow) asked for, if borrowed; the read
-    /// stops once `cancel` is raised.
-    fn read_resumed(
-        &self,
-        path: &RelPath,
-        if_none_match: &IfNoneMatch,
-        opened: reader::Opened,
-        prepaid: Option<crate::budget::BudgetPermit>,
-        cancel: &Cancel,
-    ) -> Result<ReadOutcome, Refusal>;
-}
-
-/// The peer plane the crate builds answering plain redeems on an async worker; see
-/// [`ReadsInline`].
-pub(crate) trait RedeemsInline: Debug + Send + Sync {
-    /// [`PeerPlane::redeem`], blocking, whole on the caller's thread.
-    fn redeem_blocking(&self, request: RedeemRequest<'_>) -> RedeemOutcome;
-
-    /// [`PeerPlane::redeem`] on an async worker, reading at most `limit` bytes there: the
-    /// outcome, [`Attempt::Deferred`] for a redeem the worker should not check at all, or the
-    /// checked redeem with its file as opened for [`redeem_resumed`](Self::redeem_resumed).
-    fn redeem_inline(
-        &self,
-        request: RedeemRequest<'_>,
-        limit: u64,
-    ) -> Attempt<RedeemOutcome, RedeemResume>;
-
-    /// The rest of a redeem [`redeem_inline`](Self::redeem_inline) stopped, on the blocking
-    /// pool: the outcome [`PeerPlane::redeem`] gives.
-    fn redeem_resumed(&self, resume: RedeemResume) -> RedeemOutcome;
 }

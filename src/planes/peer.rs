@@ -3,10 +3,11 @@
 //! minted for a keyed peer (D-14, D-14.3.1).
 
 use super::handle::{self, MAC_CONTEXT, MAC_SEPARATOR, Payload};
+use super::inline::{Attempt, FinishRedeem, RedeemRest, RedeemsInline};
 use super::proof::{self, Malformed, Origin, Proof};
-use super::reader::{self, Opened, ReadMode, Step};
+use super::reader::{self, OneRead, Opened, ReadAnswer, ServedFile, Start, Step};
 use super::replay::{NotAdmitted, REPLAY_WINDOW_MS, ReplayMemory};
-use super::{Attempt, Minted, PeerPlane, RedeemOutcome, RedeemRequest, RedeemsInline};
+use super::{Minted, PeerPlane, RedeemOutcome, RedeemRequest};
 use crate::audience::{KEY_TAG, looks_keyed};
 use crate::backends::{Clock, Filesystem, KeyStore, OsRandom, Random};
 use crate::blocking;
@@ -106,7 +107,7 @@ impl HmacPeerPlane {
     /// already off the async runtime (a bench, a blocking task of its own). Its refusals are
     /// [`PeerPlane::redeem`]'s.
     pub fn redeem_blocking(&self, request: RedeemRequest<'_>) -> RedeemOutcome {
-        match self.redeem_in(request, ReadMode::Blocking) {
+        match self.redeem_in(request, Start::Blocking) {
             Attempt::Answered(outcome) => outcome,
             Attempt::Deferred | Attempt::Resume(_) => {
                 unreachable!("a blocking redeem always answers")
@@ -194,43 +195,19 @@ impl RedeemsInline for HmacPeerPlane {
         &self,
         request: RedeemRequest<'_>,
         limit: u64,
-    ) -> Attempt<RedeemOutcome, RedeemResume> {
+    ) -> Attempt<RedeemOutcome, RedeemRest> {
         if !request.proof.is_empty() {
             return Attempt::Deferred;
         }
-        self.redeem_in(request, ReadMode::Inline { limit })
-    }
-
-    /// The read of the checked redeem's file, from the descriptor the inline attempt opened.
-    /// The handle's checks (D-7.2, steps 1 to 4) are not made again: like a redeem made whole on
-    /// one thread, it checks once and then reads, so a handle that expires, or a session that
-    /// ends, between the checks and the read does not stop this redeem (the next one is
-    /// refused).
-    fn redeem_resumed(&self, resume: RedeemResume) -> RedeemOutcome {
-        let RedeemResume {
-            path,
-            audience_proof,
-            target,
-            opened,
-        } = resume;
-        RedeemOutcome {
-            path,
-            audience_proof,
-            result: reader::read_opened(
-                self.fs.as_ref(),
-                &self.scope,
-                &target,
-                Some(&self.budget),
-                opened,
-            ),
-        }
+        self.redeem_in(request, Start::Inline { limit })
     }
 }
 
 /// A plain redeem checked on an async worker whose file is to be read on the blocking pool:
 /// what its outcome will say besides the file, and the file as opened.
 #[derive(Debug)]
-pub(crate) struct RedeemResume {
+struct PendingRedeem {
+    plane: HmacPeerPlane,
     /// The outcome's `path`: the payload's `p`.
     path: Option<String>,
     /// The outcome's `audience_proof`.
@@ -238,6 +215,31 @@ pub(crate) struct RedeemResume {
     /// `p` as a path beneath the root, for a read that starts over (the file grew).
     target: RelPath,
     opened: Opened,
+}
+
+/// The read from the descriptor the inline attempt opened. The handle's checks (D-7.2, steps
+/// 1 to 4) are not made again: like a redeem made whole on one thread, it checks once and then
+/// reads, so a handle that expires, or a session that ends, between the checks and the read
+/// does not stop this redeem (the next one is refused).
+impl FinishRedeem for PendingRedeem {
+    fn finish(self: Box<Self>) -> RedeemOutcome {
+        let PendingRedeem {
+            plane,
+            path,
+            audience_proof,
+            target,
+            opened,
+        } = *self;
+        let start = Start::Resumed {
+            opened,
+            prepaid: None,
+        };
+        RedeemOutcome {
+            path,
+            audience_proof,
+            result: plane.read(&target, start).map(Step::answered),
+        }
+    }
 }
 
 /// Why a redeem proof was refused after the MAC over its key verified (or, for a malformed
@@ -360,98 +362,73 @@ impl HmacPeerPlane {
         }
     }
 
-    /// The redeem of D-7.2 with D-14.4's proof checks, answered; [`Attempt::Resume`] only in
-    /// [`ReadMode::Inline`], when every check has passed and the file's read should move to the
-    /// blocking pool.
+    /// The redeem of D-7.2 with D-14.4's proof checks, answered; [`Attempt::Resume`] only
+    /// from [`Start::Inline`], when every check has passed and the file's read should move to
+    /// the blocking pool.
     fn redeem_in(
         &self,
         request: RedeemRequest<'_>,
-        mode: ReadMode,
-    ) -> Attempt<RedeemOutcome, RedeemResume> {
-        let refuse = |code, reason: String, path: Option<String>, audience_proof| RedeemOutcome {
+        start: Start,
+    ) -> Attempt<RedeemOutcome, RedeemRest> {
+        let Checked {
             path,
             audience_proof,
-            result: Err(Refusal::new(code, reason)),
+            p,
+        } = match self.check(request) {
+            Ok(checked) => checked,
+            Err(refused) => return Attempt::Answered(refused),
         };
+        // 5. Path, through the operator plane's reader.
+        let read = RelPath::parse_canonical(&p).and_then(|target| {
+            let step = self.read(&target, start)?;
+            Ok((target, step))
+        });
+        let result = match read {
+            Ok((_, Step::Done(served))) => Ok(served),
+            Ok((target, Step::Resume(opened))) => {
+                return Attempt::Resume(RedeemRest::new(PendingRedeem {
+                    plane: self.clone(),
+                    path,
+                    audience_proof,
+                    target,
+                    opened,
+                }));
+            }
+            Err(refusal) => Err(refusal),
+        };
+        Attempt::Answered(RedeemOutcome {
+            path,
+            audience_proof,
+            result,
+        })
+    }
 
+    /// The steps of D-7.2 before the read, in order, with D-14.4's proof checks after the MAC:
+    /// the handle's shape, the audience asserted, the MAC, the proof, the expiry. The clock is
+    /// read once, after the proof's signature has verified.
+    ///
+    /// # Errors
+    /// The outcome of the first check that failed: `malformed_handle`, `missing_audience`,
+    /// `handle_not_valid`, `handle_expired`.
+    fn check(&self, request: RedeemRequest<'_>) -> Result<Checked, RedeemOutcome> {
         // 1. Shape.
         let Some(token) = handle::parse(request.token) else {
-            return Attempt::Answered(refuse(
-                Code::MalformedHandle,
-                "the token is not a well-formed mh1 v1 handle".into(),
-                None,
-                None,
-            ));
+            let why = "the token is not a well-formed mh1 v1 handle";
+            return Err(refused(Code::MalformedHandle, why.into(), None, None));
         };
         // 2. Audience: exactly one header, non-empty after trimming.
-        let audience = match request.audience {
-            [one] => Some(normalise_audience(one)),
-            _ => None,
-        };
-        let audience = match audience {
-            Some(a) if !a.is_empty() => a,
-            _ => {
-                let why = if request.audience.len() > 1 {
-                    "x-murmur-audience sent more than once"
-                } else {
-                    "x-murmur-audience absent or empty"
-                };
-                return Attempt::Answered(refuse(Code::MissingAudience, why.into(), None, None));
-            }
-        };
+        let audience = asserted_audience(request.audience)
+            .map_err(|why| refused(Code::MissingAudience, why.into(), None, None))?;
         // 3. MAC, constant time, over the asserted audience, keyed with the proof's key when a
-        //    proof is sent (D-14.4); a foreign `iss` folds into the same refusal. The checks run
-        //    whatever the others say, so timing does not tell them apart either.
-        let proof = match request.proof {
-            [] => None,
-            [one] => Some(proof::parse(one)),
-            _ => Some(Err(Malformed {
-                key_text: None,
-                why: "x-murmur-proof sent more than once",
-            })),
-        };
-        let key_text = match &proof {
-            None => None,
-            Some(Ok(p)) => Some(p.key_text),
-            Some(Err(malformed)) => match malformed.key_text {
-                Some(key) => Some(key),
-                // No key to check the MAC over: the proof fails before the MAC is checked.
-                None => {
-                    return Attempt::Answered(refuse(
-                        Code::HandleNotValid,
-                        ProofRefused::Malformed(malformed.why).to_string(),
-                        None,
-                        None,
-                    ));
-                }
-            },
-        };
-        let (tag, key): (&[u8], &[u8]) = match key_text {
-            Some(key) => (KEY_TAG.as_bytes(), key.as_bytes()),
-            None => (b"", b""),
-        };
-        let mac_ok = self.keys.verify(
-            &[
-                MAC_CONTEXT,
-                MAC_SEPARATOR,
-                token.payload_b64.as_bytes(),
-                MAC_SEPARATOR,
-                &audience,
-                tag,
-                key,
-            ],
-            &token.mac,
-        );
-        let iss_ok = token.payload.iss == self.session_id;
-        // Without a proof, a keyed MAC audience asserted as a plain one never verifies.
-        let plain_ok = key_text.is_some() || !looks_keyed(&audience);
-        if !(mac_ok & iss_ok & plain_ok) {
-            return Attempt::Answered(refuse(
-                Code::HandleNotValid,
-                "MAC verification failed".into(),
-                None,
-                None,
-            ));
+        //    proof is sent (D-14.4); a foreign `iss` folds into the same refusal.
+        let proof = proof_header(request.proof);
+        let key_text = proof_key(proof.as_ref()).map_err(|why| {
+            let reason = ProofRefused::Malformed(why).to_string();
+            refused(Code::HandleNotValid, reason, None, None)
+        })?;
+        if !self.mac_verifies(&token, &audience, key_text) {
+            let why = "MAC verification failed";
+            return Err(refused(Code::HandleNotValid, why.into(), None, None));
         }
         let path = Some(token.payload.p.clone());
         // 3b. The proof, when one was sent: every failure is the same `handle_not_valid` as a
@@ -461,13 +438,9 @@ impl HmacPeerPlane {
             None => self.clock.now_ms(),
             Some(proof) => match self.check_proof(proof, &crate::hex::handle_id(request.token)) {
                 Ok(now) => now,
-                Err(refused) => {
-                    return Attempt::Answered(refuse(
-                        Code::HandleNotValid,
-                        refused.to_string(),
-                        path,
-                        Some("ed25519"),
-                    ));
+                Err(why) => {
+                    let reason = why.to_string();
+                    return Err(refused(Code::HandleNotValid, reason, path, Some("ed25519")));
                 }
             },
         };
@@ -478,40 +451,126 @@ impl HmacPeerPlane {
         });
         // 4. Expiry.
         if token.payload.exp <= now {
-            return Attempt::Answered(refuse(
+            let why = "the handle's exp is in the past";
+            return Err(refused(
                 Code::HandleExpired,
-                "the handle's exp is in the past".into(),
+                why.into(),
                 path,
                 audience_proof,
             ));
         }
-        // 5. Path, through the operator plane's reader.
-        let read = RelPath::parse_canonical(&token.payload.p).and_then(|target| {
-            let step = reader::read_file(
-                self.fs.as_ref(),
-                &self.scope,
-                &target,
-                Some(&self.budget),
-                mode,
-            )?;
-            Ok((target, step))
-        });
-        let result = match read {
-            Ok((_, Step::Done(served))) => Ok(served),
-            Ok((target, Step::Resume(opened))) => {
-                return Attempt::Resume(RedeemResume {
-                    path,
-                    audience_proof,
-                    target,
-                    opened,
-                });
-            }
-            Err(refusal) => Err(refusal),
-        };
-        Attempt::Answered(RedeemOutcome {
+        Ok(Checked {
             path,
             audience_proof,
-            result,
+            p: token.payload.p,
         })
+    }
+
+    /// Whether the handle's MAC verifies over the asserted `audience`, with the proof's key
+    /// `key_text` when a proof is sent, and the handle was minted by this session. The checks
+    /// run whatever the others say, so timing does not tell them apart either. Without a proof,
+    /// a keyed MAC audience asserted as a plain one never verifies.
+    fn mac_verifies(
+        &self,
+        token: &handle::ParsedToken<'_>,
+        audience: &[u8],
+        key_text: Option<&str>,
+    ) -> bool {
+        let (tag, key): (&[u8], &[u8]) = match key_text {
+            Some(key) => (KEY_TAG.as_bytes(), key.as_bytes()),
+            None => (b"", b""),
+        };
+        let mac_ok = self.keys.verify(
+            &[
+                MAC_CONTEXT,
+                MAC_SEPARATOR,
+                token.payload_b64.as_bytes(),
+                MAC_SEPARATOR,
+                audience,
+                tag,
+                key,
+            ],
+            &token.mac,
+        );
+        let iss_ok = token.payload.iss == self.session_id;
+        let plain_ok = key_text.is_some() || !looks_keyed(audience);
+        mac_ok & iss_ok & plain_ok
+    }
+
+    /// Reads `target` for a redeem, from `start`, through the operator plane's reader.
+    ///
+    /// # Errors
+    /// `not_found`, `outside_root`, `symlink_refused`, `not_a_regular_file`, `too_large`,
+    /// `io_error`.
+    fn read(&self, target: &RelPath, start: Start) -> Result<Step<ServedFile>, Refusal> {
+        let read = OneRead::new(self.fs.as_ref(), &self.scope, target, Some(&self.budget));
+        Ok(read.run(start)?.map(ReadAnswer::served))
+    }
+}
+
+/// A redeem that passed every check before the read: what its outcome says besides the file,
+/// and the payload's `p`, the file to read.
+struct Checked {
+    path: Option<String>,
+    audience_proof: Option<&'static str>,
+    p: String,
+}
+
+/// A redeem refused `code` for `reason`, its outcome saying `path` and `audience_proof`.
+fn refused(
+    code: Code,
+    reason: String,
+    path: Option<String>,
+    audience_proof: Option<&'static str>,
+) -> RedeemOutcome {
+    RedeemOutcome {
+        path,
+        audience_proof,
+        result: Err(Refusal::new(code, reason)),
+    }
+}
+
+/// The audience a redeem asserts (D-7.2 step 2): its one `x-murmur-audience` value,
+/// normalised.
+///
+/// # Errors
+/// Why there is none: the header was sent more than once, or absent or empty.
+fn asserted_audience(values: &[&[u8]]) -> Result<Vec<u8>, &'static str> {
+    match values {
+        [one] => Some(normalise_audience(one)).filter(|audience| !audience.is_empty()),
+        _ => None,
+    }
+    .ok_or(if values.len() > 1 {
+        "x-murmur-audience sent more than once"
+    } else {
+        "x-murmur-audience absent or empty"
+    })
+}
+
+/// The redeem proof a request's `x-murmur-proof` values carry (D-14.4): `None` without one;
+/// more than one is malformed.
+fn proof_header<'a>(values: &[&'a [u8]]) -> Option<Result<Proof<'a>, Malformed<'a>>> {
+    match values {
+        [] => None,
+        [one] => Some(proof::parse(one)),
+        _ => Some(Err(Malformed {
+            key_text: None,
+            why: "x-murmur-proof sent more than once",
+        })),
+    }
+}
+
+/// The identity key the MAC is checked over (D-14.4): the key `proof` names, even when the
+/// rest of it is malformed (its checks fail after the MAC); `None` without a proof.
+///
+/// # Errors
+/// Why the proof is malformed, when it names no key: it fails before the MAC is checked.
+fn proof_key<'a>(
+    proof: Option<&Result<Proof<'a>, Malformed<'a>>>,
+) -> Result<Option<&'a str>, &'static str> {
+    match proof {
+        None => Ok(None),
+        Some(Ok(p)) => Ok(Some(p.key_text)),
+        Some(Err(malformed)) => malformed.key_text.map(Some).ok_or(malformed.why),
     }
 }

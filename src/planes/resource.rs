@@ -1,8 +1,10 @@
 //! The operator plane over a [`Filesystem`].
 
 use super::hash_cache::HashCache;
-use super::reader::{self, Opened, ReadAnswer, ReadMode, Step};
-use super::{Attempt, Cancel, IfNoneMatch, Listing, ReadOutcome, ReadsInline, ResourcePlane};
+use super::inline::{Attempt, FinishRead, ReadRest, ReadsInline};
+use super::listing;
+use super::reader::{OneRead, Opened, ReadAnswer, Start, Step};
+use super::{Cancel, IfNoneMatch, Listing, ReadOutcome, ResourcePlane};
 use crate::backends::Clock;
 use crate::backends::fs::Filesystem;
 use crate::blocking;
@@ -41,58 +43,65 @@ impl OperatorPlane {
     }
 
     /// One read under `condition`: refusals first, a 304 from the cache without reading when
-    /// it can, else the read, whose hash is cached when D-3.6's rules allow (D-13.3). Goes on
-    /// from `opened` when an inline read opened the file already; [`Step::Resume`] only in
-    /// [`ReadMode::Inline`], when the read should move to the blocking pool.
+    /// it can, else the read, whose hash is cached when D-3.6's rules allow (D-13.3), stopping
+    /// once `cancel` is raised. [`Step::Resume`] only from [`Start::Inline`], when the read
+    /// should move to the blocking pool.
     fn read_in(
         &self,
         path: &RelPath,
         condition: &IfNoneMatch,
-        mode: ReadMode,
-        resumed: Resumed<'_>,
+        start: Start,
+        cancel: &Cancel,
     ) -> Result<Step<ReadOutcome>, Refusal> {
-        let read = reader::OneRead {
-            fs: self.fs.as_ref(),
-            scope: &self.scope,
-            target: path,
-            budget: Some(&self.budget),
-            condition,
-            cache: Some(self.hashes.as_ref()),
-            cancel: resumed.cancel,
-        };
-        let answer = reader::read_file_if(&read, mode, resumed.opened, resumed.prepaid)?;
-        Ok(match answer {
-            Step::Resume(opened) => Step::Resume(opened),
-            Step::Done(ReadAnswer::NotModified { sha256, mtime_ms }) => {
-                Step::Done(ReadOutcome::NotModified { sha256, mtime_ms })
+        let answer = OneRead::new(self.fs.as_ref(), &self.scope, path, Some(&self.budget))
+            .under(condition, &self.hashes)
+            .cancelled_by(cancel)
+            .run(start)?;
+        Ok(answer.map(|answer| match answer {
+            ReadAnswer::NotModified { sha256, mtime_ms } => {
+                ReadOutcome::NotModified { sha256, mtime_ms }
             }
-            Step::Done(ReadAnswer::File { served, cacheable }) => {
+            ReadAnswer::File { served, cacheable } => {
                 if let Some((meta, sha256)) = cacheable {
                     let now_ns = i128::from(self.clock.now_ms()) * 1_000_000;
                     self.hashes.insert(&meta, &sha256, now_ns);
                 }
-                Step::Done(ReadOutcome::compare(served, condition))
+                ReadOutcome::compare(served, condition)
             }
-        })
+        }))
     }
 }
 
-/// Where a read goes on from: the file an inline attempt opened and the bytes borrowed for it
-/// on the async side, if any, and the flag raised when its client leaves.
-struct Resumed<'a> {
-    opened: Option<Opened>,
-    prepaid: Option<BudgetPermit>,
-    cancel: &'a Cancel,
+/// A read the crate's operator plane started on an async worker and stopped before it would
+/// wait: the file as opened and checked, to be read on the blocking pool with the same path and
+/// condition.
+#[derive(Debug)]
+struct PendingRead {
+    plane: OperatorPlane,
+    path: RelPath,
+    condition: IfNoneMatch,
+    opened: Opened,
 }
 
-impl Resumed<'_> {
-    /// A read from a fresh open, whose caller always waits.
-    fn fresh() -> Self {
-        Resumed {
-            opened: None,
-            prepaid: None,
-            cancel: &NEVER,
-        }
+impl FinishRead for PendingRead {
+    fn first_borrow(&self) -> (&ByteBudget, u64) {
+        let bytes = self.opened.first_borrow(self.plane.scope.max_bytes);
+        (&self.plane.budget, bytes)
+    }
+
+    fn finish(
+        self: Box<Self>,
+        prepaid: Option<BudgetPermit>,
+        cancel: &Cancel,
+    ) -> Result<ReadOutcome, Refusal> {
+        let PendingRead {
+            plane,
+            path,
+            condition,
+            opened,
+        } = *self;
+        let start = Start::Resumed { opened, prepaid };
+        Ok(plane.read_in(&path, &condition, start, cancel)?.answered())
     }
 }
 
@@ -106,7 +115,7 @@ impl OperatorPlane {
     /// # Errors
     /// As [`ResourcePlane::list`]: `outside_root`, `io_error` (cancelled included).
     pub fn list_blocking(&self, cancel: &Cancel) -> Result<Listing, Refusal> {
-        reader::list_files(
+        listing::list_files(
             self.fs.as_ref(),
             &self.scope,
             &self.hashes,
@@ -126,10 +135,9 @@ impl OperatorPlane {
         path: &RelPath,
         if_none_match: &IfNoneMatch,
     ) -> Result<ReadOutcome, Refusal> {
-        match self.read_in(path, if_none_match, ReadMode::Blocking, Resumed::fresh())? {
-            Step::Done(outcome) => Ok(outcome),
-            Step::Resume(_) => unreachable!("a blocking read always answers"),
-        }
+        Ok(self
+            .read_in(path, if_none_match, Start::Blocking, &NEVER)?
+            .answered())
     }
 }
 
@@ -164,7 +172,7 @@ impl ResourcePlane for OperatorPlane {
 
 /// A read of at most `limit` bytes whose bytes the budget lends at once answers on the async
 /// worker; anything else stops before reading a byte and goes on on the blocking pool from the
-/// file as opened.
+/// file as opened ([`ReadRest`]).
 impl ReadsInline for OperatorPlane {
     fn list_blocking(&self, cancel: &Cancel) -> Result<Listing, Refusal> {
         OperatorPlane::list_blocking(self, cancel)
@@ -183,39 +191,16 @@ impl ReadsInline for OperatorPlane {
         path: &RelPath,
         if_none_match: &IfNoneMatch,
         limit: u64,
-    ) -> Attempt<Result<ReadOutcome, Refusal>, Opened> {
-        match self.read_in(
-            path,
-            if_none_match,
-            ReadMode::Inline { limit },
-            Resumed::fresh(),
-        ) {
+    ) -> Attempt<Result<ReadOutcome, Refusal>, ReadRest> {
+        match self.read_in(path, if_none_match, Start::Inline { limit }, &NEVER) {
             Ok(Step::Done(outcome)) => Attempt::Answered(Ok(outcome)),
-            Ok(Step::Resume(opened)) => Attempt::Resume(opened),
+            Ok(Step::Resume(opened)) => Attempt::Resume(ReadRest::new(PendingRead {
+                plane: self.clone(),
+                path: path.clone(),
+                condition: if_none_match.clone(),
+                opened,
+            })),
             Err(refusal) => Attempt::Answered(Err(refusal)),
-        }
-    }
-
-    fn first_borrow(&self, opened: &Opened) -> Option<(&ByteBudget, u64)> {
-        Some((&self.budget, opened.first_borrow(self.scope.max_bytes)))
-    }
-
-    fn read_resumed(
-        &self,
-        path: &RelPath,
-        if_none_match: &IfNoneMatch,
-        opened: Opened,
-        prepaid: Option<BudgetPermit>,
-        cancel: &Cancel,
-    ) -> Result<ReadOutcome, Refusal> {
-        let resumed = Resumed {
-            opened: Some(opened),
-            prepaid,
-            cancel,
-        };
-        match self.read_in(path, if_none_match, ReadMode::Blocking, resumed)? {
-            Step::Done(outcome) => Ok(outcome),
-            Step::Resume(_) => unreachable!("a blocking read always answers"),
         }
     }
 }
