@@ -592,27 +592,8 @@ async fn a_subscribed_file_that_changes_is_notified_and_an_added_path_changes_th
         ))
         .await
         .unwrap();
-    let mut seen = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while seen.len() < 2 {
-        let frame = tokio::time::timeout_at(deadline, body.frame())
-            .await
-            .expect("notifications within 5 s")
-            .unwrap()
-            .unwrap();
-        if let Ok(data) = frame.into_data() {
-            seen.extend(messages_of(&data));
-        }
-    }
-    let methods: Vec<&str> = seen.iter().map(|m| m["method"].as_str().unwrap()).collect();
-    assert_eq!(
-        methods,
-        [
-            "notifications/resources/list_changed",
-            "notifications/resources/updated"
-        ]
-    );
-    assert_eq!(seen[1]["params"]["uri"], uri, "only the subscribed file");
+    let seen = next_messages(&mut body, 2).await;
+    assert_list_changed_then_updated(&seen, &uri);
 
     let unsubscribed = call(&mcp, &session, "resources/unsubscribe", json!({"uri": uri})).await;
     assert_eq!(unsubscribed["result"], json!({}));
@@ -624,6 +605,19 @@ async fn a_subscribed_file_that_changes_is_notified_and_an_added_path_changes_th
     )
     .await;
     assert_eq!(foreign["error"]["code"], -32002);
+}
+
+/// `seen` is `list_changed`, then `updated` for `uri` alone (no other path was subscribed).
+fn assert_list_changed_then_updated(seen: &[Value], uri: &str) {
+    let methods: Vec<&str> = seen.iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/resources/list_changed",
+            "notifications/resources/updated"
+        ]
+    );
+    assert_eq!(seen[1]["params"]["uri"], uri, "only the subscribed uri");
 }
 
 /// Reads `body`'s SSE frames until `count` JSON-RPC messages came, within 5 s.
@@ -717,15 +711,7 @@ async fn subscriptions_listen_streams_what_was_accepted_until_the_client_leaves(
         .await
         .unwrap();
     let seen = next_messages(&mut body, 2).await;
-    let methods: Vec<&str> = seen.iter().map(|m| m["method"].as_str().unwrap()).collect();
-    assert_eq!(
-        methods,
-        [
-            "notifications/resources/list_changed",
-            "notifications/resources/updated"
-        ]
-    );
-    assert_eq!(seen[1]["params"]["uri"], uri, "only the accepted uri");
+    assert_list_changed_then_updated(&seen, &uri);
 
     // The client leaves: the stream stops following the watcher.
     drop(body);

@@ -314,6 +314,16 @@ def perf(ref_js, url, rp_pid, data, rounds):
             assert len(http_get(target)) == size
         return run
 
+    def rp_http_missing():
+        # The HTTP request around a read, with no file to read: what a 4 KiB GET costs
+        # beyond the read itself.
+        try:
+            http_get(f"{files}/no-such-file")
+        except urllib.error.HTTPError as refused:
+            assert refused.code == 404, refused.code
+        else:
+            raise AssertionError("a missing file was served")
+
     def rp_mcp_floor(method):
         # The SDK's own cost of one request in a session, with next to nothing to do:
         # what every resources/read pays before it reads.
@@ -340,6 +350,7 @@ def perf(ref_js, url, rp_pid, data, rounds):
         "4k/rp mcp resources/read 4k.txt (text)": (rp_pid, rp_mcp_read("4k.txt", KiB), 2000),
         "4k/rp http GET 4k.bin": (rp_pid, rp_http_read("4k.bin", KiB), 2000),
         "4k/rp http GET 4k.txt": (rp_pid, rp_http_read("4k.txt", KiB), 2000),
+        "4k/rp http GET 404": (rp_pid, rp_http_missing, 2000),
         "4k/rp mcp ping (floor)": (rp_pid, rp_mcp_floor("ping"), 2000),
         "4k/rp mcp resources/templates/list (floor)": (rp_pid, rp_mcp_floor("resources/templates/list"), 2000),
     }

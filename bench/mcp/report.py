@@ -60,10 +60,15 @@ print("| request | CPU ratio | above the floor (ms) |")
 print("| --- | ---: | ---: |")
 http_4k = cases["4k/rp http GET 4k.bin"]["cpu_ms"]
 floor = cases["4k/rp mcp ping (floor)"]["cpu_ms"]
+http_404 = cases["4k/rp http GET 404"]["cpu_ms"]
+print(f"| rp http GET 404 (the HTTP request around a read) | {http_404 / http_4k:.2f}x | — |")
+print(f"| rp http GET 4k.bin | 1.00x | — |")
 for name in ["4k/rp mcp ping (floor)", "4k/rp mcp resources/templates/list (floor)",
              "4k/rp mcp resources/read 4k.bin (blob)", "4k/rp mcp resources/read 4k.txt (text)"]:
     c = cases[name]["cpu_ms"]
     print(f"| {name.split('/', 1)[1]} | {c / http_4k:.2f}x | {c - floor:.3f} |")
+print(f"\nThe read itself over HTTP (GET 4k.bin - GET 404): {http_4k - http_404:.3f} ms; "
+      f"the floor plus that read: {(floor + http_4k - http_404) / http_4k:.2f}x the HTTP read.")
 
 print("\n## Against the reference server (CPU ratio reference / resource-plane, same operation)\n")
 print("| operation | reference | resource-plane | CPU ratio | wall ratio |")
