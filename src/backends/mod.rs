@@ -33,6 +33,7 @@ pub(crate) mod identity;
 pub(crate) mod keys;
 pub(crate) mod net;
 pub(crate) mod random;
+mod secret;
 pub(crate) mod tls;
 pub(crate) mod trace;
 pub(crate) mod trace_event;
