@@ -1,7 +1,7 @@
 //! The 32 secret bytes a key store signs with (the minting key's, the identity key's seed):
 //! held only in memory, in a zeroizing box behind a lock, lent out only for the length of one
-//! computation, and overwritten by `destroy` at the session's end, after which nothing can use them
-//! (D-12).
+//! computation, and overwritten by `destroy` at the session's end, after which nothing can use
+//! them (D-12).
 
 use super::random::Random;
 use std::sync::RwLock;
