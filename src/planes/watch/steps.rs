@@ -73,6 +73,10 @@ mod tests {
             items.push(item);
         }
         assert_eq!(items, [3, 2, 1]);
-        assert_eq!(poll_fn(|cx| steps.poll_next(cx)).await, None, "ended for good");
+        assert_eq!(
+            poll_fn(|cx| steps.poll_next(cx)).await,
+            None,
+            "ended for good"
+        );
     }
 }
