@@ -1,11 +1,11 @@
-//! One outbound HTTP/1.1 connection, opened the one way the crate opens them: a fresh byte
-//! stream from a [`PeerTransport`], TLS verified against a client configuration when the address
-//! is https, then HTTP/1's handshake, every wait bounded. No redirect is ever followed: a
-//! connection speaks to the address it was opened to. What is sent over it, and how much of an
-//! answer is read, is the caller's.
+//! One outbound HTTP/1.1 connection: a fresh byte stream from a [`PeerTransport`], TLS verified
+//! against a client configuration when the address is https, then HTTP/1's handshake, every
+//! wait bounded. No redirect is ever followed: a connection speaks to the address it was opened
+//! to. What is sent over it, and how much of an answer is read, is the caller's.
 //!
-//! It is two steps, [`connect`] then [`Connected::handshake`], so that a caller builds its
-//! request once the peer is known to answer, before any TLS.
+//! It is two steps, [`connect`] then [`Connected::handshake`], so that a caller can build its
+//! request in between: a peer that cannot be reached is reported as such even when the request
+//! could not have been built.
 
 use super::net::{PeerStream, PeerTransport};
 use crate::policy::{Address, Scheme};
