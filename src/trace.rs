@@ -213,7 +213,17 @@ mod tests {
     use super::*;
     use crate::backends::clock::ManualClock;
     use crate::backends::random::SeededRandom;
+    use crate::backends::TraceEvent as TypedEvent;
     use crate::backends::trace::{FailingTraceSink, RecordingTraceSink};
+
+    /// A tracer for session `session` writing to `sink`, its clock standing at `now_ms`.
+    fn tracer_on<S: TraceSink + 'static>(sink: &Arc<S>, now_ms: i64, session: &str) -> Tracer {
+        Tracer::new(
+            sink.clone(),
+            Arc::new(ManualClock::new(now_ms)),
+            session.into(),
+        )
+    }
 
     #[derive(Serialize)]
     struct Probe {
@@ -227,7 +237,7 @@ mod tests {
     #[test]
     fn envelope_then_fields_in_order_with_nulls() {
         let sink = Arc::new(RecordingTraceSink::new());
-        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(42)), "ses_x".into());
+        let tracer = tracer_on(&sink, 42, "ses_x");
         tracer.emit(&Probe { path: None, n: 3 }).unwrap();
         let line = &sink.lines()[0];
         assert!(
@@ -254,7 +264,7 @@ mod tests {
     #[test]
     fn an_event_without_fields_closes_the_envelope_and_a_non_object_is_refused() {
         let sink = Arc::new(RecordingTraceSink::new());
-        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(7)), "s".into());
+        let tracer = tracer_on(&sink, 7, "s");
         tracer.emit(&Bare {}).unwrap();
         let line = &sink.lines()[0];
         assert!(
@@ -284,7 +294,7 @@ mod tests {
     #[test]
     fn event_ids_count_up_after_one_prefix() {
         let sink = Arc::new(RecordingTraceSink::new());
-        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(0)), "s".into());
+        let tracer = tracer_on(&sink, 0, "s");
         for _ in 0..3 {
             tracer.emit(&Bare {}).unwrap();
         }
@@ -309,7 +319,7 @@ mod tests {
     #[test]
     fn tokens_are_redacted_before_any_sink() {
         let sink = Arc::new(RecordingTraceSink::new());
-        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(0)), "s".into());
+        let tracer = tracer_on(&sink, 0, "s");
         tracer
             .emit(&Probe {
                 path: Some("see mh1.abc.def".into()),
@@ -321,11 +331,7 @@ mod tests {
 
     #[test]
     fn a_failing_sink_fails_the_emit() {
-        let tracer = Tracer::new(
-            Arc::new(FailingTraceSink),
-            Arc::new(ManualClock::new(0)),
-            "s".into(),
-        );
+        let tracer = tracer_on(&Arc::new(FailingTraceSink), 0, "s");
         assert!(tracer.emit(&Probe { path: None, n: 0 }).is_err());
     }
 
@@ -344,115 +350,122 @@ mod tests {
         }
     }
 
-    /// Every kind of line the crate writes reaches a typed sink as its variant, each field as
-    /// the line has it, the envelope included; a token anywhere in the event is redacted in the
-    /// typed event as in the line.
-    #[test]
-    fn every_event_reaches_a_typed_sink_field_for_field_and_redacted() {
-        use crate::backends::TraceEvent as Typed_;
-        use crate::events::*;
-        let token = "mh1.eyJ0IjoxfQ.c2ln";
+    /// A token as the planes mint them, to be found redacted wherever it was written.
+    const TOKEN: &str = "mh1.eyJ0IjoxfQ.c2ln";
+
+    /// What a typed sink makes of `event`, emitted in session `ses_t` at 42 ms, once the checks
+    /// every kind of line must pass hold: the envelope reaches the typed event as the line has
+    /// it, and no token is left in the line or in the typed event.
+    fn typed(event: &impl TraceEvent) -> crate::backends::TraceEvent {
         let sink = Arc::new(Typed::default());
-        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(42)), "ses_t".into());
-        tracer
-            .emit(&ResourceList {
-                root: Some("out/".into()),
-                entry_count: Some(3),
-                total_bytes: Some(30),
-                generation: 2,
-                containment_achieved: "scoped",
-                outcome: "ok",
-                reason: None,
-            })
-            .unwrap();
-        tracer
-            .emit(&ResourceRead {
-                path: Some(format!("a/{token}")),
-                outcome: "not_found",
-                bytes: None,
-                sha256: None,
-                generation: 2,
-                containment_achieved: "advisory",
-                reason: Some(format!("no file {token}")),
-            })
-            .unwrap();
-        tracer
-            .emit(&WithAudienceProof {
-                event: PeerHandleMint {
-                    handle_id: Some("3f2a91c40b7e5d68".into()),
-                    path: Some("r.md".into()),
-                    audience: Some("b@h:1".into()),
-                    expires_at_ms: Some(60_042),
-                    outcome: "ok",
-                    reason: None,
-                },
-                audience_proof: Some("ed25519"),
-            })
-            .unwrap();
-        tracer
-            .emit(&WithAudienceProof {
-                event: PeerHandleRedeem {
-                    handle_id: Some("3f2a91c40b7e5d68".into()),
-                    path: Some("r.md".into()),
-                    generation: 1,
-                    audience_asserted: Some("b@h:1".into()),
-                    bytes: Some(5),
-                    sha256: Some("ab".into()),
-                    outcome: "ok",
-                    reason: None,
-                },
-                audience_proof: None,
-            })
-            .unwrap();
-        tracer
-            .emit(&PeerFileFetch {
-                peer: Some("http://h:1/capsules/a".into()),
-                handle_id: None,
-                stored_path: None,
-                bytes: None,
-                sha256: None,
-                outcome: "http_404".into(),
-                reason: Some(format!("refused {token}")),
-            })
-            .unwrap();
-        let got = sink.0.lock().unwrap();
-        assert_eq!(got.len(), 5);
-        for (line, event) in got.iter() {
-            assert!(!line.contains("mh1."), "{line}");
-            assert!(!format!("{event:?}").contains("mh1."), "{event:?}");
-            let parsed: serde_json::Value = serde_json::from_str(line).unwrap();
-            assert_eq!(parsed["event_type"], event.event_type());
-            assert_eq!(parsed["outcome"], event.outcome());
-            assert_eq!(parsed["event_id"], event.envelope().event_id.as_str());
-            assert_eq!(event.envelope().session_id, "ses_t");
-            assert_eq!(event.envelope().timestamp_ms, 42);
-        }
-        let Typed_::ResourceList(list) = &got[0].1 else { panic!("{:?}", got[0].1) };
+        tracer_on(&sink, 42, "ses_t").emit(event).unwrap();
+        let mut got = sink.0.lock().unwrap();
+        assert_eq!(got.len(), 1);
+        let (line, event) = got.pop().unwrap();
+        assert!(!line.contains("mh1."), "{line}");
+        assert!(!format!("{event:?}").contains("mh1."), "{event:?}");
+        let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed["event_type"], event.event_type());
+        assert_eq!(parsed["outcome"], event.outcome());
+        assert_eq!(parsed["event_id"], event.envelope().event_id.as_str());
+        assert_eq!(event.envelope().session_id, "ses_t");
+        assert_eq!(event.envelope().timestamp_ms, 42);
+        event
+    }
+
+    #[test]
+    fn a_listing_reaches_a_typed_sink_field_for_field() {
+        let event = typed(&crate::events::ResourceList {
+            root: Some("out/".into()),
+            entry_count: Some(3),
+            total_bytes: Some(30),
+            generation: 2,
+            containment_achieved: "scoped",
+            outcome: "ok",
+            reason: None,
+        });
+        let TypedEvent::ResourceList(list) = &event else { panic!("{event:?}") };
         assert_eq!(
             (list.root.as_deref(), list.entry_count, list.total_bytes, list.generation),
             (Some("out/"), Some(3), Some(30), 2)
         );
         assert_eq!(list.containment_achieved, "scoped");
-        let Typed_::ResourceRead(read) = &got[1].1 else { panic!("{:?}", got[1].1) };
+    }
+
+    #[test]
+    fn a_read_reaches_a_typed_sink_with_its_tokens_redacted() {
+        let event = typed(&crate::events::ResourceRead {
+            path: Some(format!("a/{TOKEN}")),
+            outcome: "not_found",
+            bytes: None,
+            sha256: None,
+            generation: 2,
+            containment_achieved: "advisory",
+            reason: Some(format!("no file {TOKEN}")),
+        });
+        let TypedEvent::ResourceRead(read) = &event else { panic!("{event:?}") };
         let redacted_path = read.path.as_deref().unwrap();
         assert!(redacted_path.starts_with("a/<handle:"), "{redacted_path}");
         assert!(read.reason.as_deref().unwrap().starts_with("no file <handle:"));
-        let Typed_::PeerHandleMint(mint) = &got[2].1 else { panic!("{:?}", got[2].1) };
+    }
+
+    #[test]
+    fn a_mint_and_a_redeem_reach_a_typed_sink_with_their_audience_proof() {
+        use crate::events::{PeerHandleMint, PeerHandleRedeem, WithAudienceProof};
+        let event = typed(&WithAudienceProof {
+            event: PeerHandleMint {
+                handle_id: Some("3f2a91c40b7e5d68".into()),
+                path: Some("r.md".into()),
+                audience: Some("b@h:1".into()),
+                expires_at_ms: Some(60_042),
+                outcome: "ok",
+                reason: None,
+            },
+            audience_proof: Some("ed25519"),
+        });
+        let TypedEvent::PeerHandleMint(mint) = &event else { panic!("{event:?}") };
         assert_eq!(mint.expires_at_ms, Some(60_042));
         assert_eq!(mint.audience_proof.as_deref(), Some("ed25519"));
-        let Typed_::PeerHandleRedeem(redeem) = &got[3].1 else { panic!("{:?}", got[3].1) };
+        let event = typed(&WithAudienceProof {
+            event: PeerHandleRedeem {
+                handle_id: Some("3f2a91c40b7e5d68".into()),
+                path: Some("r.md".into()),
+                generation: 1,
+                audience_asserted: Some("b@h:1".into()),
+                bytes: Some(5),
+                sha256: Some("ab".into()),
+                outcome: "ok",
+                reason: None,
+            },
+            audience_proof: None,
+        });
+        let TypedEvent::PeerHandleRedeem(redeem) = &event else { panic!("{event:?}") };
         assert_eq!((redeem.bytes, redeem.audience_proof.as_deref()), (Some(5), None));
         assert_eq!(redeem.audience_asserted.as_deref(), Some("b@h:1"));
-        let Typed_::PeerFileFetch(fetch) = &got[4].1 else { panic!("{:?}", got[4].1) };
+    }
+
+    #[test]
+    fn a_fetch_reaches_a_typed_sink_with_its_outcome_and_its_tokens_redacted() {
+        let event = typed(&crate::events::PeerFileFetch {
+            peer: Some("http://h:1/capsules/a".into()),
+            handle_id: None,
+            stored_path: None,
+            bytes: None,
+            sha256: None,
+            outcome: "http_404".into(),
+            reason: Some(format!("refused {TOKEN}")),
+        });
+        let TypedEvent::PeerFileFetch(fetch) = &event else { panic!("{event:?}") };
         assert_eq!(fetch.peer.as_deref(), Some("http://h:1/capsules/a"));
         assert_eq!(fetch.outcome, "http_404");
+        assert!(fetch.reason.as_deref().unwrap().starts_with("refused <handle:"));
     }
 
     /// A typed sink that cannot read a line fails the emit: the caller fails closed.
     #[test]
     fn a_line_a_typed_sink_cannot_read_fails_the_emit() {
         let sink = Arc::new(Typed::default());
-        let tracer = Tracer::new(sink.clone(), Arc::new(ManualClock::new(0)), "s".into());
+        let tracer = tracer_on(&sink, 0, "s");
         let refused = tracer.emit(&Bare {}).unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::InvalidData);
         assert!(sink.0.lock().unwrap().is_empty());

@@ -8,8 +8,8 @@ use crate::Manifest;
 use crate::tools::LANDING_DIR;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
-    PathBeneath, RestrictSelf, RestrictSelfAttr, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus, Scope,
+    PathBeneath, RestrictSelf, RestrictSelfAttr, RestrictionStatus, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -359,9 +359,24 @@ impl Confinement {
         if abi == 0 {
             return Ok(ConfinementReport::unconfined(0));
         }
-        let read_dir = AccessFs::ReadFile | AccessFs::ReadDir;
+        let mut rules = self.workdir_rules()?;
+        rules.extend(self.read_rules()?);
+        let status = self.restrict(rules)?;
+        if status.ruleset == RulesetStatus::NotEnforced {
+            return Ok(ConfinementReport::unconfined(abi));
+        }
+        let mut report = self.report(abi);
+        report.all_threads = status.all_threads;
+        Ok(report)
+    }
+
+    /// Each workdir readable, and its `peer-in/` writable where the capsule fetches.
+    ///
+    /// # Errors
+    /// [`ConfineError::Workdir`], [`ConfineError::Landing`].
+    fn workdir_rules(&self) -> Result<Vec<PathRule>, ConfineError> {
         let write = AccessFs::from_all(WALL_ABI) & !AccessFs::Execute;
-        let mut rules: Vec<(OwnedFd, BitFlags<AccessFs>)> = Vec::new();
+        let mut rules = Vec::new();
         for workdir in &self.workdirs {
             let fd = rustix::fs::open(
                 &workdir.path,
@@ -381,18 +396,28 @@ impl Confinement {
             {
                 rules.push((landing, write));
             }
-            rules.push((fd, read_dir));
+            rules.push((fd, read_dir()));
         }
+        Ok(rules)
+    }
+
+    /// The paths given to [`read`](Self::read), what name resolution reads and the certificate
+    /// store, each readable where it exists.
+    ///
+    /// # Errors
+    /// [`ConfineError::Read`] for a path given to [`read`](Self::read) that cannot be opened.
+    fn read_rules(&self) -> Result<Vec<PathRule>, ConfineError> {
         let mut readable: Vec<PathBuf> = self.read.clone();
         readable.extend(NAME_RESOLUTION_FILES.iter().map(PathBuf::from));
         readable.extend(certificate_store());
+        let mut rules = Vec::new();
         for path in &readable {
             match open_readable(path) {
                 Ok(Some((fd, is_dir))) => {
                     rules.push((
                         fd,
                         if is_dir {
-                            read_dir
+                            read_dir()
                         } else {
                             AccessFs::ReadFile.into()
                         },
@@ -409,7 +434,15 @@ impl Confinement {
                 Err(_) => {}
             }
         }
+        Ok(rules)
+    }
 
+    /// Restricts every thread of the process to `rules`, binding no TCP port, and connecting
+    /// only to the allowed ports unless an allow rule names none.
+    ///
+    /// # Errors
+    /// [`ConfineError::Kernel`].
+    fn restrict(&self, rules: Vec<PathRule>) -> Result<RestrictionStatus, ConfineError> {
         let mut net: BitFlags<AccessNet> = AccessNet::BindTcp.into();
         if !self.any_port {
             net |= AccessNet::ConnectTcp;
@@ -436,18 +469,20 @@ impl Confinement {
                     .map_err(kernel)?;
             }
         }
-        let status = ruleset
+        ruleset
             .all_threads(true)
             .map_err(kernel)?
             .restrict_self()
-            .map_err(kernel)?;
-        if status.ruleset == RulesetStatus::NotEnforced {
-            return Ok(ConfinementReport::unconfined(abi));
-        }
-        let mut report = self.report(abi);
-        report.all_threads = status.all_threads;
-        Ok(report)
+            .map_err(kernel)
     }
+}
+
+/// A path-beneath rule: an open directory or file and what the wall allows beneath it.
+type PathRule = (OwnedFd, BitFlags<AccessFs>);
+
+/// Reading files and listing directories.
+fn read_dir() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir
 }
 
 /// Whether `host` is an IP address literal (no name resolution needed).

@@ -10,10 +10,9 @@
 //! signature, about as much as the signature itself: the fetcher pays it once per redeem.
 
 use super::random::{OsRandom, Random};
+use super::secret::Secret;
 use ring::signature::{Ed25519KeyPair, KeyPair as _};
 use std::fmt;
-use std::sync::RwLock;
-use zeroize::Zeroizing;
 
 /// Bytes of an Ed25519 public key.
 pub(crate) const PUBLIC_KEY_LEN: usize = 32;
@@ -52,24 +51,22 @@ pub trait IdentityKey: fmt::Debug + Send + Sync {
     fn destroy(&self);
 }
 
-/// Shared implementation: the seed in a zeroizing box behind a lock, and the public key.
+/// Shared implementation: the seed, and the public key of the pair it expands to.
 struct SeedCell {
-    seed: RwLock<Option<Zeroizing<[u8; 32]>>>,
+    seed: Secret,
     public: [u8; PUBLIC_KEY_LEN],
 }
 
 impl SeedCell {
-    fn new(seed: [u8; 32]) -> Self {
-        let seed = Zeroizing::new(seed);
-        let public = Self::expand(&seed).map_or([0; PUBLIC_KEY_LEN], |pair| {
-            let mut public = [0; PUBLIC_KEY_LEN];
-            public.copy_from_slice(pair.public_key().as_ref());
-            public
-        });
-        SeedCell {
-            seed: RwLock::new(Some(seed)),
-            public,
-        }
+    fn new(seed: Secret) -> Self {
+        let public = seed
+            .with(|seed| {
+                let mut public = [0; PUBLIC_KEY_LEN];
+                public.copy_from_slice(Self::expand(seed)?.public_key().as_ref());
+                Some(public)
+            })
+            .unwrap_or([0; PUBLIC_KEY_LEN]);
+        SeedCell { seed, public }
     }
 
     /// The key pair of `seed`. Every 32-byte string is a valid Ed25519 seed (RFC 8032 §5.1.5),
@@ -79,16 +76,17 @@ impl SeedCell {
     }
 
     fn sign(&self, message: &[u8]) -> Option<[u8; SIGNATURE_LEN]> {
-        let guard = self.seed.read().unwrap_or_else(|e| e.into_inner());
-        let pair = Self::expand(guard.as_ref()?)?;
-        let mut out = [0; SIGNATURE_LEN];
-        out.copy_from_slice(pair.sign(message).as_ref());
-        Some(out)
+        // Signed under the lock: `destroy` waits for a signature under way, and no expanded
+        // key outlives it.
+        self.seed.with(|seed| {
+            let mut out = [0; SIGNATURE_LEN];
+            out.copy_from_slice(Self::expand(seed)?.sign(message).as_ref());
+            Some(out)
+        })
     }
 
     fn destroy(&self) {
-        // Dropping the `Zeroizing` box overwrites the seed before the memory is freed.
-        self.seed.write().unwrap_or_else(|e| e.into_inner()).take();
+        self.seed.destroy();
     }
 }
 
@@ -133,10 +131,8 @@ impl OsRandomIdentityKey {
     /// Draws a fresh key from `random`: the capsule's own source, which is the OS's unless a
     /// test put a [`SeededRandom`](super::SeededRandom) in its place.
     pub fn generate_from(random: &dyn Random) -> Self {
-        let mut seed = Zeroizing::new([0u8; 32]);
-        random.fill(seed.as_mut_slice());
         OsRandomIdentityKey {
-            cell: SeedCell::new(*seed),
+            cell: SeedCell::new(Secret::drawn_from(random)),
         }
     }
 }
@@ -177,7 +173,7 @@ impl FixedIdentityKey {
     /// The key pair of the RFC 8032 seed `seed`.
     pub fn new(seed: [u8; 32]) -> Self {
         FixedIdentityKey {
-            cell: SeedCell::new(seed),
+            cell: SeedCell::new(Secret::new(seed)),
         }
     }
 }

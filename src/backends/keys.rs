@@ -2,11 +2,10 @@
 //! and verifies; it never exposes the bytes, never prints them, and zeroes them on `destroy`.
 
 use super::random::{OsRandom, Random};
+use super::secret::Secret;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use std::fmt;
-use std::sync::RwLock;
-use zeroize::Zeroizing;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -40,26 +39,20 @@ pub trait KeyStore: fmt::Debug + Send + Sync {
     fn destroy(&self);
 }
 
-/// Shared implementation: the key bytes in a zeroizing box behind a lock.
+/// Shared implementation: the key, and the MAC keyed by it.
 struct KeyCell {
-    key: RwLock<Option<Zeroizing<[u8; 32]>>>,
+    key: Secret,
 }
 
 impl KeyCell {
-    fn new(key: [u8; 32]) -> Self {
-        KeyCell {
-            key: RwLock::new(Some(Zeroizing::new(key))),
-        }
-    }
-
     fn mac(&self, parts: &[&[u8]]) -> Option<HmacSha256> {
-        let guard = self.key.read().unwrap_or_else(|e| e.into_inner());
-        let key = guard.as_ref()?;
-        let mut mac = HmacSha256::new_from_slice(key.as_slice()).ok()?;
-        for part in parts {
-            mac.update(part);
-        }
-        Some(mac)
+        self.key.with(|key| {
+            let mut mac = HmacSha256::new_from_slice(key.as_slice()).ok()?;
+            for part in parts {
+                mac.update(part);
+            }
+            Some(mac)
+        })
     }
 
     fn sign(&self, parts: &[&[u8]]) -> Option<[u8; 32]> {
@@ -75,8 +68,7 @@ impl KeyCell {
     }
 
     fn destroy(&self) {
-        // Dropping the `Zeroizing` box overwrites the bytes before the memory is freed.
-        self.key.write().unwrap_or_else(|e| e.into_inner()).take();
+        self.key.destroy();
     }
 }
 
@@ -105,10 +97,10 @@ impl OsRandomKeyStore {
     /// Generates a fresh key from `random`: the capsule's own source, which is the OS's
     /// unless a test put a [`SeededRandom`](super::SeededRandom) in its place.
     pub fn generate_from(random: &dyn Random) -> Self {
-        let mut key = Zeroizing::new([0u8; 32]);
-        random.fill(key.as_mut_slice());
         OsRandomKeyStore {
-            cell: KeyCell::new(*key),
+            cell: KeyCell {
+                key: Secret::drawn_from(random),
+            },
         }
     }
 }
@@ -133,7 +125,9 @@ impl FixedKeyStore {
     /// A store holding `key`.
     pub fn new(key: [u8; 32]) -> Self {
         FixedKeyStore {
-            cell: KeyCell::new(key),
+            cell: KeyCell {
+                key: Secret::new(key),
+            },
         }
     }
 }

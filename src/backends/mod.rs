@@ -28,11 +28,15 @@
 
 pub(crate) mod clock;
 pub(crate) mod confine;
+// Its one user is the CLI's pull.
+#[cfg(feature = "cli")]
+pub(crate) mod dial;
 pub(crate) mod fs;
 pub(crate) mod identity;
 pub(crate) mod keys;
 pub(crate) mod net;
 pub(crate) mod random;
+mod secret;
 pub(crate) mod tls;
 pub(crate) mod trace;
 pub(crate) mod trace_event;

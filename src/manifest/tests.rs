@@ -358,9 +358,16 @@ fn a_manifest_that_is_not_utf8_is_e_man_003() {
     assert_eq!(parsed.manifest.name, "café");
 }
 
+/// Asserts that each manifest refused names its field: `(yaml, field)` pairs.
+fn assert_each_names(cases: &[(&str, &str)]) {
+    for (yaml, field) in cases {
+        assert_eq!(field_of(yaml), *field, "{yaml}");
+    }
+}
+
 #[test]
-fn malformed_fields_are_named() {
-    let cases = [
+fn a_malformed_document_or_name_is_named() {
+    assert_each_names(&[
         ("", "manifest"),
         ("- a", "manifest"),
         ("name: ''", "name"),
@@ -369,6 +376,12 @@ fn malformed_fields_are_named() {
         ("name: \"tab\\there\"", "name"),
         ("name: \"del\\x7f\"", "name"),
         ("exports: {}", "name"),
+    ]);
+}
+
+#[test]
+fn malformed_exports_are_named() {
+    assert_each_names(&[
         ("name: x\nexports: 3", "exports"),
         (
             "name: x\nexports: { files: { mode: read-only } }",
@@ -414,6 +427,22 @@ fn malformed_fields_are_named() {
             "name: x\nexports: { peer_files: { max_ttl: 30s } }",
             "exports.peer_files.root",
         ),
+        // A declared block with nothing under it is declared, with its fields missing.
+        ("name: x\nexports: { files: }", "exports.files.root"),
+        (
+            "name: x\nexports:\n  peer_files:\n",
+            "exports.peer_files.root",
+        ),
+        (
+            "name: x\nexports: { files: null, peer_files: { root: out } }",
+            "exports.files.root",
+        ),
+    ]);
+}
+
+#[test]
+fn malformed_capabilities_and_lifecycle_are_named() {
+    assert_each_names(&[
         (
             "name: x\ncapabilities: { peer_fetch: { allow: [] } }",
             "capabilities.peer_fetch.allow",
@@ -425,16 +454,6 @@ fn malformed_fields_are_named() {
         (
             "name: x\ncapabilities: { peer_fetch: }",
             "capabilities.peer_fetch.allow",
-        ),
-        // A declared block with nothing under it is declared, with its fields missing.
-        ("name: x\nexports: { files: }", "exports.files.root"),
-        (
-            "name: x\nexports:\n  peer_files:\n",
-            "exports.peer_files.root",
-        ),
-        (
-            "name: x\nexports: { files: null, peer_files: { root: out } }",
-            "exports.files.root",
         ),
         (
             "name: x\ncapabilities: { network: { allow: [\"h/p\"] } }",
@@ -448,10 +467,7 @@ fn malformed_fields_are_named() {
             "name: x\nlifecycle: { after_task: nap }",
             "lifecycle.after_task",
         ),
-    ];
-    for (yaml, field) in cases {
-        assert_eq!(field_of(yaml), field, "{yaml}");
-    }
+    ]);
 }
 
 /// The message refusing `exports.files.root` written as `root`, checked to be `E-MAN-003`

@@ -161,39 +161,8 @@ pub(super) fn resolve_with_names<L: Lookup>(
                         current = Some(Node::Dir(d));
                     }
                     Node::Symlink(target) => {
-                        if symlinks == Symlinks::Refuse {
-                            return Err(FsError::new(
-                                FsErrorKind::SymlinkRefused,
-                                "symlink under the scoped class (ELOOP)",
-                            ));
-                        }
                         hops += 1;
-                        if hops > MAX_SYMLINK_HOPS {
-                            return Err(FsError::new(
-                                FsErrorKind::NotFound,
-                                "too many levels of symbolic links (ELOOP)",
-                            ));
-                        }
-                        if target.first() == Some(&b'/') {
-                            return Err(FsError::new(
-                                FsErrorKind::OutsideRoot,
-                                "absolute symlink target (EXDEV)",
-                            ));
-                        }
-                        if target.is_empty() {
-                            return Err(FsError::new(
-                                FsErrorKind::NotFound,
-                                "empty symlink (ENOENT)",
-                            ));
-                        }
-                        if symlinks == Symlinks::FollowLexicallyContained
-                            && climbs_above(stack.len() - 1, &target)
-                        {
-                            return Err(FsError::new(
-                                FsErrorKind::OutsideRoot,
-                                "symlink text climbs above the workdir",
-                            ));
-                        }
+                        may_follow(&target, symlinks, hops, stack.len() - 1)?;
                         for part in split(&target).into_iter().rev() {
                             queue.push_front(part);
                         }
@@ -210,6 +179,47 @@ pub(super) fn resolve_with_names<L: Lookup>(
         Some(node) => (node, names),
         None => (Node::Dir(stack.pop().expect("stack never empties")), names),
     })
+}
+
+/// Whether the walk may follow a symlink to `target`, met `depth` directories below the start
+/// as the `hops`-th link of this resolution: the kernel's refusals, in its order.
+///
+/// # Errors
+/// `SymlinkRefused` under [`Symlinks::Refuse`]; `NotFound` past [`MAX_SYMLINK_HOPS`] or for
+/// an empty link; `OutsideRoot` for an absolute link, or under
+/// [`Symlinks::FollowLexicallyContained`] for link text that climbs above the start.
+fn may_follow(target: &[u8], symlinks: Symlinks, hops: usize, depth: usize) -> Result<(), FsError> {
+    if symlinks == Symlinks::Refuse {
+        return Err(FsError::new(
+            FsErrorKind::SymlinkRefused,
+            "symlink under the scoped class (ELOOP)",
+        ));
+    }
+    if hops > MAX_SYMLINK_HOPS {
+        return Err(FsError::new(
+            FsErrorKind::NotFound,
+            "too many levels of symbolic links (ELOOP)",
+        ));
+    }
+    if target.first() == Some(&b'/') {
+        return Err(FsError::new(
+            FsErrorKind::OutsideRoot,
+            "absolute symlink target (EXDEV)",
+        ));
+    }
+    if target.is_empty() {
+        return Err(FsError::new(
+            FsErrorKind::NotFound,
+            "empty symlink (ENOENT)",
+        ));
+    }
+    if symlinks == Symlinks::FollowLexicallyContained && climbs_above(depth, target) {
+        return Err(FsError::new(
+            FsErrorKind::OutsideRoot,
+            "symlink text climbs above the workdir",
+        ));
+    }
+    Ok(())
 }
 
 /// Splits on `/`, keeping empty components so a trailing slash still demands a directory.

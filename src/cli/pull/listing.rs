@@ -469,26 +469,9 @@ mod tests {
 
     #[test]
     fn duplicates_and_collisions_refuse_every_party_in_any_order() {
-        let forwards = listing(vec![
-            entry("dup"),
-            entry("c"),
-            entry("c/d"),
-            entry("x/y"),
-            entry("x/y/z"),
-            entry("dup"),
-            entry("fine/leaf"),
-        ]);
-        let mut backwards_entries = vec![
-            entry("dup"),
-            entry("c"),
-            entry("c/d"),
-            entry("x/y"),
-            entry("x/y/z"),
-            entry("dup"),
-            entry("fine/leaf"),
-        ];
-        backwards_entries.reverse();
-        let backwards = listing(backwards_entries);
+        let entries = ["dup", "c", "c/d", "x/y", "x/y/z", "dup", "fine/leaf"].map(entry);
+        let forwards = listing(entries.to_vec());
+        let backwards = listing(entries.into_iter().rev().collect());
         for l in [&forwards, &backwards] {
             assert_eq!(accepted(l), ["fine/leaf"]);
             let mut got = refused(l);

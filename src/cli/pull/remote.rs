@@ -3,20 +3,20 @@
 //!
 //! The crate's peer client ([`crate::http::client::PeerClient`]) collects a whole
 //! body in memory; a mirror streams files up to the export's `max_bytes` to disk, so this
-//! client hands the body out chunk by chunk instead. It speaks the same way: HTTP/1.1,
-//! `connection: close`, a fresh connection per request, TLS from
-//! [`crate::backends::tls`].
+//! client hands the body out chunk by chunk instead. It connects the same way
+//! ([`crate::backends::dial`]) and speaks the same: HTTP/1.1, `connection: close`, a fresh
+//! connection per request.
 
-use crate::policy::{Address, Scheme};
+use crate::backends::TcpTransport;
+use crate::backends::dial::{self, DialError, Driver, Http1};
+use crate::policy::Address;
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::TokioIo;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 use super::listing::EntryPath;
 
@@ -117,6 +117,16 @@ pub(crate) enum RemoteError {
     TimedOut(&'static str),
 }
 
+impl From<DialError> for RemoteError {
+    fn from(e: DialError) -> Self {
+        match e {
+            DialError::ConnectTimedOut => RemoteError::TimedOut("connect"),
+            DialError::TlsTimedOut => RemoteError::TimedOut("the TLS handshake"),
+            DialError::Failed(what) => RemoteError::Unreachable(what),
+        }
+    }
+}
+
 impl fmt::Display for RemoteError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -134,16 +144,6 @@ pub(crate) struct Remote {
     timeout: Duration,
 }
 
-/// Aborts the connection's driver task when the answer is dropped, read or not.
-#[derive(Debug)]
-struct Driver(tokio::task::JoinHandle<()>);
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// An answer whose head has arrived; its body is read on demand.
 #[derive(Debug)]
 pub(crate) struct Answer {
@@ -153,6 +153,7 @@ pub(crate) struct Answer {
     pub(crate) headers: HeaderMap,
     body: hyper::body::Incoming,
     timeout: Duration,
+    /// Closes the connection when the answer is dropped, read or not.
     _driver: Driver,
 }
 
@@ -252,17 +253,7 @@ impl Remote {
         headers: &[(http::header::HeaderName, &str)],
     ) -> Result<Answer, RemoteError> {
         let address = &self.origin.address;
-        let host = address
-            .host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned();
-        let port = address.effective_port();
-        let tcp = tokio::time::timeout(self.timeout, TcpStream::connect((host.as_str(), port)))
-            .await
-            .map_err(|_| RemoteError::TimedOut("connect"))?
-            .map_err(|e| RemoteError::Unreachable(format!("connect: {e}")))?;
-        let _ = tcp.set_nodelay(true);
+        let connected = dial::connect(&TcpTransport, address, self.timeout).await?;
         let mut request = Request::get(target);
         for (name, value) in headers {
             request = request.header(name, *value);
@@ -276,37 +267,7 @@ impl Remote {
             )
             .body(Empty::<Bytes>::new())
             .map_err(|e| RemoteError::Unreachable(format!("request: {e}")))?;
-        match address.effective_scheme() {
-            Scheme::Http => self.exchange(TokioIo::new(tcp), request).await,
-            Scheme::Https => {
-                let name = rustls_pki_types::ServerName::try_from(host)
-                    .map_err(|e| RemoteError::Unreachable(format!("server name: {e}")))?;
-                let tls = tokio::time::timeout(
-                    self.timeout,
-                    tokio_rustls::TlsConnector::from(self.tls.clone()).connect(name, tcp),
-                )
-                .await
-                .map_err(|_| RemoteError::TimedOut("the TLS handshake"))?
-                .map_err(|e| RemoteError::Unreachable(format!("TLS: {e}")))?;
-                self.exchange(TokioIo::new(tls), request).await
-            }
-        }
-    }
-
-    async fn exchange<IO>(
-        &self,
-        io: IO,
-        request: Request<Empty<Bytes>>,
-    ) -> Result<Answer, RemoteError>
-    where
-        IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    {
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
-            .await
-            .map_err(|e| RemoteError::Unreachable(format!("handshake: {e}")))?;
-        let driver = Driver(tokio::spawn(async move {
-            let _ = connection.await;
-        }));
+        let Http1 { mut sender, driver } = connected.handshake(&self.tls, self.timeout).await?;
         let response = tokio::time::timeout(self.timeout, sender.send_request(request))
             .await
             .map_err(|_| RemoteError::TimedOut("waiting for the answer"))?

@@ -12,20 +12,21 @@ mod event;
 mod follow;
 mod history;
 pub(crate) mod hub;
+mod steps;
 
 pub use change::{ApplyError, Change, ChangeBatch, ChangeKind, FileState};
 pub use event::WatchEvent;
 pub(crate) use event::{KEEP_ALIVE, client_etag};
 pub(crate) use follow::{Due, Follower};
 pub(crate) use hub::{Hub, Source};
+pub(crate) use steps::Steps;
 
 use futures_core::Stream;
 use std::collections::VecDeque;
 use std::fmt;
-use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 /// How a watcher notices change. The defaults are D-17.4's; a capsule changes only whether
@@ -110,15 +111,10 @@ const STREAM_BUDGET: usize = 1024 * 1024;
 ///
 /// [`Router::shut_down_watches`]: crate::http::Router::shut_down_watches
 pub struct ChangeStream {
-    /// The stream's state while no step is running.
-    state: Option<Box<StreamState>>,
-    /// The step running: it owns the state until it ends. Behind a mutex only so the stream
-    /// is `Sync`; it is only ever reached through `&mut self`.
-    step: Mutex<Option<Step>>,
+    steps: Steps<Box<StreamState>, Vec<WatchEvent>>,
+    /// Events a step gave that are not yet handed out.
     ready: VecDeque<WatchEvent>,
 }
-
-type Step = Pin<Box<dyn Future<Output = (Box<StreamState>, Option<Vec<WatchEvent>>)> + Send>>;
 
 #[derive(Debug)]
 struct StreamState {
@@ -138,13 +134,13 @@ impl fmt::Debug for ChangeStream {
 impl ChangeStream {
     /// A stream of `hub`'s changes from `resume` (an etag), or from the current listing.
     pub(crate) fn new(hub: Arc<Hub>, resume: Option<String>) -> Self {
+        let state = Box::new(StreamState {
+            hub,
+            resume,
+            follower: None,
+        });
         ChangeStream {
-            state: Some(Box::new(StreamState {
-                hub,
-                resume,
-                follower: None,
-            })),
-            step: Mutex::new(None),
+            steps: Steps::new(state, |state| Box::pin(state.step())),
             ready: VecDeque::new(),
         }
     }
@@ -200,27 +196,8 @@ impl Stream for ChangeStream {
             if let Some(event) = self.ready.pop_front() {
                 return Poll::Ready(Some(event));
             }
-            let this = &mut *self;
-            let step = this.step.get_mut().unwrap_or_else(|e| e.into_inner());
-            if step.is_none() {
-                let Some(state) = this.state.take() else {
-                    return Poll::Ready(None);
-                };
-                *step = Some(Box::pin(state.step()));
-            }
-            let Some(running) = step.as_mut() else {
-                return Poll::Ready(None);
-            };
-            let (state, events) = match running.as_mut().poll(cx) {
-                Poll::Ready(done) => done,
-                Poll::Pending => return Poll::Pending,
-            };
-            *step = None;
-            match events {
-                Some(events) => {
-                    this.state = Some(state);
-                    this.ready.extend(events);
-                }
+            match ready!(self.steps.poll_next(cx)) {
+                Some(events) => self.ready.extend(events),
                 None => return Poll::Ready(None),
             }
         }

@@ -13,6 +13,22 @@ use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// The entries of one listing of `fs` under an export of `max_bytes`, its hash cache cold,
+/// charged to no budget, never cancelled.
+fn list_cold(fs: &dyn Filesystem, max_bytes: u64) -> Vec<ListingEntry> {
+    list_files(
+        fs,
+        &scope(max_bytes),
+        &HashCache::new(),
+        0,
+        None,
+        &Cancel::default(),
+    )
+    .expect("listable")
+    .iter()
+    .collect()
+}
+
 /// A cold cache keeps more files in flight than there are cores: with reads
 /// that wait on the disk, the listing has more of them waiting at once than the machine
 /// has cores, and still lists every file, hashed whole.
@@ -26,17 +42,7 @@ fn a_cold_listing_keeps_more_reads_in_flight_than_there_are_cores() {
         disk.files
             .add_file(&format!("out/d{}/f{n}", n % 5), vec![n as u8; 100], 0);
     }
-    let listed = list_files(
-        &disk,
-        &scope(1 << 20),
-        &HashCache::new(),
-        0,
-        None,
-        &Cancel::default(),
-    )
-    .expect("listable")
-    .iter()
-    .collect::<Vec<_>>();
+    let listed = list_cold(&disk, 1 << 20);
     assert_eq!(listed.len(), files);
     let digest = crate::hex::encode(&Sha256::digest([7u8; 100]));
     let seven = listed.iter().find(|e| e.path == "d2/f7").expect("listed");
@@ -57,17 +63,7 @@ fn list_through(content: &[u8], stale_size: u64, piece: usize) -> Vec<ListingEnt
     let inner = MemoryFilesystem::new();
     inner.add_file("out/f", content.to_vec(), 0);
     let fs = StaleSizes::always(inner, stale_size, piece);
-    list_files(
-        &fs,
-        &scope(1 << 30),
-        &HashCache::new(),
-        0,
-        None,
-        &Cancel::default(),
-    )
-    .expect("listable")
-    .iter()
-    .collect::<Vec<_>>()
+    list_cold(&fs, 1 << 30)
 }
 
 #[test]
@@ -192,17 +188,7 @@ fn an_endlessly_growing_file_is_read_to_its_size_plus_one_and_omitted() {
     let fs = Growing(MemoryFilesystem::new(), Arc::new(AtomicUsize::new(0)));
     fs.0.add_file("out/growing", vec![0u8; 10], 0);
     fs.0.add_file("out/still", b"still".to_vec(), 0);
-    let listed: Vec<ListingEntry> = list_files(
-        &fs,
-        &scope(1 << 40),
-        &HashCache::new(),
-        0,
-        None,
-        &Cancel::default(),
-    )
-    .expect("listable")
-    .iter()
-    .collect();
+    let listed = list_cold(&fs, 1 << 40);
     assert_eq!(
         listed.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
         ["still"]
