@@ -7,10 +7,10 @@
 //! routes) on connections from any [`Accept`] source (TCP, a Unix domain socket, an in-memory
 //! listener); [`serve`] is `serve_with` for the router alone.
 //!
-//! [`with_fallback`]: super::Router::with_fallback
+//! [`with_fallback`]: crate::http::Router::with_fallback
 
 use super::accept::Accept;
-use super::router::Router;
+use crate::http::Router;
 use super::stall_guard::{DEFAULT_SEND_TIMEOUT, StallGuard};
 use super::version_gate::VersionGate;
 use crate::backends::{Clock, SystemClock};
