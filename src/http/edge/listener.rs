@@ -10,10 +10,10 @@
 //! [`with_fallback`]: crate::http::Router::with_fallback
 
 use super::accept::Accept;
-use crate::http::Router;
 use super::stall_guard::{DEFAULT_SEND_TIMEOUT, StallGuard};
 use super::version_gate::VersionGate;
 use crate::backends::{Clock, SystemClock};
+use crate::http::Router;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
