@@ -26,7 +26,7 @@ impl std::error::Error for InvalidBasePath {}
 impl Router {
     /// This router answering under `base` instead of at the root: `base` is cut off the raw
     /// path before routing, so `/capsules/a/resources/files/x` reads `x`, and a path not under
-    /// `base` is not the router's ([`Route::Foreign`]: 404 `not_found`, nothing traced). The
+    /// `base` is not the router's ([`Route::Foreign`](crate::wire::Route::Foreign): 404 `not_found`, nothing traced). The
     /// clone shares the planes, trace and counts of `self`; its base replaces any base `self`
     /// had.
     ///

@@ -4,7 +4,7 @@
 //! the raw path (D-4.2); on a plane route the method is checked first, then the plane.
 
 use super::listing::ListExtra;
-use super::outcome::Outcome;
+use super::outcome::{Outcome, RedeemFacts};
 use super::{FilesMount, Mount, PeerMount, Router};
 use crate::http::listing_query::ListingQuery;
 use crate::path::{RelPath, percent_decode_strict, strip_query};
@@ -84,9 +84,9 @@ impl Asking {
 pub(super) enum Call {
     /// Answered without a plane.
     Answered(Outcome<'static>),
-    /// [`ResourcePlane::list`], and what the listing request asks beyond it.
+    /// [`ResourcePlane::list`](crate::planes::ResourcePlane::list), and what the listing request asks beyond it.
     List(FilesMount, ListAsk),
-    /// [`ResourcePlane::read`] of `path`; the trace line records `recorded`.
+    /// [`ResourcePlane::read`](crate::planes::ResourcePlane::read) of `path`; the trace line records `recorded`.
     Read {
         files: FilesMount,
         path: RelPath,
@@ -95,7 +95,7 @@ pub(super) enum Call {
         /// The rest of the read an inline attempt started, with its file opened.
         rest: Option<ReadRest>,
     },
-    /// [`PeerPlane::redeem`].
+    /// [`PeerPlane::redeem`](crate::planes::PeerPlane::redeem).
     Redeem {
         peer: PeerMount,
         asked: RedeemAsked,
@@ -142,16 +142,6 @@ impl RedeemAsked {
             proof: &proof,
         })
     }
-}
-
-/// What a request on a peer route says itself, for its `peer_handle_redeem` line whatever the
-/// plane answers.
-#[derive(Clone)]
-pub(super) struct RedeemFacts {
-    /// The handle id of the token sent; `None` when no token was sent.
-    pub(super) handle_id: Option<String>,
-    /// The first `x-murmur-audience`, normalised; `None` when absent.
-    pub(super) audience_asserted: Option<String>,
 }
 
 impl Router {

@@ -3,10 +3,14 @@
 //! when it is dropped first; and what that `client_gone` line records.
 
 use super::Router;
-use super::call::{Call, RedeemFacts};
+use super::call::Call;
 use super::listing::ListExtra;
-use super::outcome::{Outcome, client_gone};
+use super::outcome::{Outcome, RedeemFacts, client_gone};
+use crate::http::body::PlaneBody;
+use crate::http::response;
 use crate::planes::{Cancel, IfNoneMatch, RedeemOutcome};
+use crate::refusal::Code;
+use http::Response;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -79,15 +83,38 @@ impl Claim {
     }
 
     /// Whether the caller is the first to take the claim, and so writes the line.
-    pub(super) fn take(&self) -> bool {
+    fn take(&self) -> bool {
         self.taken
             .as_ref()
             .is_none_or(|taken| !taken.swap(true, Ordering::AcqRel))
     }
 
     /// Whether the request's client left.
-    pub(super) fn client_gone(&self) -> bool {
+    fn client_gone(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+}
+
+impl Router {
+    /// [`render`](Self::render) under `claim`: the line is written only if nobody wrote it
+    /// first, and as `client_gone` once the client left (D-4.6.1). Under a sole claim it is
+    /// `render` itself.
+    pub(super) fn render_claimed(
+        &self,
+        outcome: Outcome<'_>,
+        generation: u64,
+        claim: &Claim,
+    ) -> Response<PlaneBody> {
+        let outcome = if claim.client_gone() {
+            outcome.given_up()
+        } else {
+            outcome
+        };
+        if !claim.take() {
+            // The line was written as the client left; this answer is never sent.
+            return response::refusal(Code::ClientGone, Some(generation), None);
+        }
+        self.render(outcome, generation)
     }
 }
 
@@ -118,7 +145,7 @@ impl Drop for Vigil<'_> {
         }
         let pending = std::mem::replace(&mut self.pending, Pending::Nothing);
         if let Some(outcome) = pending.given_up() {
-            self.router.render(outcome, self.generation, &Claim::sole());
+            self.router.render(outcome, self.generation);
         }
     }
 }

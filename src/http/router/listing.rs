@@ -1,18 +1,11 @@
 //! The listing route answered at once: the export listed (blocking), its body built with its
 //! etag (D-17.1), and what its trace line adds for a long-poll or a stream.
 
-use super::call::ListAsk;
-use super::claim::Claim;
-use super::outcome::Outcome;
-use super::render::Line;
 use super::{FilesMount, Router};
 use crate::blocking;
-use crate::events::{ResourceList, ResourceListWaited};
-use crate::http::body::PlaneBody;
 use crate::http::listing_query::ListingQuery;
-use crate::planes::{Cancel, ListingBody, ListingHead};
+use crate::planes::{Cancel, Listing, ListingBody, ListingHead};
 use crate::refusal::Refusal;
-use http::Response;
 
 /// A listing's answer: the listing, or (a long-poll whose time ran out) only what its `304`
 /// needs.
@@ -51,44 +44,9 @@ impl ListExtra {
             watch: query.watch,
         }
     }
-
-    /// The line for `event`: the plain `resource_list`, or with `waited_ms` and `watch`.
-    pub(super) fn line(self, event: ResourceList) -> Line {
-        if self.waited_ms.is_none() && !self.watch {
-            Line::List(event)
-        } else {
-            Line::ListWaited(ResourceListWaited {
-                event,
-                waited_ms: self.waited_ms,
-                watch: self.watch,
-            })
-        }
-    }
 }
 
 impl Router {
-    /// A listing's outcome rendered: its `200`, or its `304` when `ask`'s `If-None-Match`
-    /// holds its etag.
-    pub(super) fn render_listing(
-        &self,
-        files: &FilesMount,
-        listed: Result<Listed, Refusal>,
-        ask: ListAsk,
-        generation: u64,
-        claim: &Claim,
-    ) -> Response<PlaneBody> {
-        let scope = files.plane.scope();
-        self.render(
-            Outcome::Listing {
-                result: listed.map(|listed| (scope, ListAnswer::Full(listed))),
-                if_none_match: ask.if_none_match,
-                extra: ListExtra::of(&ask.query),
-            },
-            generation,
-            claim,
-        )
-    }
-
     /// Lists the operator plane now (blocking: the crate's plane by its blocking call, a
     /// runtime's by waiting for its future, [`blocking::wait`]) and builds the body at
     /// `generation`, with its etag (D-17.1).
@@ -109,12 +67,7 @@ impl Router {
     }
 
     /// `listing` as its body at `generation`, with its etag (D-17.1).
-    pub(super) fn listed(
-        &self,
-        files: &FilesMount,
-        listing: crate::planes::Listing,
-        generation: u64,
-    ) -> Listed {
+    pub(super) fn listed(&self, files: &FilesMount, listing: Listing, generation: u64) -> Listed {
         let scope = files.plane.scope();
         let head = ListingHead {
             root: scope.root.declared(),

@@ -268,6 +268,16 @@ impl Router {
         response
     }
 
+    fn containment(&self) -> &'static str {
+        self.mounted.containment.as_str()
+    }
+
+    /// The operator plane's root as declared, for a `resource_list` line.
+    fn files_root(&self) -> Option<String> {
+        let files = self.mounted.files.as_ref();
+        files.map(|files| files.plane.scope().root.declared().to_owned())
+    }
+
     /// The export's changes as an async stream, from the listing whose etag is `resume`
     /// (`sha256:<hex>`, quoted or not) or from the current listing; `None` when the router
     /// has no operator plane. See [`ChangeStream`].

@@ -1,7 +1,6 @@
 //! What the router answers one request with, whichever plane (if any) answered, before it is
 //! rendered: and the same outcome once its client left.
 
-use super::call::RedeemFacts;
 use super::listing::{ListAnswer, ListExtra};
 use crate::http::watch_stream::WatchBody;
 use crate::planes::watch::hub::Current;
@@ -9,7 +8,7 @@ use crate::planes::{ExportScope, IfNoneMatch, ReadOutcome, RedeemOutcome};
 use crate::refusal::{Code, Refusal};
 
 /// What the router answers one request with, whichever plane (if any) answered: rendered by
-/// [`Router::render`] into the response and the request's trace line. `'p` is the plane whose
+/// [`Router::render`](super::Router::render) into the response and the request's trace line. `'p` is the plane whose
 /// scope the response echoes.
 pub(super) enum Outcome<'p> {
     /// No route of the router's: `404`, no trace line.
@@ -84,4 +83,14 @@ pub(super) fn client_gone() -> Refusal {
         Code::ClientGone,
         "the client left before its answer was ready; its work was stopped or never started",
     )
+}
+
+/// What a request on a peer route says itself, for its `peer_handle_redeem` line whatever the
+/// plane answers.
+#[derive(Clone)]
+pub(super) struct RedeemFacts {
+    /// The handle id of the token sent; `None` when no token was sent.
+    pub(super) handle_id: Option<String>,
+    /// The first `x-murmur-audience`, normalised; `None` when absent.
+    pub(super) audience_asserted: Option<String>,
 }

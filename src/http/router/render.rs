@@ -3,10 +3,8 @@
 //! `500 io_error` (D-6.4). Every answer of the router's comes through here.
 
 use super::Router;
-use super::call::RedeemFacts;
-use super::claim::Claim;
 use super::listing::{ListAnswer, ListExtra, Listed};
-use super::outcome::Outcome;
+use super::outcome::{Outcome, RedeemFacts};
 use crate::events::{
     PeerHandleRedeem, ResourceList, ResourceListWaited, ResourceRead, WithAudienceProof,
 };
@@ -27,25 +25,9 @@ use std::io;
 impl Router {
     /// Renders `outcome` into its response and the request's one trace line (D-6.2), written
     /// before the response is returned; a failed write turns any answer into `500 io_error`
-    /// (D-6.4). Every answer of the router's comes through here.
-    ///
-    /// Under a shared `claim`, the line is written only if nobody wrote it first, and as
-    /// `client_gone` once the client left (D-4.6.1).
-    pub(super) fn render(
-        &self,
-        outcome: Outcome<'_>,
-        generation: u64,
-        claim: &Claim,
-    ) -> Response<PlaneBody> {
-        let outcome = if claim.client_gone() {
-            outcome.given_up()
-        } else {
-            outcome
-        };
-        if !claim.take() {
-            // The line was written as the client left; this answer is never sent.
-            return response::refusal(Code::ClientGone, Some(generation), None);
-        }
+    /// (D-6.4). Every answer of the router's comes through here; an answer whose client may
+    /// leave first comes through [`render_claimed`](Self::render_claimed).
+    pub(super) fn render(&self, outcome: Outcome<'_>, generation: u64) -> Response<PlaneBody> {
         let (line, body) = match outcome {
             Outcome::Foreign => return response::refusal(Code::NotFound, None, None),
             Outcome::AgentCard {
@@ -173,16 +155,6 @@ impl Router {
         });
         (line, body)
     }
-
-    pub(super) fn containment(&self) -> &'static str {
-        self.mounted.containment.as_str()
-    }
-
-    /// The operator plane's root as declared, for a `resource_list` line.
-    pub(super) fn files_root(&self) -> Option<String> {
-        let files = self.mounted.files.as_ref();
-        files.map(|files| files.plane.scope().root.declared().to_owned())
-    }
 }
 
 /// A redeem's line and body: `peer_handle_redeem` with what the request said of itself and the
@@ -207,6 +179,21 @@ fn redeem_reply<'p>(
         audience_proof: outcome.audience_proof,
     });
     (line, body)
+}
+
+impl ListExtra {
+    /// The line for `event`: the plain `resource_list`, or with `waited_ms` and `watch`.
+    pub(super) fn line(self, event: ResourceList) -> Line {
+        if self.waited_ms.is_none() && !self.watch {
+            Line::List(event)
+        } else {
+            Line::ListWaited(ResourceListWaited {
+                event,
+                waited_ms: self.waited_ms,
+                watch: self.watch,
+            })
+        }
+    }
 }
 
 /// A response's content, whichever route answered.

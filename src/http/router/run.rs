@@ -3,9 +3,9 @@
 //! awaited on the async worker. Wherever it ran, its outcome is rendered, and its trace line
 //! written, there.
 
-use super::call::Call;
+use super::call::{Call, ListAsk};
 use super::claim::{Claim, Pending, Vigil};
-use super::listing::ListExtra;
+use super::listing::{ListAnswer, ListExtra, Listed};
 use super::outcome::Outcome;
 use super::{FilesMount, INLINE_READ_LIMIT, Router};
 use crate::blocking;
@@ -20,13 +20,13 @@ impl Router {
     /// Answers `call` where it runs best: the one place the router decides. On this async
     /// worker when [`answer_inline`](Self::answer_inline) can (an outcome known without a
     /// plane; a read or a plain redeem the crate's own plane answers at once, see
-    /// [`ReadsInline`], [`RedeemsInline`] and [`INLINE_READ_LIMIT`]); a runtime's own plane,
+    /// [`ReadsInline`](crate::planes::inline::ReadsInline), [`RedeemsInline`](crate::planes::inline::RedeemsInline) and [`INLINE_READ_LIMIT`]); a runtime's own plane,
     /// async, awaited on this worker too ([`answer_async`](Self::answer_async)), with no lane;
     /// every other call of the crate's planes on the blocking pool, once the in-flight budget
-    /// lends the bytes of a read the crate's plane opened inline ([`ReadRest::prepay`]), and
+    /// lends the bytes of a read the crate's plane opened inline ([`ReadRest::prepay`](crate::planes::inline::ReadRest::prepay)), and
     /// then once a lane of the call's kind is free: both waited for here, on the async side,
     /// where waiting holds no thread (D-4.6.1, [`blocking::Lanes`]). A larger file the crate's
-    /// plane opened inline is read there from that open ([`ReadRest::finish`]), so a request
+    /// plane opened inline is read there from that open ([`ReadRest::finish`](crate::planes::inline::ReadRest::finish)), so a request
     /// resolves its file once. Either way the outcome is rendered, and its trace line written,
     /// where it was computed.
     ///
@@ -105,9 +105,7 @@ impl Router {
     /// blocking pool to read from there.
     fn answer_inline(&self, call: Call, generation: u64) -> Inline {
         match call {
-            Call::Answered(outcome) => {
-                Inline::Answered(self.render(outcome, generation, &Claim::sole()))
-            }
+            Call::Answered(outcome) => Inline::Answered(self.render(outcome, generation)),
             Call::List(..) => Inline::Deferred(call),
             Call::Read {
                 files,
@@ -123,7 +121,7 @@ impl Router {
                 let rest = match attempt {
                     Attempt::Answered(result) => {
                         let outcome = read_outcome(&files, recorded, result, &if_none_match);
-                        return Inline::Answered(self.render(outcome, generation, &Claim::sole()));
+                        return Inline::Answered(self.render(outcome, generation));
                     }
                     Attempt::Deferred => rest,
                     Attempt::Resume(rest) => Some(rest),
@@ -149,11 +147,9 @@ impl Router {
                 };
                 let rest = match attempt {
                     Attempt::Answered(outcome) => {
-                        return Inline::Answered(self.render(
-                            Outcome::Redeem { facts, outcome },
-                            generation,
-                            &Claim::sole(),
-                        ));
+                        return Inline::Answered(
+                            self.render(Outcome::Redeem { facts, outcome }, generation),
+                        );
                     }
                     Attempt::Deferred => rest,
                     Attempt::Resume(rest) => Some(rest),
@@ -179,14 +175,14 @@ impl Router {
         claim: &Claim,
     ) -> Response<PlaneBody> {
         let outcome = match call {
-            Call::Answered(outcome) => return self.render(outcome, generation, claim),
+            Call::Answered(outcome) => return self.render_claimed(outcome, generation, claim),
             Call::List(files, ask) => {
                 if ask.query.watch {
                     let refusal = Refusal::new(
                         Code::InvalidRequest,
                         "a watch stream needs the async router",
                     );
-                    return self.render(
+                    return self.render_claimed(
                         Outcome::Listing {
                             result: Err(refusal),
                             if_none_match: ask.if_none_match,
@@ -213,7 +209,7 @@ impl Router {
                     (_, None) => blocking::wait(files.plane.read(&path, &if_none_match)),
                 };
                 let outcome = read_outcome(&files, recorded, result, &if_none_match);
-                return self.render(outcome, generation, claim);
+                return self.render_claimed(outcome, generation, claim);
             }
             Call::Redeem {
                 peer,
@@ -233,7 +229,7 @@ impl Router {
                 Outcome::Redeem { facts, outcome }
             }
         };
-        self.render(outcome, generation, claim)
+        self.render_claimed(outcome, generation, claim)
     }
 
     /// `call`, a runtime's own plane's ([`Call::awaits`]), answered on this async worker: the
@@ -246,7 +242,7 @@ impl Router {
         claim: &Claim,
     ) -> Response<PlaneBody> {
         let outcome = match call {
-            Call::Answered(outcome) => return self.render(outcome, generation, claim),
+            Call::Answered(outcome) => return self.render_claimed(outcome, generation, claim),
             Call::List(files, ask) => {
                 let listed = match files.plane.list(&claim.cancel).await {
                     Ok(listing) => Ok(self.listed(&files, listing, generation)),
@@ -263,7 +259,7 @@ impl Router {
             } => {
                 let result = files.plane.read(&path, &if_none_match).await;
                 let outcome = read_outcome(&files, recorded, result, &if_none_match);
-                return self.render(outcome, generation, claim);
+                return self.render_claimed(outcome, generation, claim);
             }
             Call::Redeem {
                 peer, asked, facts, ..
@@ -279,7 +275,29 @@ impl Router {
                 Outcome::Redeem { facts, outcome }
             }
         };
-        self.render(outcome, generation, claim)
+        self.render_claimed(outcome, generation, claim)
+    }
+
+    /// A listing's outcome rendered: its `200`, or its `304` when `ask`'s `If-None-Match`
+    /// holds its etag.
+    fn render_listing(
+        &self,
+        files: &FilesMount,
+        listed: Result<Listed, Refusal>,
+        ask: ListAsk,
+        generation: u64,
+        claim: &Claim,
+    ) -> Response<PlaneBody> {
+        let scope = files.plane.scope();
+        self.render_claimed(
+            Outcome::Listing {
+                result: listed.map(|listed| (scope, ListAnswer::Full(listed))),
+                if_none_match: ask.if_none_match,
+                extra: ListExtra::of(&ask.query),
+            },
+            generation,
+            claim,
+        )
     }
 }
 

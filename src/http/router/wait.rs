@@ -5,7 +5,6 @@
 //! client leaves first (D-6.3, D-4.6.1).
 
 use super::call::ListAsk;
-use super::claim::Claim;
 use super::listing::{ListAnswer, ListExtra, Listed};
 use super::outcome::Outcome;
 use super::{FilesMount, Router};
@@ -171,7 +170,6 @@ impl Router {
                 extra,
             },
             generation,
-            &Claim::sole(),
         )
     }
 
@@ -215,7 +213,7 @@ impl Router {
                 body: WatchBody::new(follower, opening.map(|event| event.to_sse())),
             },
         };
-        self.render(outcome, generation, &Claim::sole())
+        self.render(outcome, generation)
     }
 }
 
