@@ -4,12 +4,20 @@
 //! header, and a drain on shutdown (D-4.1, D-4.5, D-4.6). It knows no router: the router is
 //! one [`HttpService`] among others.
 
-pub(crate) mod accept;
+mod accept;
+mod config;
+mod connection;
 mod date;
 mod departure;
-pub(crate) mod listener;
+mod listener;
+#[cfg(feature = "cli")]
+mod shards;
 mod stall_guard;
 internal_module!(version_gate);
 
 pub use accept::Accept;
-pub use listener::{HttpService, ListenerConfig, serve, serve_with};
+pub use config::ListenerConfig;
+pub use connection::HttpService;
+pub use listener::serve_with;
+#[cfg(feature = "cli")]
+pub(crate) use shards::{ShardSocket, serve_sharded};
