@@ -13,14 +13,15 @@
 //! * `call`: what the router reads of a request, and the one plane call it makes (or its
 //!   outcome, when it needs none): the route and the method checked, the plane admitted, a
 //!   read's path decoded once;
-//! * `run`: where that call runs: inline on the async worker or on the blocking pool for the
-//!   crate's own planes, awaited on the async worker for a runtime's own;
+//! * `answer`: that call answered where it runs best: inline on the async worker or on the
+//!   blocking pool for the crate's own planes, awaited on the async worker for a runtime's own;
 //! * `render`: its one outcome (`outcome`) turned into the response and the trace line;
 //! * `claim`: who writes that line when the client leaves before the work answered;
 //! * `listing` and `wait`: the listing route's answers, at once or once the export changes;
 //! * `base` and `fallback`: where the router is mounted, and what answers beside it;
 //! * `mount`: the planes, tracer and lanes it answers from; `lend`: a listing lent to MCP.
 
+mod answer;
 mod base;
 mod call;
 mod claim;
@@ -31,7 +32,6 @@ mod listing;
 mod mount;
 mod outcome;
 mod render;
-mod run;
 #[cfg(test)]
 mod tests;
 mod wait;

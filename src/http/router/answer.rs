@@ -1,7 +1,7 @@
-//! Where a request's one plane call runs, the one place the router decides it: on the async
-//! worker that received it when it can, or on the blocking pool; a runtime's own plane is
-//! awaited on the async worker. Wherever it ran, its outcome is rendered, and its trace line
-//! written, there.
+//! A request's one plane call answered where it runs best, the one place the router decides
+//! it: on the async worker that received it when it can, or on the blocking pool; a runtime's
+//! own plane is awaited on the async worker. Wherever it ran, its outcome is rendered, and its
+//! trace line written, there.
 
 use super::call::{Call, ListAsk};
 use super::claim::{Claim, Pending, Vigil};
