@@ -6,8 +6,8 @@
 use super::call::{Call, ListAsk};
 use super::claim::{Claim, Pending, Vigil};
 use super::listing::{ListAnswer, ListExtra, Listed};
+use super::mount::{FilesMount, Router};
 use super::outcome::Outcome;
-use super::{FilesMount, INLINE_READ_LIMIT, Router};
 use crate::blocking;
 use crate::http::body::PlaneBody;
 use crate::http::response;
@@ -15,6 +15,13 @@ use crate::planes::inline::Attempt;
 use crate::planes::{Cancel, IfNoneMatch, ReadOutcome, RedeemRequest};
 use crate::refusal::{Code, Refusal};
 use http::{Method, Response};
+use std::sync::atomic::Ordering;
+
+/// The largest file a read or redeem of the crate's own planes serves on the async worker that
+/// received it; larger files, every listing and every proof-checked redeem of the crate's
+/// planes move to the blocking pool. Small reads are cheaper inline than the two context
+/// switches of a hand-off. (A runtime's own plane is async, and awaited on the worker.)
+pub const INLINE_READ_LIMIT: u64 = 256 * 1024;
 
 impl Router {
     /// Answers `call` where it runs best: the one place the router decides. On this async
@@ -298,6 +305,24 @@ impl Router {
             generation,
             claim,
         )
+    }
+
+    /// Counts an answer given and logs it, with the path as a trace line records it, tokens
+    /// redacted: a log holds no token (D-15.1).
+    pub(super) fn finish(
+        &self,
+        response: Response<PlaneBody>,
+        method: &Method,
+        raw_path: &str,
+    ) -> Response<PlaneBody> {
+        self.answered.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            method = %method,
+            path = %crate::redact::redact_tokens(&crate::redact::revealing_tokens(raw_path)),
+            status = response.status().as_u16(),
+            "answered"
+        );
+        response
     }
 }
 

@@ -1,8 +1,10 @@
-//! Where the router is mounted: the base path it answers under, cut off the raw path before
-//! routing, and the card's JSON-RPC endpoint, which a prefix cut in front of the router moves.
+//! Where the router is mounted and what it answers there: the base path, cut off the raw path
+//! before routing, the paths it claims below it, and the card's JSON-RPC endpoint, which a
+//! prefix cut in front of the router moves.
 
-use super::Router;
+use super::mount::Router;
 use crate::path::strip_query;
+use crate::wire::Route;
 use std::fmt;
 use std::sync::Arc;
 
@@ -26,7 +28,7 @@ impl std::error::Error for InvalidBasePath {}
 impl Router {
     /// This router answering under `base` instead of at the root: `base` is cut off the raw
     /// path before routing, so `/capsules/a/resources/files/x` reads `x`, and a path not under
-    /// `base` is not the router's ([`Route::Foreign`](crate::wire::Route::Foreign): 404 `not_found`, nothing traced). The
+    /// `base` is not the router's ([`Route::Foreign`]: 404 `not_found`, nothing traced). The
     /// clone shares the planes, trace and counts of `self`; its base replaces any base `self`
     /// had.
     ///
@@ -107,6 +109,18 @@ impl Router {
             None => path == "/",
             Some(base) => matches!(path.strip_prefix(base), Some("" | "/")),
         }
+    }
+
+    /// Whether this router answers `raw_path`, its base path considered: what
+    /// [`claims`](Self::claims) says of the path relative to the base, `false` outside it.
+    pub fn answers(&self, raw_path: &str) -> bool {
+        Router::claims(self.local_path(raw_path))
+    }
+
+    /// Whether this router answers `raw_path` (everything under `/resources` and the card);
+    /// a runtime mounting it beside its own routes sends only these here.
+    pub fn claims(raw_path: &str) -> bool {
+        !matches!(Route::of(raw_path), Route::Foreign)
     }
 }
 

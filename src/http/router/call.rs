@@ -4,8 +4,8 @@
 //! the raw path (D-4.2); on a plane route the method is checked first, then the plane.
 
 use super::listing::ListExtra;
+use super::mount::{FilesMount, Mount, PeerMount, Router};
 use super::outcome::{Outcome, RedeemFacts};
-use super::{FilesMount, Mount, PeerMount, Router};
 use crate::http::listing_query::ListingQuery;
 use crate::path::{RelPath, percent_decode_strict, strip_query};
 use crate::planes::inline::{ReadRest, RedeemRest};

@@ -2,9 +2,9 @@
 //! leave before the work answers (D-4.6.1): the work, when it answers, or the request's future,
 //! when it is dropped first; and what that `client_gone` line records.
 
-use super::Router;
 use super::call::Call;
 use super::listing::ListExtra;
+use super::mount::Router;
 use super::outcome::{Outcome, RedeemFacts, client_gone};
 use crate::http::body::PlaneBody;
 use crate::http::response;

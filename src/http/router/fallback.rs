@@ -1,7 +1,7 @@
 //! The router beside a runtime's own routes: the paths it answers go to it, every other path to
 //! the runtime's service.
 
-use super::Router;
+use super::mount::Router;
 use crate::http::body::PlaneBody;
 use http::{Request, Response};
 use http_body_util::Either;

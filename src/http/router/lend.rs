@@ -4,7 +4,7 @@
 //! page may be cut from that listing again while the export's watcher (D-17.4) holds a listing
 //! with the same etag, and leaves its own line too.
 
-use super::Router;
+use super::mount::Router;
 use super::render::Line;
 use crate::events::ResourceList;
 use crate::planes::Listing;

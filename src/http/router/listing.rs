@@ -1,7 +1,7 @@
 //! The listing route answered at once: the export listed (blocking), its body built with its
 //! etag (D-17.1), and what its trace line adds for a long-poll or a stream.
 
-use super::{FilesMount, Router};
+use super::mount::{FilesMount, Router};
 use crate::blocking;
 use crate::http::listing_query::ListingQuery;
 use crate::planes::{Cancel, Listing, ListingBody, ListingHead};

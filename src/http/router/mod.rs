@@ -18,8 +18,12 @@
 //! * `render`: its one outcome (`outcome`) turned into the response and the trace line;
 //! * `claim`: who writes that line when the client leaves before the work answered;
 //! * `listing` and `wait`: the listing route's answers, at once or once the export changes;
-//! * `base` and `fallback`: where the router is mounted, and what answers beside it;
-//! * `mount`: the planes, tracer and lanes it answers from; `lend`: a listing lent to MCP.
+//! * `base` and `fallback`: where the router is mounted and the paths it answers there, and
+//!   what answers the other paths beside it;
+//! * `mount`: the [`Router`] itself, and the planes, tracer and lanes it answers from;
+//! * `lend`: a listing lent whole to the MCP face.
+//!
+//! This file is the router's face: its entry points and its tower service.
 
 mod answer;
 mod base;
@@ -36,93 +40,26 @@ mod render;
 mod tests;
 mod wait;
 
+pub use answer::INLINE_READ_LIMIT;
 pub use base::InvalidBasePath;
 pub use fallback::WithFallback;
 #[cfg(feature = "mcp")]
 pub(crate) use lend::LentListing;
+pub use mount::Router;
 pub(crate) use mount::{FilesMount, Mount, Mounted, PeerMount};
 
 use super::body::PlaneBody;
 use crate::planes::IfNoneMatch;
 use crate::planes::watch::ChangeStream;
-use crate::wire::Route;
 use call::{Asking, Headers};
 use claim::Claim;
 use http::{Method, Request, Response};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use tower_service::Service;
-
-/// The largest file a read or redeem of the crate's own planes serves on the async worker that
-/// received it; larger files, every listing and every proof-checked redeem of the crate's
-/// planes move to the blocking pool. Small reads are cheaper inline than the two context
-/// switches of a hand-off. (A runtime's own plane is async, and awaited on the worker.)
-pub const INLINE_READ_LIMIT: u64 = 256 * 1024;
-
-/// Answers requests for the capsule's `/resources/` planes and its agent card. Cheap to clone
-/// (every clone shares the planes, the trace and the counts), `Send`, `Sync` and `'static`.
-///
-/// Three ways to mount it:
-///
-/// * as a [`tower_service::Service`](https://docs.rs/tower-service/0.3/tower_service/trait.Service.html)
-///   for `http::Request<B>` of any body type `B` (the body is
-///   never read): `Response = Response<PlaneBody>`, `Error = Infallible`, always ready. axum's
-///   `Router::nest_service("/capsules/a", router)` hands it the path with the prefix cut off,
-///   which is what it routes on;
-/// * under a base path of its own, [`with_base_path`](Self::with_base_path), when nothing in
-///   front of it strips the prefix;
-/// * beside the runtime's own routes, [`with_fallback`](Self::with_fallback): the paths it
-///   [`answers`](Self::answers) go to it, every other path to the runtime's service.
-///
-/// ```
-/// use resource_plane::backends::{ManualClock, MemoryFilesystem, RecordingTraceSink};
-/// use resource_plane::{Backends, Capsule, CapsuleConfig, Manifest};
-/// use std::sync::Arc;
-/// use tower_service::Service;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let manifest = Manifest::from_yaml(
-///     "name: reporter\nexports: { files: { root: out/, mode: read-only } }",
-/// ).unwrap().manifest;
-/// let fs = Arc::new(MemoryFilesystem::new());
-/// fs.add_file("out/report.md", "hello", 1_700_000_000_000);
-/// let trace = Arc::new(RecordingTraceSink::new());
-/// let capsule = Capsule::launch(
-///     &manifest,
-///     CapsuleConfig::new("http://127.0.0.1:41234").unwrap(),
-///     Backends { fs, clock: Arc::new(ManualClock::new(0)), keys: None, trace: trace.clone() },
-/// ).unwrap();
-///
-/// // A Service over any body type; here a String the router never reads.
-/// let mut router = capsule.router().with_base_path("/capsules/a").unwrap();
-/// let request = http::Request::get("/capsules/a/resources/files/report.md")
-///     .body(String::from("ignored"))
-///     .unwrap();
-/// let response = router.call(request).await.unwrap();
-/// assert_eq!(response.status(), 200);
-/// assert_eq!(&response.body().bytes()[..], b"hello");
-/// // The trace records the path relative to the plane, as without a base path (D-6.2).
-/// assert_eq!(trace.events()[0]["path"], "report.md");
-///
-/// // Outside the base path: not the router's (404, nothing traced).
-/// let request = http::Request::get("/resources/files/report.md").body(()).unwrap();
-/// assert_eq!(router.call(request).await.unwrap().status(), 404);
-/// assert_eq!(trace.events().len(), 1);
-/// # }
-/// ```
-#[derive(Debug, Clone)]
-pub struct Router {
-    mounted: Arc<Mounted>,
-    /// Responses given, shared by every clone.
-    answered: Arc<AtomicU64>,
-    /// The raw path prefix requests arrive under, cut before routing; `None`: none.
-    base: Option<Arc<str>>,
-}
 
 /// The future of the router's
 /// [`Service::call`](https://docs.rs/tower-service/0.3/tower_service/trait.Service.html#tymethod.call):
@@ -143,32 +80,6 @@ pub struct SessionStats {
 }
 
 impl Router {
-    pub(crate) fn new(mounted: Mounted) -> Self {
-        Router {
-            mounted: Arc::new(mounted),
-            answered: Arc::new(AtomicU64::new(0)),
-            base: None,
-        }
-    }
-
-    /// How many calls this router runs on the blocking pool at once.
-    #[cfg(feature = "cli")]
-    pub(crate) fn lane_count(&self) -> usize {
-        self.mounted.lanes.count()
-    }
-
-    /// Whether the operator plane (`exports.files`) is mounted.
-    #[cfg(feature = "mcp")]
-    pub(crate) fn serves_files(&self) -> bool {
-        self.mounted.files.is_some()
-    }
-
-    /// Whether this router answers `raw_path`, its base path considered: what
-    /// [`claims`](Self::claims) says of the path relative to the base, `false` outside it.
-    pub fn answers(&self, raw_path: &str) -> bool {
-        Router::claims(self.local_path(raw_path))
-    }
-
     /// The session's counts so far: requests answered by this router (and its clones), handles
     /// minted by the tools sharing its tracer.
     pub fn stats(&self) -> SessionStats {
@@ -176,12 +87,6 @@ impl Router {
             requests_answered: self.answered.load(Ordering::Relaxed),
             handles_minted: self.mounted.tracer.handles_minted(),
         }
-    }
-
-    /// Whether this router answers `raw_path` (everything under `/resources` and the card);
-    /// a runtime mounting it beside its own routes sends only these here.
-    pub fn claims(raw_path: &str) -> bool {
-        !matches!(Route::of(raw_path), Route::Foreign)
     }
 
     /// Answers one request. Listings, large reads and proof-checked redeems of the crate's own
@@ -248,34 +153,6 @@ impl Router {
         let call = self.call_for(method, raw_path, rpc_endpoint, query, headers);
         let response = self.answer_blocking(call, generation, &Claim::sole());
         self.finish(response, method, raw_path)
-    }
-
-    /// Counts an answer given and logs it, with the path as a trace line records it, tokens
-    /// redacted: a log holds no token (D-15.1).
-    fn finish(
-        &self,
-        response: Response<PlaneBody>,
-        method: &Method,
-        raw_path: &str,
-    ) -> Response<PlaneBody> {
-        self.answered.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(
-            method = %method,
-            path = %crate::redact::redact_tokens(&crate::redact::revealing_tokens(raw_path)),
-            status = response.status().as_u16(),
-            "answered"
-        );
-        response
-    }
-
-    fn containment(&self) -> &'static str {
-        self.mounted.containment.as_str()
-    }
-
-    /// The operator plane's root as declared, for a `resource_list` line.
-    fn files_root(&self) -> Option<String> {
-        let files = self.mounted.files.as_ref();
-        files.map(|files| files.plane.scope().root.declared().to_owned())
     }
 
     /// The export's changes as an async stream, from the listing whose etag is `resume`

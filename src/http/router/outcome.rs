@@ -1,5 +1,5 @@
 //! What the router answers one request with, whichever plane (if any) answered, before it is
-//! rendered: and the same outcome once its client left.
+//! rendered; and the same outcome once its client left.
 
 use super::listing::{ListAnswer, ListExtra};
 use crate::http::watch_stream::WatchBody;

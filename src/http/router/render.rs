@@ -2,8 +2,8 @@
 //! written before the response is returned; a failed write turns any answer into
 //! `500 io_error` (D-6.4). Every answer of the router's comes through here.
 
-use super::Router;
 use super::listing::{ListAnswer, ListExtra, Listed};
+use super::mount::Router;
 use super::outcome::{Outcome, RedeemFacts};
 use crate::events::{
     PeerHandleRedeem, ResourceList, ResourceListWaited, ResourceRead, WithAudienceProof,

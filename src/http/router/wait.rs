@@ -6,8 +6,8 @@
 
 use super::call::ListAsk;
 use super::listing::{ListAnswer, ListExtra, Listed};
+use super::mount::{FilesMount, Router};
 use super::outcome::Outcome;
-use super::{FilesMount, Router};
 use crate::blocking;
 use crate::events::{ResourceList, ResourceListWaited};
 use crate::http::body::PlaneBody;
