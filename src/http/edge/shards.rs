@@ -44,45 +44,20 @@ pub(crate) fn serve_sharded(
         .map(|(index, listener)| {
             let service = service.clone();
             let per_shard = per_shard.clone();
-            let mut shutdown = shutdown.clone();
-            let (one_failed, mut another_failed) = (failed.clone(), failed.subscribe());
+            let shutdown = shutdown.clone();
+            let (one_failed, another_failed) = (failed.clone(), failed.subscribe());
             std::thread::Builder::new()
                 .name(format!("shard-{index}"))
-                .spawn(move || -> std::io::Result<()> {
-                    // A blocking thread per lane of the router (requests wait for a lane on
-                    // the async side, holding no thread), and a margin for a thread still
-                    // finishing as the next call starts. Threads start on demand.
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .max_blocking_threads(lanes + BLOCKING_MARGIN)
-                        .build()?;
-                    let drain_deadline = per_shard.drain_deadline;
-                    let served = runtime.block_on(async move {
-                        let stop = async move {
-                            tokio::select! {
-                                _ = shutdown.wait_for(|stop| *stop) => {}
-                                _ = another_failed.wait_for(|failed| *failed) => {}
-                            }
-                        };
-                        match listener {
-                            ShardSocket::Tcp(listener) => {
-                                let listener = tokio::net::TcpListener::from_std(listener)?;
-                                serve_with(listener, service, per_shard, stop).await
-                            }
-                            ShardSocket::Unix(listener) => {
-                                let listener = tokio::net::UnixListener::from_std(listener)?;
-                                serve_with(listener, service, per_shard, stop).await
-                            }
-                        }
-                    });
-                    if served.is_err() {
-                        // The others stop and drain too: the process is going down.
-                        one_failed.send_replace(true);
-                    }
-                    // Dropping a runtime waits for its blocking threads without limit; a read
-                    // still parked then must not keep a stopped shard, and the process, alive.
-                    runtime.shutdown_timeout(drain_deadline);
-                    served
+                .spawn(move || {
+                    serve_shard(
+                        listener,
+                        service,
+                        lanes,
+                        per_shard,
+                        shutdown,
+                        one_failed,
+                        another_failed,
+                    )
                 })
         })
         .collect::<Result<_, _>>()?;
@@ -98,4 +73,55 @@ pub(crate) fn serve_sharded(
         }
     }
     outcome
+}
+
+/// One shard: `listener` served on this thread by a single-threaded runtime of its own until
+/// `shutdown` says stop or `another_failed` says a shard's listener failed; `one_failed`
+/// raises that flag when this shard's own listener fails.
+///
+/// # Errors
+/// When the runtime cannot be built, or the listener fails ([`serve_with`]).
+fn serve_shard(
+    listener: ShardSocket,
+    service: impl HttpService,
+    lanes: usize,
+    config: ListenerConfig,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    one_failed: tokio::sync::watch::Sender<bool>,
+    mut another_failed: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    // A blocking thread per lane of the router (requests wait for a lane on the async side,
+    // holding no thread), and a margin for a thread still finishing as the next call starts.
+    // Threads start on demand.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(lanes + BLOCKING_MARGIN)
+        .build()?;
+    let drain_deadline = config.drain_deadline;
+    let served = runtime.block_on(async move {
+        let stop = async move {
+            tokio::select! {
+                _ = shutdown.wait_for(|stop| *stop) => {}
+                _ = another_failed.wait_for(|failed| *failed) => {}
+            }
+        };
+        match listener {
+            ShardSocket::Tcp(listener) => {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                serve_with(listener, service, config, stop).await
+            }
+            ShardSocket::Unix(listener) => {
+                let listener = tokio::net::UnixListener::from_std(listener)?;
+                serve_with(listener, service, config, stop).await
+            }
+        }
+    });
+    if served.is_err() {
+        // The others stop and drain too: the process is going down.
+        one_failed.send_replace(true);
+    }
+    // Dropping a runtime waits for its blocking threads without limit; a read still parked
+    // then must not keep a stopped shard, and the process, alive.
+    runtime.shutdown_timeout(drain_deadline);
+    served
 }
