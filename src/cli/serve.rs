@@ -9,7 +9,7 @@ use crate::backends::{Filesystem, JsonlTraceSink, SystemClock};
 use crate::capsule::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_INFLIGHT_BUDGET_BYTES};
 use crate::confine::{Confinement, ConfinementReport, ConfinementStatus, landlock_abi};
 use crate::http::ListenerConfig;
-use crate::http::listener::{ShardSocket, serve_sharded};
+use crate::http::edge::{ShardSocket, serve_sharded};
 use crate::manifest::LaunchError;
 use crate::scope::Containment;
 use crate::{Capsule, Manifest};

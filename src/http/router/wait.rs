@@ -4,11 +4,14 @@
 //! exactly one `resource_list` line: when the answer is decided, or `client_gone` when the
 //! client leaves first (D-6.3, D-4.6.1).
 
-use super::{
-    Claim, FilesMount, ListAnswer, ListAsk, ListExtra, Listed, Outcome, Router, blocking, response,
-};
+use super::call::ListAsk;
+use super::listing::{ListAnswer, ListExtra, Listed};
+use super::mount::{FilesMount, Router};
+use super::outcome::Outcome;
+use crate::blocking;
 use crate::events::{ResourceList, ResourceListWaited};
 use crate::http::body::PlaneBody;
+use crate::http::response;
 use crate::http::watch_stream::WatchBody;
 use crate::planes::watch::hub::Woken;
 use crate::planes::watch::{Follower, client_etag};
@@ -167,7 +170,6 @@ impl Router {
                 extra,
             },
             generation,
-            &Claim::sole(),
         )
     }
 
@@ -211,7 +213,7 @@ impl Router {
                 body: WatchBody::new(follower, opening.map(|event| event.to_sse())),
             },
         };
-        self.render(outcome, generation, &Claim::sole())
+        self.render(outcome, generation)
     }
 }
 

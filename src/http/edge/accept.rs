@@ -1,7 +1,9 @@
-//! Where the listener's connections come from: anything that hands out connected byte streams.
+//! Where the listener's connections come from: anything that hands out connected byte streams,
+//! and how the listener takes them, retrying the errors that pass.
 
 use std::future::Future;
 use std::io;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// A source of connected byte streams for [`serve_with`](super::serve_with): a TCP or Unix
@@ -117,5 +119,122 @@ impl Accept for crate::backends::MemoryListener {
             .ok_or_else(|| {
                 io::Error::new(io::ErrorKind::NotConnected, "the memory transport is gone")
             })
+    }
+}
+
+/// A source of connections as the listener takes them: an error that passes ([`transient`]) is
+/// logged and retried after a pause of [`ACCEPT_BACKOFF_MIN`], doubling up to
+/// [`ACCEPT_BACKOFF_MAX`] while errors go on, and reset by the next connection.
+pub(super) struct Accepting<A> {
+    source: A,
+    /// The pause after the next transient error.
+    backoff: Duration,
+}
+
+impl<A: Accept> Accepting<A> {
+    pub(super) fn new(source: A) -> Self {
+        Accepting {
+            source,
+            backoff: ACCEPT_BACKOFF_MIN,
+        }
+    }
+
+    /// The next connection. Dropping the future (the listener stops) gives up waiting for it,
+    /// whether on the source or in a pause.
+    ///
+    /// # Errors
+    /// An error of the source that is not transient: the listening socket itself is gone.
+    pub(super) async fn next(&mut self) -> io::Result<A::Io> {
+        loop {
+            match self.source.accept().await {
+                Ok(stream) => {
+                    self.backoff = ACCEPT_BACKOFF_MIN;
+                    return Ok(stream);
+                }
+                Err(e) if transient(&e) => {
+                    let backoff = self.backoff;
+                    tracing::warn!("accept failed, retrying in {backoff:?}: {e}");
+                    tokio::time::sleep(backoff).await;
+                    self.backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                }
+                Err(e) => {
+                    tracing::error!("accept failed, the listener stops: {e}");
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// The first pause after a transient accept error.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+
+/// The longest pause between accept attempts while they keep failing.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Whether an accept error passes: out of descriptors or memory (`EMFILE`, `ENFILE`,
+/// `ENOBUFS`, `ENOMEM`: connections closing free them), or an error of the one connection being
+/// accepted rather than of the listening socket (`ECONNABORTED`, `EINTR`, and the network
+/// errors accept(2) says to treat like `EAGAIN`). Anything else (`EBADF`, `EINVAL`, ...) means
+/// the listening socket itself is gone.
+fn transient(error: &std::io::Error) -> bool {
+    use rustix::io::Errno;
+    let Some(code) = error.raw_os_error() else {
+        return matches!(
+            error.kind(),
+            std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::Interrupted
+                | std::io::ErrorKind::WouldBlock
+                | std::io::ErrorKind::TimedOut
+        );
+    };
+    [
+        Errno::MFILE,
+        Errno::NFILE,
+        Errno::NOBUFS,
+        Errno::NOMEM,
+        Errno::CONNABORTED,
+        Errno::CONNRESET,
+        Errno::INTR,
+        Errno::AGAIN,
+        Errno::PROTO,
+        Errno::PERM,
+        Errno::NETDOWN,
+        Errno::NETUNREACH,
+        Errno::HOSTDOWN,
+        Errno::HOSTUNREACH,
+        Errno::NOPROTOOPT,
+        Errno::OPNOTSUPP,
+        Errno::TIMEDOUT,
+    ]
+    .iter()
+    .any(|errno| errno.raw_os_error() == code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transient;
+    use rustix::io::Errno;
+
+    fn os(errno: Errno) -> std::io::Error {
+        std::io::Error::from_raw_os_error(errno.raw_os_error())
+    }
+
+    #[test]
+    fn running_out_of_descriptors_passes_and_a_broken_socket_does_not() {
+        for passing in [
+            Errno::MFILE,
+            Errno::NFILE,
+            Errno::CONNABORTED,
+            Errno::NOBUFS,
+        ] {
+            assert!(transient(&os(passing)), "{passing:?}");
+        }
+        for fatal in [Errno::BADF, Errno::INVAL, Errno::NOTSOCK, Errno::FAULT] {
+            assert!(!transient(&os(fatal)), "{fatal:?}");
+        }
+        assert!(transient(&std::io::ErrorKind::ConnectionAborted.into()));
+        assert!(!transient(&std::io::Error::other("the socket is gone")));
     }
 }

@@ -295,89 +295,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
             match &mut this.gate {
                 Gate::Open => return Pin::new(&mut this.inner).poll_read(cx, buf),
                 Gate::Closed => return Poll::Ready(Ok(())),
-                Gate::Refusing { reply, written } => {
-                    while *written < reply.len() {
-                        match ready!(Pin::new(&mut this.inner).poll_write(cx, &reply[*written..])) {
-                            Ok(0) => break,
-                            Ok(n) => *written += n,
-                            Err(e) => {
-                                this.gate = Gate::Closed;
-                                return Poll::Ready(Err(e));
-                            }
-                        }
-                    }
-                    this.gate = Gate::Closed;
-                }
-                Gate::Handing { handed } => {
-                    let rest = &this.seen[*handed..];
-                    let n = rest.len().min(buf.remaining());
-                    buf.put_slice(&rest[..n]);
-                    *handed += n;
-                    if *handed == this.seen.len() {
-                        this.seen = Vec::new();
-                        this.gate = Gate::Open;
-                    }
+                Gate::Refusing { .. } => ready!(this.poll_refuse(cx))?,
+                Gate::Handing { .. } => {
+                    this.hand_held(buf);
                     return Poll::Ready(Ok(()));
                 }
                 Gate::Watching => {
-                    // Read straight into the reader's buffer: usually the whole first line
-                    // arrives in one read, is judged where it lies, and is never copied. Bytes
-                    // held by `prime` are judged first, as if they had just been read.
-                    let before = buf.filled().len();
-                    let at_end = if std::mem::take(&mut this.primed) {
-                        this.seen.is_empty()
-                    } else {
-                        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-                        buf.filled().len() == before
-                    };
-                    let fresh = &buf.filled()[before..];
-                    let judged = if this.seen.is_empty() {
-                        this.scan.feed(fresh)
-                    } else {
-                        this.seen.extend_from_slice(fresh);
-                        this.scan.feed(&this.seen)
-                    };
-                    let held = this.seen.len().max(fresh.len());
-                    let lookahead = this.lookahead;
-                    this.gate = match judged {
-                        Verdict::Serve | Verdict::Undecided
-                            if this.seen.is_empty() && (at_end || held >= lookahead) =>
-                        {
-                            Gate::Open
-                        }
-                        Verdict::Serve if this.seen.is_empty() => Gate::Open,
-                        Verdict::Undecided if held < lookahead && !at_end => {
-                            // Hold the partial line back from the reader until it ends.
-                            if this.seen.is_empty() {
-                                this.seen.extend_from_slice(fresh);
-                            }
-                            buf.set_filled(before);
-                            continue;
-                        }
-                        Verdict::Serve | Verdict::Undecided => {
-                            // Bytes were held: the reader gets them all, in order.
-                            buf.set_filled(before);
-                            Gate::Handing { handed: 0 }
-                        }
-                        Verdict::Escape => {
-                            let held = if this.seen.is_empty() {
-                                fresh.to_vec()
-                            } else {
-                                std::mem::take(&mut this.seen)
-                            };
-                            this.seen = escape_fragments(&held);
-                            buf.set_filled(before);
-                            Gate::Handing { handed: 0 }
-                        }
-                        Verdict::Refuse => {
-                            buf.set_filled(before);
-                            this.seen = Vec::new();
-                            Gate::Refusing {
-                                reply: version_not_supported(this.clock.now_ms()),
-                                written: 0,
-                            }
-                        }
-                    };
+                    ready!(this.poll_watch(cx, buf))?;
                     if matches!(this.gate, Gate::Open) {
                         return Poll::Ready(Ok(()));
                     }
@@ -385,6 +309,129 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for VersionGate<S> {
             }
         }
     }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> VersionGate<S> {
+    /// Reads the first line's next bytes, judges them, and moves the gate on (see [`Step`]).
+    /// Reads straight into the reader's buffer: usually the whole first line arrives in one
+    /// read, is judged where it lies, and is never copied. Bytes held by `prime` are judged
+    /// first, as if they had just been read. `buf` keeps the bytes only when the gate opens on
+    /// them with nothing held.
+    ///
+    /// # Errors
+    /// The connection's read error.
+    fn poll_watch(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let at_end = if std::mem::take(&mut self.primed) {
+            self.seen.is_empty()
+        } else {
+            ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
+            buf.filled().len() == before
+        };
+        let fresh = &buf.filled()[before..];
+        let judged = if self.seen.is_empty() {
+            self.scan.feed(fresh)
+        } else {
+            self.seen.extend_from_slice(fresh);
+            self.scan.feed(&self.seen)
+        };
+        match self.step(judged, fresh, at_end) {
+            Step::Open => self.gate = Gate::Open,
+            Step::Hold => buf.set_filled(before),
+            Step::To(gate) => {
+                buf.set_filled(before);
+                self.gate = gate;
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// What the gate does once the held bytes and `fresh` (the bytes just read, at the end of
+    /// the held ones when any are held) are `judged`; `at_end`: the connection sent no more.
+    fn step(&mut self, judged: Verdict, fresh: &[u8], at_end: bool) -> Step {
+        let held = self.seen.len().max(fresh.len());
+        let none_held = self.seen.is_empty();
+        match judged {
+            Verdict::Serve | Verdict::Undecided
+                if none_held && (at_end || held >= self.lookahead) =>
+            {
+                Step::Open
+            }
+            Verdict::Serve if none_held => Step::Open,
+            Verdict::Undecided if held < self.lookahead && !at_end => {
+                // Hold the partial line back from the reader until it ends.
+                if none_held {
+                    self.seen.extend_from_slice(fresh);
+                }
+                Step::Hold
+            }
+            // Bytes were held: the reader gets them all, in order.
+            Verdict::Serve | Verdict::Undecided => Step::To(Gate::Handing { handed: 0 }),
+            Verdict::Escape => {
+                let held = if none_held {
+                    fresh.to_vec()
+                } else {
+                    std::mem::take(&mut self.seen)
+                };
+                self.seen = escape_fragments(&held);
+                Step::To(Gate::Handing { handed: 0 })
+            }
+            Verdict::Refuse => {
+                self.seen = Vec::new();
+                Step::To(Gate::Refusing {
+                    reply: version_not_supported(self.clock.now_ms()),
+                    written: 0,
+                })
+            }
+        }
+    }
+
+    /// Writes what is left of the 505, then closes the gate (a peer that takes no more closes
+    /// it too).
+    ///
+    /// # Errors
+    /// The connection's write error; the gate is closed.
+    fn poll_refuse(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Gate::Refusing { reply, written } = &mut self.gate {
+            while *written < reply.len() {
+                match ready!(Pin::new(&mut self.inner).poll_write(cx, &reply[*written..])) {
+                    Ok(0) => break,
+                    Ok(n) => *written += n,
+                    Err(e) => {
+                        self.gate = Gate::Closed;
+                        return Poll::Ready(Err(e));
+                    }
+                }
+            }
+        }
+        self.gate = Gate::Closed;
+        Poll::Ready(Ok(()))
+    }
+
+    /// Hands the reader as many held bytes as `buf` takes; once all are out, the gate opens.
+    fn hand_held(&mut self, buf: &mut ReadBuf<'_>) {
+        let Gate::Handing { handed } = &mut self.gate else {
+            return;
+        };
+        let rest = &self.seen[*handed..];
+        let n = rest.len().min(buf.remaining());
+        buf.put_slice(&rest[..n]);
+        *handed += n;
+        if *handed == self.seen.len() {
+            self.seen = Vec::new();
+            self.gate = Gate::Open;
+        }
+    }
+}
+
+/// What the gate does with bytes it has just judged.
+enum Step {
+    /// Opens: the reader keeps the bytes just read, and every later byte passes straight.
+    Open,
+    /// Holds the partial line back, and reads on.
+    Hold,
+    /// Takes the bytes back from the reader and moves to this state.
+    To(Gate),
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for VersionGate<S> {
