@@ -28,8 +28,6 @@
 
 pub(crate) mod clock;
 pub(crate) mod confine;
-// Its one user is the CLI's pull.
-#[cfg(feature = "cli")]
 pub(crate) mod dial;
 pub(crate) mod fs;
 pub(crate) mod identity;

@@ -9,13 +9,10 @@
 //! sent whole. Bytes already in the kernel's socket buffers are not counted; a client that
 //! reads nothing at all is dropped by the listener's send timeout.
 
-use crate::planes::watch::{Due, Follower, KEEP_ALIVE};
+use crate::planes::watch::{Due, Follower, KEEP_ALIVE, Steps};
 use bytes::{Bytes, BytesMut};
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Mutex;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -30,13 +27,9 @@ const FRAME: usize = 64 * 1024;
 
 /// The stream's events, produced on demand.
 pub(crate) struct WatchBody {
-    state: Option<Box<StreamState>>,
-    /// The step running; behind a mutex only so the body is `Sync`, reached through `&mut`.
-    step: Mutex<Option<Step>>,
+    steps: Steps<Box<StreamState>, Bytes>,
     ended: bool,
 }
-
-type Step = Pin<Box<dyn Future<Output = (Box<StreamState>, Option<Bytes>)> + Send>>;
 
 struct StreamState {
     follower: Follower,
@@ -56,13 +49,13 @@ impl fmt::Debug for WatchBody {
 impl WatchBody {
     /// A stream following `follower`, `opening` first.
     pub(crate) fn new(follower: Follower, opening: Option<Vec<u8>>) -> Self {
+        let state = Box::new(StreamState {
+            follower,
+            opening: opening.map(Bytes::from),
+            ends_at: Instant::now() + MAX_AGE,
+        });
         WatchBody {
-            state: Some(Box::new(StreamState {
-                follower,
-                opening: opening.map(Bytes::from),
-                ends_at: Instant::now() + MAX_AGE,
-            })),
-            step: Mutex::new(None),
+            steps: Steps::new(state, |state| Box::pin(state.next())),
             ended: false,
         }
     }
@@ -72,32 +65,9 @@ impl WatchBody {
         if self.ended {
             return Poll::Ready(None);
         }
-        let step = self.step.get_mut().unwrap_or_else(|e| e.into_inner());
-        if step.is_none() {
-            let Some(state) = self.state.take() else {
-                self.ended = true;
-                return Poll::Ready(None);
-            };
-            *step = Some(Box::pin(state.next()));
-        }
-        let Some(running) = step.as_mut() else {
-            return Poll::Ready(None);
-        };
-        let (state, bytes) = match running.as_mut().poll(cx) {
-            Poll::Ready(done) => done,
-            Poll::Pending => return Poll::Pending,
-        };
-        *step = None;
-        match bytes {
-            Some(bytes) => {
-                self.state = Some(state);
-                Poll::Ready(Some(bytes))
-            }
-            None => {
-                self.ended = true;
-                Poll::Ready(None)
-            }
-        }
+        let bytes = ready!(self.steps.poll_next(cx));
+        self.ended = bytes.is_none();
+        Poll::Ready(bytes)
     }
 
     /// Whether the stream has ended.

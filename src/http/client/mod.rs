@@ -8,13 +8,13 @@ mod redeem;
 pub(crate) use card::CardError;
 pub(crate) use redeem::{Credentials, RedeemError, Redeemed};
 
+use crate::backends::dial::{self, DialError, Http1};
 use crate::backends::net::{PeerTransport, TcpTransport};
-use crate::policy::{Address, Scheme};
+use crate::policy::Address;
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::TokioIo;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -162,19 +162,7 @@ impl PeerClient {
         headers: &[(HeaderName, HeaderValue)],
         limits: Limits,
     ) -> Result<PeerResponse, ClientError> {
-        let unreachable = |what: &str, e: &dyn std::fmt::Display| {
-            ClientError::Unreachable(format!("{what}: {e}"))
-        };
-        let host = target
-            .host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned();
-        let port = target.effective_port();
-        let stream = tokio::time::timeout(limits.connect, self.transport.connect(&host, port))
-            .await
-            .map_err(|_| ClientError::Unreachable("connect timed out".into()))?
-            .map_err(|e| unreachable("connect", &e))?;
+        let connected = dial::connect(self.transport.as_ref(), target, limits.connect).await?;
         let request = Request::get(path)
             .header(http::header::HOST, target.host_port())
             .header(http::header::CONNECTION, "close");
@@ -182,22 +170,19 @@ impl PeerClient {
             .iter()
             .fold(request, |r, (name, value)| r.header(name, value))
             .body(Empty::<Bytes>::new())
-            .map_err(|e| unreachable("request", &e))?;
-        match target.effective_scheme() {
-            Scheme::Http => send(TokioIo::new(stream), request, limits.max_body).await,
-            Scheme::Https => {
-                let name = rustls_pki_types::ServerName::try_from(host)
-                    .map_err(|e| unreachable("server name", &e))?;
-                let tls = tokio::time::timeout(
-                    limits.connect,
-                    tokio_rustls::TlsConnector::from(self.tls.clone()).connect(name, stream),
-                )
-                .await
-                .map_err(|_| ClientError::Unreachable("TLS handshake timed out".into()))?
-                .map_err(|e| unreachable("TLS", &e))?;
-                send(TokioIo::new(tls), request, limits.max_body).await
-            }
-        }
+            .map_err(|e| ClientError::Unreachable(format!("request: {e}")))?;
+        let connection = connected.handshake(&self.tls, limits.connect).await?;
+        send(connection, request, limits.max_body).await
+    }
+}
+
+impl From<DialError> for ClientError {
+    fn from(e: DialError) -> Self {
+        ClientError::Unreachable(match e {
+            DialError::ConnectTimedOut => "connect timed out".into(),
+            DialError::TlsTimedOut => "TLS handshake timed out".into(),
+            DialError::Failed(what) => what,
+        })
     }
 }
 
@@ -230,20 +215,14 @@ async fn read_capped(
     Ok(Some(collected.freeze()))
 }
 
-async fn send<IO>(
-    io: IO,
+/// Sends `request` over `connection` and reads the answer, its body under `max_body` for a
+/// success; the connection closes when this returns.
+async fn send(
+    connection: Http1,
     request: Request<Empty<Bytes>>,
     max_body: u64,
-) -> Result<PeerResponse, ClientError>
-where
-    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| ClientError::Unreachable(format!("handshake: {e}")))?;
-    let driver = tokio::spawn(async move {
-        let _ = connection.await;
-    });
+) -> Result<PeerResponse, ClientError> {
+    let Http1 { mut sender, driver } = connection;
     let result = async {
         let response = sender
             .send_request(request)
@@ -272,6 +251,6 @@ where
         })
     }
     .await;
-    driver.abort();
+    drop(driver);
     result
 }
