@@ -42,6 +42,15 @@ fn files_world() -> World {
     world("name: r\nexports: { files: { root: out/, mode: read-only, max_bytes: 64 } }")
 }
 
+/// The operator plane's own answer to `GET target` over HTTP, for comparison.
+async fn http_get(
+    w: &World,
+    target: impl AsRef<str>,
+) -> http::Response<resource_plane::http::PlaneBody> {
+    let request = http::Request::get(target.as_ref()).body(()).unwrap();
+    w.capsule.router().handle(request).await
+}
+
 /// An answer: status, headers, and the JSON-RPC messages of its body (JSON or SSE `data:`).
 struct Answer {
     status: u16,
@@ -166,11 +175,7 @@ async fn resources_are_the_listing_with_uri_mime_size_and_meta_and_each_list_is_
     let listed = call(&mcp, &session, "resources/list", json!({})).await;
     let resources = listed["result"]["resources"].as_array().unwrap().clone();
     // The operator plane's own listing of the same export.
-    let http = w
-        .capsule
-        .router()
-        .handle(http::Request::get("/resources/files").body(()).unwrap())
-        .await;
+    let http = http_get(&w, "/resources/files").await;
     let listing: Value = serde_json::from_slice(&http.body().bytes()).unwrap();
     let entries = listing["entries"].as_array().unwrap();
     assert_eq!(resources.len(), entries.len());
@@ -320,15 +325,7 @@ async fn reads_are_text_or_blob_with_the_etags_sha256_and_one_read_line_each() {
         assert_eq!(content["uri"], uri);
         assert_eq!(content.get("text").and_then(Value::as_str), text, "{name}");
         assert_eq!(content.get("blob").and_then(Value::as_str), blob, "{name}");
-        let http = w
-            .capsule
-            .router()
-            .handle(
-                http::Request::get(format!("/resources/files/{name}"))
-                    .body(())
-                    .unwrap(),
-            )
-            .await;
+        let http = http_get(&w, format!("/resources/files/{name}")).await;
         let etag = http.headers()["etag"].to_str().unwrap();
         assert_eq!(
             format!(
@@ -394,15 +391,7 @@ async fn hostile_reads_get_the_operator_planes_codes_and_trace_lines() {
         .await;
         assert_eq!(refused["error"]["code"], rpc, "{raw}");
         assert_eq!(refused["error"]["data"]["error"], code, "{raw}");
-        let http = w
-            .capsule
-            .router()
-            .handle(
-                http::Request::get(format!("/resources/files/{raw}"))
-                    .body(())
-                    .unwrap(),
-            )
-            .await;
+        let http = http_get(&w, format!("/resources/files/{raw}")).await;
         let body: Value = serde_json::from_slice(&http.body().bytes()).unwrap();
         assert_eq!(body["error"], code, "{raw} over HTTP");
         let events = w.trace.events();

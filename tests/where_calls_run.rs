@@ -259,11 +259,7 @@ async fn a_runtimes_own_planes_are_awaited_on_the_worker() {
     let fs = Arc::new(MemoryFilesystem::new());
     fs.add_file("out/small.md", "small\n", START_MS);
     let reports = Arc::new(Reports {
-        scope: ExportScope {
-            root: RootPath::parse("generated/").unwrap(),
-            max_bytes: 1024,
-            containment: Containment::Advisory,
-        },
+        scope: advisory_scope("generated/", 1024),
         text: Bytes::from_static(b"quarterly\n"),
         asked: Mutex::new(Vec::new()),
     });
@@ -272,11 +268,7 @@ async fn a_runtimes_own_planes_are_awaited_on_the_worker() {
             fs.clone(),
             Arc::new(ManualClock::new(START_MS)),
             Arc::new(FixedKeyStore::new([9; 32])),
-            ExportScope {
-                root: RootPath::parse("out/").unwrap(),
-                max_bytes: 1024,
-                containment: Containment::Advisory,
-            },
+            advisory_scope("out/", 1024),
             "ses_runtime".into(),
             ByteBudget::new(1 << 20),
             Origin::of_url("http://127.0.0.1:41234").unwrap(),
@@ -377,11 +369,7 @@ fn respond_runs_the_plane_call_on_the_callers_thread() {
     }
 
     let reports = Arc::new(Reports {
-        scope: ExportScope {
-            root: RootPath::parse("generated/").unwrap(),
-            max_bytes: 1024,
-            containment: Containment::Advisory,
-        },
+        scope: advisory_scope("generated/", 1024),
         text: Bytes::from_static(b"quarterly\n"),
         asked: Mutex::new(Vec::new()),
     });
@@ -436,11 +424,7 @@ async fn a_runtimes_plane_dropped_mid_call_leaves_one_client_gone_line() {
     }
     let dropped = Arc::new(AtomicUsize::new(0));
     let plane = Arc::new(Stuck {
-        scope: ExportScope {
-            root: RootPath::parse("out/").unwrap(),
-            max_bytes: 1024,
-            containment: Containment::Advisory,
-        },
+        scope: advisory_scope("out/", 1024),
         dropped: dropped.clone(),
     });
     let (capsule, sink) = capsule(Arc::new(MemoryFilesystem::new()), |builder| {
@@ -507,11 +491,7 @@ async fn a_streamed_read_sends_what_its_plane_vouched_for() {
     }
     let polled = Arc::new(AtomicUsize::new(0));
     let plane = Arc::new(Streaming {
-        scope: ExportScope {
-            root: RootPath::parse("out/").unwrap(),
-            max_bytes: 1024,
-            containment: Containment::Advisory,
-        },
+        scope: advisory_scope("out/", 1024),
         polled: polled.clone(),
     });
     let (capsule, sink) = capsule(Arc::new(MemoryFilesystem::new()), |builder| {
@@ -610,11 +590,7 @@ fn refusals_before_the_plane_never_reach_it() {
         }
     }
     let plane = Arc::new(Untouchable {
-        scope: ExportScope {
-            root: RootPath::parse("out/").unwrap(),
-            max_bytes: 1,
-            containment: Containment::Advisory,
-        },
+        scope: advisory_scope("out/", 1),
         calls: AtomicUsize::new(0),
     });
     let (capsule, sink) = capsule(Arc::new(MemoryFilesystem::new()), |builder| {
@@ -646,6 +622,15 @@ fn refusals_before_the_plane_never_reach_it() {
 }
 
 /// Bytes numbered so that any shift or cut shows.
+/// An advisory export scope of `root` with `max_bytes`, for a runtime's own plane.
+fn advisory_scope(root: &str, max_bytes: u64) -> ExportScope {
+    ExportScope {
+        root: RootPath::parse(root).unwrap(),
+        max_bytes,
+        containment: Containment::Advisory,
+    }
+}
+
 fn numbered(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()
 }

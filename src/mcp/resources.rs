@@ -101,15 +101,9 @@ impl ResourceServer {
         };
         let lent = self.listing().await?;
         let listing = &lent.listing;
-        // Sorted by path, byte order (D-3.5): the first path after the cursor's.
-        let start = after.as_deref().map_or(0, |after| {
-            listing
-                .raw_entries()
-                .take_while(|entry| entry.path <= after)
-                .count()
-        });
-        let mut rest = listing.raw_entries().skip(start).peekable();
-        let mut resources = Vec::with_capacity(PAGE_SIZE.min(listing.len() - start));
+        // Sorted by path, byte order (D-3.5): from the first path after the cursor's.
+        let mut rest = listing.raw_entries_after(after.as_deref()).peekable();
+        let mut resources = Vec::with_capacity(PAGE_SIZE.min(listing.len()));
         let mut last = None;
         while resources.len() < PAGE_SIZE
             && let Some(entry) = rest.next()

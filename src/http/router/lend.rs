@@ -6,7 +6,6 @@
 
 use super::mount::Router;
 use super::render::Line;
-use crate::events::ResourceList;
 use crate::planes::Listing;
 use crate::refusal::{Code, Refusal};
 use std::sync::Arc;
@@ -81,15 +80,7 @@ impl Router {
         outcome: &'static str,
         reason: Option<String>,
     ) -> Result<(), Refusal> {
-        let line = Line::List(ResourceList {
-            root: self.files_root(),
-            entry_count: counts.map(|c| c.0),
-            total_bytes: counts.map(|c| c.1),
-            generation,
-            containment_achieved: self.containment(),
-            outcome,
-            reason,
-        });
+        let line = Line::List(self.list_event(counts, generation, outcome, reason));
         line.emit(&self.mounted.tracer).map_err(|e| {
             tracing::error!("trace write failed, refusing the listing: {e}");
             Refusal::new(Code::IoError, "the trace line could not be written")

@@ -3,6 +3,7 @@
 
 use super::mount::{FilesMount, Router};
 use crate::blocking;
+use crate::events::ResourceList;
 use crate::http::listing_query::ListingQuery;
 use crate::planes::{Cancel, Listing, ListingBody, ListingHead};
 use crate::refusal::Refusal;
@@ -78,5 +79,28 @@ impl Router {
         let body = ListingBody::new(listing, &head);
         let etag = crate::wire::etag::of_digest(&body.sha256());
         Listed { body, etag }
+    }
+}
+
+impl Router {
+    /// The `resource_list` event of this router's export: the listing's counts (`None` when it
+    /// was refused or is not known), at `generation`, with its outcome and reason. Every
+    /// listing line the router writes (answered, waited, streamed, lent) is built here.
+    pub(super) fn list_event(
+        &self,
+        counts: Option<(u64, u64)>,
+        generation: u64,
+        outcome: &'static str,
+        reason: Option<String>,
+    ) -> ResourceList {
+        ResourceList {
+            root: self.files_root(),
+            entry_count: counts.map(|c| c.0),
+            total_bytes: counts.map(|c| c.1),
+            generation,
+            containment_achieved: self.containment(),
+            outcome,
+            reason,
+        }
     }
 }

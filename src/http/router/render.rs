@@ -90,15 +90,7 @@ impl Router {
             }
             ListAnswer::Unchanged { etag, .. } => Body::ListingNotModified(scope, etag),
         }));
-        let line = extra.line(ResourceList {
-            root: self.files_root(),
-            entry_count: counts.map(|c| c.0),
-            total_bytes: counts.map(|c| c.1),
-            generation,
-            containment_achieved: self.containment(),
-            outcome,
-            reason,
-        });
+        let line = extra.line(self.list_event(counts, generation, outcome, reason));
         (line, body)
     }
 
@@ -112,15 +104,12 @@ impl Router {
         generation: u64,
     ) -> (Line, Body<'p>) {
         let line = Line::ListWaited(ResourceListWaited {
-            event: ResourceList {
-                root: self.files_root(),
-                entry_count: Some(current.entry_count),
-                total_bytes: Some(current.total_bytes),
+            event: self.list_event(
+                Some((current.entry_count, current.total_bytes)),
                 generation,
-                containment_achieved: self.containment(),
-                outcome: "ok",
-                reason: None,
-            },
+                "ok",
+                None,
+            ),
             waited_ms: None,
             watch: true,
         });

@@ -9,7 +9,7 @@ use super::listing::{ListAnswer, ListExtra, Listed};
 use super::mount::{FilesMount, Router};
 use super::outcome::Outcome;
 use crate::blocking;
-use crate::events::{ResourceList, ResourceListWaited};
+use crate::events::ResourceListWaited;
 use crate::http::body::PlaneBody;
 use crate::http::response;
 use crate::http::watch_stream::WatchBody;
@@ -60,15 +60,12 @@ impl Drop for GoneGuard {
             return;
         }
         let event = ResourceListWaited {
-            event: ResourceList {
-                root: self.router.files_root(),
-                entry_count: None,
-                total_bytes: None,
-                generation: self.generation,
-                containment_achieved: self.router.containment(),
-                outcome: "client_gone",
-                reason: Some("the client went away while the request waited".into()),
-            },
+            event: self.router.list_event(
+                None,
+                self.generation,
+                "client_gone",
+                Some("the client went away while the request waited".into()),
+            ),
             waited_ms: (!self.watch).then(|| self.waited_ms()),
             watch: self.watch,
         };

@@ -167,7 +167,20 @@ impl Listing {
     /// The entries, in order, borrowed: path, size, mtime and hash, with nothing allocated
     /// (a watcher compares two listings of 100,000 entries on every change).
     pub(crate) fn raw_entries(&self) -> impl Iterator<Item = RawEntry<'_>> + '_ {
-        self.entries.iter().map(|e| RawEntry {
+        self.raw_entries_after(None)
+    }
+
+    /// The entries whose path sorts after `after` (all of them for `None`), in order,
+    /// borrowed; the first found by binary search, so a page deep into a large listing costs
+    /// no walk from its start.
+    pub(crate) fn raw_entries_after(
+        &self,
+        after: Option<&str>,
+    ) -> impl Iterator<Item = RawEntry<'_>> + '_ {
+        let start = after.map_or(0, |after| {
+            self.entries.partition_point(|e| self.path(e) <= after)
+        });
+        self.entries[start..].iter().map(|e| RawEntry {
             path: self.path(e),
             size: e.size,
             mtime_ms: e.mtime_ms,
@@ -304,6 +317,37 @@ impl Filler<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_after_a_path_start_at_the_first_that_sorts_after_it() {
+        let entry = |path: &str| ListingEntry {
+            path: path.into(),
+            size_bytes: 1,
+            mtime_ms: 0,
+            sha256: "00".repeat(32),
+        };
+        let listing = Listing::from_entries(["b/x", "a", "b", "c"].map(entry).to_vec());
+        let after = |cursor| {
+            listing
+                .raw_entries_after(cursor)
+                .map(|e| e.path)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(after(None), ["a", "b", "b/x", "c"]);
+        assert_eq!(after(Some("a")), ["b", "b/x", "c"]);
+        assert_eq!(
+            after(Some("b")),
+            ["b/x", "c"],
+            "a path is never on two pages"
+        );
+        assert_eq!(
+            after(Some("b/")),
+            ["b/x", "c"],
+            "a cursor that is gone still places"
+        );
+        assert_eq!(after(Some("")), ["a", "b", "b/x", "c"]);
+        assert!(after(Some("d")).is_empty());
+    }
 
     #[test]
     fn entries_with_a_hash_that_is_not_64_hex_digits_are_not_listed() {
