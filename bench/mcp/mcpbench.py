@@ -27,10 +27,14 @@ import urllib.request
 
 TICK = os.sysconf("SC_CLK_TCK")
 PROTOCOL = "2025-06-18"
+# The newest protocol the SDK speaks: no sessions, every request carries its own version.
+STATELESS = "2026-07-28"
 
 
 def cpu_seconds(pid):
-    """User + system CPU seconds of the process `pid` (all its threads)."""
+    """User + system CPU seconds of the process `pid`, all its threads, the ones that have
+    ended included (a listing's pool threads come and go). The kernel keeps the sum exact and
+    shows it in clock ticks, so a batch must hold enough ticks to round off little."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     # After the ")" closing comm: fields[11] is utime, fields[12] stime (stat fields 14, 15).
@@ -130,11 +134,12 @@ class HttpMcp:
         self.server_info = init["result"]["serverInfo"]
         self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-    def post(self, message):
+    def post(self, message, version=PROTOCOL, extra=None):
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": PROTOCOL,
+            "MCP-Protocol-Version": version,
+            **(extra or {}),
         }
         if self.session:
             headers["Mcp-Session-Id"] = self.session
@@ -186,6 +191,31 @@ class HttpMcp:
             cursor = reply["result"].get("nextCursor")
             if not cursor:
                 return count, pages
+
+
+class StatelessMcp(HttpMcp):
+    """resource-plane's /mcp at protocol 2026-07-28: no initialize, no session; each request
+    names its method (and, for a read, its uri) in headers and its version in `_meta`."""
+
+    def __init__(self, url):
+        self.endpoint = f"{url}/mcp"
+        self.session = None
+        self.next_id = 0
+        self.meta = {
+            "io.modelcontextprotocol/protocolVersion": STATELESS,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "mcpbench", "version": "0"},
+        }
+
+    def request(self, method, params):
+        self.next_id += 1
+        headers = {"Mcp-Method": method}
+        if method == "resources/read":
+            headers["Mcp-Name"] = params["uri"]
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method,
+                   "params": {**params, "_meta": self.meta}}
+        reply, _ = self.post(message, STATELESS, headers)
+        return reply
 
 
 def http_get(url):
@@ -268,6 +298,7 @@ def escapes(refs, url, root):
 def perf(ref_js, url, rp_pid, data, rounds):
     ref = StdioServer(ref_js, data)
     mcp = HttpMcp(url)
+    stateless = StatelessMcp(url)
     ref_pid = ref.pid
     files = f"{url}/resources/files"
 
@@ -299,11 +330,11 @@ def perf(ref_js, url, rp_pid, data, rounds):
             assert served and len(text) >= size, (tool, name, len(text))
         return run
 
-    def rp_mcp_read(name, size):
+    def rp_mcp_read(name, size, client=mcp):
         uri = file_uri(url, name)
 
         def run():
-            served, got = mcp.read(uri)
+            served, got = client.read(uri)
             assert served and len(got) == size, (name, got if not served else len(got))
         return run
 
@@ -324,11 +355,11 @@ def perf(ref_js, url, rp_pid, data, rounds):
         else:
             raise AssertionError("a missing file was served")
 
-    def rp_mcp_floor(method):
-        # The SDK's own cost of one request in a session, with next to nothing to do:
-        # what every resources/read pays before it reads.
+    def rp_mcp_floor(method, client=mcp):
+        # The SDK's own cost of one request, with next to nothing to do: what every
+        # resources/read pays before it reads.
         def run():
-            reply = mcp.request(method, {})
+            reply = client.request(method, {})
             assert "result" in reply, reply
         return run
 
@@ -353,6 +384,12 @@ def perf(ref_js, url, rp_pid, data, rounds):
         "4k/rp http GET 404": (rp_pid, rp_http_missing, 2000),
         "4k/rp mcp ping (floor)": (rp_pid, rp_mcp_floor("ping"), 2000),
         "4k/rp mcp resources/templates/list (floor)": (rp_pid, rp_mcp_floor("resources/templates/list"), 2000),
+        f"4k/rp mcp {STATELESS} resources/read 4k.bin (blob)":
+            (rp_pid, rp_mcp_read("4k.bin", KiB, stateless), 2000),
+        f"4k/rp mcp {STATELESS} resources/read 4k.txt (text)":
+            (rp_pid, rp_mcp_read("4k.txt", KiB, stateless), 2000),
+        f"4k/rp mcp {STATELESS} resources/templates/list (floor)":
+            (rp_pid, rp_mcp_floor("resources/templates/list", stateless), 2000),
     }
     names = list(cases)
     # A warm-up round, not recorded: page cache, the servers' caches, the JIT.

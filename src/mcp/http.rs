@@ -3,6 +3,7 @@
 
 use super::changes::ExportChanges;
 use super::cursor::Cursors;
+use super::event_stream::{self, Heartbeat, KEEP_ALIVE_EVERY};
 use super::resources::{ResourceServer, Shared};
 use crate::Capsule;
 use crate::backends::{OsRandom, Random};
@@ -193,6 +194,8 @@ impl McpConfig {
 pub struct McpService {
     inner: Option<StreamableHttpService<ResourceServer, BoundedSessions>>,
     sessions: Arc<BoundedSessions>,
+    /// The keep-alive clock of this service's event streams.
+    heart: Arc<Heartbeat>,
 }
 
 impl fmt::Debug for McpService {
@@ -229,6 +232,7 @@ impl McpService {
             return McpService {
                 inner: None,
                 sessions,
+                heart: Heartbeat::new(KEEP_ALIVE_EVERY),
             };
         }
         let base = advertised_url.trim_end_matches('/');
@@ -258,6 +262,11 @@ impl McpService {
             .with_allowed_origins(origins)
             .enforce_origin_validation()
             .with_sse_retry(None)
+            // Keep-alive comments come from this service's one clock instead (event_stream).
+            .with_sse_keep_alive(None)
+            // A stateless (2026-07-28) answer with nothing before it is plain JSON: one body
+            // with a length, no event framing. Session answers stay event streams.
+            .with_json_response(true)
             .with_max_request_body_bytes(config.max_body_bytes);
         let service = StreamableHttpService::new(
             move || Ok(ResourceServer::new(shared.clone())),
@@ -267,6 +276,7 @@ impl McpService {
         McpService {
             inner: Some(service),
             sessions,
+            heart: Heartbeat::new(KEEP_ALIVE_EVERY),
         }
     }
 
@@ -288,8 +298,11 @@ impl McpService {
         if opens_session(&request) && self.sessions.count().await >= self.sessions.max {
             return sessions_full();
         }
-        let delete = request.method() == http::Method::DELETE;
-        let mut response = inner.handle(request).await;
+        let method = request.method().clone();
+        let response = inner.handle(request).await;
+        let read_ahead = method == http::Method::POST;
+        let mut response = event_stream::shaped(response, &self.heart, read_ahead).await;
+        let delete = method == http::Method::DELETE;
         // A session ended by `DELETE` is answered `200`, which every client reads as done
         // (the SDK's `202` makes some log a failed termination).
         if delete && response.status() == http::StatusCode::ACCEPTED {

@@ -17,6 +17,7 @@
 
 mod changes;
 mod cursor;
+mod event_stream;
 mod http;
 mod mime;
 mod resources;
