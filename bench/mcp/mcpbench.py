@@ -363,6 +363,17 @@ def perf(ref_js, url, rp_pid, data, rounds):
             assert "result" in reply, reply
         return run
 
+    def rp_mcp_refused_read():
+        # resources/read of a uri that is not this server's: everything the SDK does for a
+        # read request (its parse of this request shape, the session, the spawned handler,
+        # the answer) with nothing read or encoded.
+        foreign = "http://elsewhere.invalid/resources/files/4k.bin"
+
+        def run():
+            reply = mcp.request("resources/read", {"uri": foreign})
+            assert reply["error"]["code"] == -32002, reply
+        return run
+
     MiB, KiB = 1 << 20, 4096
     # name: (server pid, one operation, operations per batch). A batch holds 20 or more CPU
     # ticks of the server on the machine this was written on, so the tick rounds off <= 5%.
@@ -384,6 +395,7 @@ def perf(ref_js, url, rp_pid, data, rounds):
         "4k/rp http GET 404": (rp_pid, rp_http_missing, 2000),
         "4k/rp mcp ping (floor)": (rp_pid, rp_mcp_floor("ping"), 2000),
         "4k/rp mcp resources/templates/list (floor)": (rp_pid, rp_mcp_floor("resources/templates/list"), 2000),
+        "4k/rp mcp resources/read refused (floor)": (rp_pid, rp_mcp_refused_read(), 2000),
         f"4k/rp mcp {STATELESS} resources/read 4k.bin (blob)":
             (rp_pid, rp_mcp_read("4k.bin", KiB, stateless), 2000),
         f"4k/rp mcp {STATELESS} resources/read 4k.txt (text)":

@@ -68,6 +68,7 @@ print(f"| rp http GET 404 (the HTTP request around a read) | {http_404 / http_4k
 print(f"| rp http GET 4k.bin | 1.00x | — |")
 stateless_floor = cases["4k/rp mcp 2026-07-28 resources/templates/list (floor)"]["cpu_ms"]
 for name in ["4k/rp mcp ping (floor)", "4k/rp mcp resources/templates/list (floor)",
+             "4k/rp mcp resources/read refused (floor)",
              "4k/rp mcp resources/read 4k.bin (blob)", "4k/rp mcp resources/read 4k.txt (text)",
              "4k/rp mcp 2026-07-28 resources/templates/list (floor)",
              "4k/rp mcp 2026-07-28 resources/read 4k.bin (blob)",
@@ -75,8 +76,16 @@ for name in ["4k/rp mcp ping (floor)", "4k/rp mcp resources/templates/list (floo
     c = cases[name]["cpu_ms"]
     under = stateless_floor if "2026-07-28" in name else floor
     print(f"| {name.split('/', 1)[1]} | {c / http_4k:.2f}x | {c - under:.3f} |")
-print(f"\nThe read itself over HTTP (GET 4k.bin - GET 404): {http_4k - http_404:.3f} ms; "
-      f"the floor plus that read: {(floor + http_4k - http_404) / http_4k:.2f}x the HTTP read.")
+read = http_4k - http_404
+refused = cases["4k/rp mcp resources/read refused (floor)"]["cpu_ms"]
+print(f"\nThe read itself over HTTP (GET 4k.bin - GET 404): {read:.3f} ms. "
+      f"`ping` plus that read: {(floor + read) / http_4k:.2f}x the HTTP read. "
+      f"The SDK's floor for a read request (a `resources/read` of a uri that is not this "
+      f"server's, refused before anything is read: the same request parsed, dispatched and "
+      f"answered) plus that read: {(refused + read) / http_4k:.2f}x. Above that floor, a read "
+      f"spends {cases['4k/rp mcp resources/read 4k.bin (blob)']['cpu_ms'] - refused - read:.3f} ms "
+      f"(blob) and {cases['4k/rp mcp resources/read 4k.txt (text)']['cpu_ms'] - refused - read:.3f} ms "
+      f"(text) on its answer: the 4 KiB encoded (base64 or JSON-escaped), the larger event written.")
 
 print("\n## Against the reference server (CPU ratio reference / resource-plane, same operation)\n")
 print("| operation | reference | resource-plane | CPU ratio | wall ratio |")
