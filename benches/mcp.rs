@@ -6,6 +6,7 @@
 //! | `mcp/read_4k_blob` | `resources/read` of a 4 KiB binary file in a 2025-11-25 session, through `McpService` (JSON-RPC parse, the SDK's session worker, the handler, base64, the SSE answer), body collected | `GET` of the same file through the capsule's router, body collected |
 //! | `mcp/read_4k_text` | the same for a 4 KiB text file (`text`, JSON-escaped) | the same `GET` |
 //! | `mcp/ping` | the SDK's `ping` in the same session: the floor every request pays | the same `GET` |
+//! | `mcp/read_refused` | `resources/read` of a uri that is not this capsule's: the request parsed, dispatched and answered, nothing read | `GET` of a file that does not exist (`404`) |
 //!
 //! The end of the run prints each `mcp` beside its `http`; `bench/mcp/side_by_side.sh` measures
 //! the same over real connections against a real client.
@@ -22,6 +23,30 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const URL: &str = "http://127.0.0.1:41234";
+const MISSING: &str = "no-such-file";
+
+/// Each group: its name, the MCP method, the uri read, and the file the HTTP baseline gets.
+const GROUPS: [(&str, &str, &str, &str); 4] = [
+    (
+        "mcp/read_4k_blob",
+        "resources/read",
+        "{URL}/resources/files/4k.bin",
+        "4k.bin",
+    ),
+    (
+        "mcp/read_4k_text",
+        "resources/read",
+        "{URL}/resources/files/4k.txt",
+        "4k.txt",
+    ),
+    ("mcp/ping", "ping", "", "4k.bin"),
+    (
+        "mcp/read_refused",
+        "resources/read",
+        "http://elsewhere.invalid/resources/files/4k.bin",
+        MISSING,
+    ),
+];
 
 /// A trace sink that keeps nothing: the line is built, not stored.
 #[derive(Debug)]
@@ -103,33 +128,30 @@ fn main() {
         let request = http::Request::get(format!("/resources/files/{name}"))
             .body(())
             .unwrap();
+        let status = if name == MISSING { 404 } else { 200 };
         runtime.block_on(async {
             let response = router.handle(request).await;
-            assert_eq!(response.status(), 200);
+            assert_eq!(response.status(), status);
             response.into_body().collect().await.unwrap().to_bytes()
         })
     };
-    let mcp_call = |method: &str, params: Value| {
+    let mcp_call = |method: &str, params: Value, refused: bool| {
         let body = json!({"jsonrpc":"2.0","id":1,"method":method,"params":params});
         let (_, answer) = runtime.block_on(answer(&mcp, post(Some(&session), &body)));
-        assert!(
-            !answer.windows(8).any(|w| w == b"\"error\":"),
-            "{}",
-            String::from_utf8_lossy(&answer)
-        );
+        let error = answer.windows(8).any(|w| w == b"\"error\":");
+        assert_eq!(error, refused, "{}", String::from_utf8_lossy(&answer));
         answer
     };
-    for (group, method, file) in [
-        ("mcp/read_4k_blob", "resources/read", "4k.bin"),
-        ("mcp/read_4k_text", "resources/read", "4k.txt"),
-        ("mcp/ping", "ping", "4k.bin"),
-    ] {
+    for (group, method, uri, file) in GROUPS {
         let params = match method {
             "ping" => json!({}),
-            _ => json!({"uri": format!("{URL}/resources/files/{file}")}),
+            _ => json!({"uri": uri.replace("{URL}", URL)}),
         };
+        let refused = file == MISSING;
         let mut g = c.benchmark_group(group);
-        g.bench_function("mcp", |b| b.iter(|| mcp_call(method, params.clone())));
+        g.bench_function("mcp", |b| {
+            b.iter(|| mcp_call(method, params.clone(), refused))
+        });
         g.bench_function("http", |b| b.iter(|| http_get(file)));
         g.finish();
     }
@@ -150,7 +172,7 @@ fn report(base: &Path) {
         "\n{:<18} {:>12} {:>12} {:>8}",
         "group", "mcp", "http", "ratio"
     );
-    for group in ["mcp/read_4k_blob", "mcp/read_4k_text", "mcp/ping"] {
+    for (group, ..) in GROUPS {
         if let (Some(m), Some(h)) = (mean(group, "mcp"), mean(group, "http")) {
             println!(
                 "{group:<18} {:>9.2} µs {:>9.2} µs {:>7.2}x",

@@ -24,7 +24,7 @@ use http_body_util::BodyExt;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -38,8 +38,8 @@ const COMMENT: &[u8] = b":\n\n";
 /// One clock for every event stream of a service.
 ///
 /// The ticking task starts on the runtime of the first stream that waits, holds only a weak
-/// reference (it ends with the service), and starts again on a later waiter's runtime if the
-/// runtime it ran on has ended.
+/// reference (it ends with the service), stops at a beat no stream waits for, and starts again
+/// on the runtime of the next stream that waits (also when the runtime it ran on has ended).
 #[derive(Debug)]
 pub(crate) struct Heartbeat {
     beats: watch::Sender<u64>,
@@ -58,18 +58,20 @@ impl Heartbeat {
 
     /// A future that completes at the next beat, starting the clock if it is not running.
     fn next_beat(self: &Arc<Self>) -> WaitForBeat {
-        self.keep_ticking();
-        let mut beats = self.beats.subscribe();
+        let mut beats = {
+            // Subscribed under the clock's lock, so the clock cannot see "nobody waits" and
+            // stop between this start and this subscription.
+            let mut ticker = self.ticker.lock().unwrap_or_else(PoisonError::into_inner);
+            self.keep_ticking(&mut ticker);
+            self.beats.subscribe()
+        };
         Box::pin(async move {
             // An error means the service is gone; the stream it fed is ending too.
             let _ = beats.changed().await;
         })
     }
 
-    fn keep_ticking(self: &Arc<Self>) {
-        let Ok(mut ticker) = self.ticker.lock() else {
-            return;
-        };
+    fn keep_ticking(self: &Arc<Self>, ticker: &mut Option<tokio::task::AbortHandle>) {
         if ticker.as_ref().is_some_and(|task| !task.is_finished()) {
             return;
         }
@@ -85,6 +87,13 @@ impl Heartbeat {
                 let Some(heart) = heart.upgrade() else {
                     return;
                 };
+                let mut ticker = heart.ticker.lock().unwrap_or_else(PoisonError::into_inner);
+                // Nobody waits: stop, so an idle endpoint wakes nothing; the next stream
+                // that waits starts the clock again.
+                if heart.beats.receiver_count() == 0 {
+                    *ticker = None;
+                    return;
+                }
                 heart
                     .beats
                     .send_modify(|count| *count = count.wrapping_add(1));
@@ -263,17 +272,31 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_first_frame_is_read_before_the_response_is_returned() {
+    async fn a_post_answer_is_returned_only_once_its_first_event_is_ready() {
         let heart = Heartbeat::new(KEEP_ALIVE_EVERY);
-        let body = Full::new(Bytes::from_static(b"data: answer\n\n")).boxed();
-        let mut body = shaped(with_type(body, "text/event-stream"), &heart, true)
+        let (events, receiver) = tokio::sync::mpsc::channel::<Bytes>(1);
+        let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+            let event = receiver.recv().await?;
+            Some((Ok::<_, Infallible>(Frame::data(event)), receiver))
+        });
+        let body = StreamBody::new(stream).boxed();
+        let shaping = tokio::spawn(async move {
+            shaped(with_type(body, "text/event-stream"), &heart, true).await
+        });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!shaping.is_finished(), "answered before its first event");
+        events
+            .send(Bytes::from_static(b"data: answer\n\n"))
             .await
-            .into_body();
-        // Read ahead: the size is known and the inner body is spent.
-        assert_eq!(body.size_hint().exact(), Some(14));
-        assert!(!body.is_end_stream());
+            .unwrap();
+        drop(events);
+        let mut body = shaping.await.unwrap().into_body();
+        // The event is already in hand: its size is known before it is read.
+        assert_eq!(body.size_hint().lower(), 14);
         assert_eq!(next_data(&mut body).await, "data: answer\n\n");
-        assert!(body.is_end_stream());
+        assert!(body.frame().await.is_none());
     }
 
     #[tokio::test]
@@ -321,12 +344,27 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn the_clock_stops_when_no_stream_waits_and_starts_again_for_the_next() {
+        let heart = Heartbeat::new(KEEP_ALIVE_EVERY);
+        drop(heart.next_beat());
+        assert!(heart.is_ticking());
+        tokio::time::sleep(KEEP_ALIVE_EVERY * 2).await;
+        assert!(!heart.is_ticking(), "the clock ticks with nobody waiting");
+        let started = tokio::time::Instant::now();
+        heart.next_beat().await;
+        assert!(
+            started.elapsed() <= KEEP_ALIVE_EVERY,
+            "a new waiter heard no beat"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn the_clock_stops_with_its_service() {
         let heart = Heartbeat::new(KEEP_ALIVE_EVERY);
-        let mut waiting = heart.next_beat();
+        drop(heart.next_beat());
         let task = heart.ticker.lock().unwrap().clone().unwrap();
-        (&mut waiting).await;
-        drop(waiting);
+        // Someone still listens, so only the service's end can stop the clock.
+        let _listener = heart.beats.subscribe();
         drop(heart);
         tokio::time::sleep(KEEP_ALIVE_EVERY * 2).await;
         assert!(task.is_finished(), "the clock outlived its service");
