@@ -237,7 +237,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http_body_util::{Full, StreamBody};
+    use http_body_util::StreamBody;
 
     fn with_type(body: McpBody, kind: &'static str) -> Response<McpBody> {
         let mut response = Response::new(body);
