@@ -6,15 +6,15 @@
 //! write: two segments and two wake-ups of the client for every request. A `POST`'s stream
 //! carries its answer (and any notice sent while it is made) and then ends, so waiting for the
 //! first event before answering loses nothing: head, event and, when the stream ends right
-//! after it, the closing chunk leave in one write ([`after_first_event`]).
+//! after it, the closing chunk leave in one write ([`shaped`]).
 //!
 //! A stream that stays open (the `GET` notification stream, `subscriptions/listen`) needs a
 //! comment now and then so that proxies and clients with read timeouts keep it. The SDK's own
 //! keep-alive arms a timer for every stream, answers included, and arming a timer due sooner
 //! than any other wakes the runtime's driver: a syscall and an extra turn per request. Here a
 //! stream only waits on the service's [`Heartbeat`] while it has nothing to send, and a beat
-//! sends every waiting stream one comment (`:`), so an idle stream hears one within two
-//! intervals and a request answered at once arms nothing.
+//! sends every waiting stream one comment (`:`), so an idle stream hears one at least every
+//! interval and a request answered at once arms nothing.
 
 use super::http::McpBody;
 use bytes::Bytes;

@@ -228,11 +228,12 @@ impl McpService {
             max: config.max_sessions,
             creating: tokio::sync::Mutex::new(()),
         });
+        let heart = Heartbeat::new(KEEP_ALIVE_EVERY);
         if !router.serves_files() {
             return McpService {
                 inner: None,
                 sessions,
-                heart: Heartbeat::new(KEEP_ALIVE_EVERY),
+                heart,
             };
         }
         let base = advertised_url.trim_end_matches('/');
@@ -276,7 +277,7 @@ impl McpService {
         McpService {
             inner: Some(service),
             sessions,
-            heart: Heartbeat::new(KEEP_ALIVE_EVERY),
+            heart,
         }
     }
 
