@@ -14,7 +14,8 @@
 //! than any other wakes the runtime's driver: a syscall and an extra turn per request. Here a
 //! stream only waits on the service's [`Heartbeat`] while it has nothing to send, and a beat
 //! sends every waiting stream one comment (`:`), so an idle stream hears one at least every
-//! interval and a request answered at once arms nothing.
+//! interval and no request arms a timer of its own (while its handler runs, its stream waits on
+//! the shared clock, starting it if nobody else was waiting).
 
 use super::http::McpBody;
 use bytes::Bytes;
@@ -149,7 +150,8 @@ pub(crate) async fn shaped(
 struct KeptAlive {
     inner: McpBody,
     heart: Arc<Heartbeat>,
-    /// The next beat, while the stream has nothing to send.
+    /// The next beat, while the stream has nothing to send. The mutex only makes the body
+    /// `Sync`, as a boxed body must be; polling has `&mut` and never locks it.
     waiting: Option<Mutex<WaitForBeat>>,
 }
 
