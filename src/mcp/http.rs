@@ -192,7 +192,9 @@ impl McpConfig {
 /// ```
 #[derive(Clone)]
 pub struct McpService {
-    inner: Option<StreamableHttpService<ResourceServer, BoundedSessions>>,
+    /// Shared, not cloned: the SDK's service carries its configuration (the allowed hosts and
+    /// origins) by value, and a clone per connection and per request copied every string.
+    inner: Option<Arc<StreamableHttpService<ResourceServer, BoundedSessions>>>,
     sessions: Arc<BoundedSessions>,
     /// The keep-alive clock of this service's event streams.
     heart: Arc<Heartbeat>,
@@ -275,7 +277,7 @@ impl McpService {
             http_config,
         );
         McpService {
-            inner: Some(service),
+            inner: Some(Arc::new(service)),
             sessions,
             heart,
         }
