@@ -30,7 +30,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// How often an idle event stream hears a keep-alive comment, at most one interval late.
+/// How often the keep-alive clock beats: a stream with nothing to send hears a comment at
+/// least this often.
 pub(crate) const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
 
 /// The SSE comment a beat sends: ignored by every event-stream parser.
