@@ -6,7 +6,8 @@ least a client can be (one JSON-RPC message per request, no schema validation), 
 measured is the server's and the transport's, not a client library's parsing.
 
   mcpbench.py escapes  REF_JS_LABEL=REF_JS ... -- RP_URL ROOT   (path-escape checks, JSON lines)
-  mcpbench.py perf     REF_JS RP_URL RP_PID DATA_DIR ROUNDS     (timings, JSON lines)
+  mcpbench.py perf     REF_JS RP_URL RP_PID DATA_DIR ROUNDS FLOOR_URL FLOOR_PID
+                                                                (timings, JSON lines)
 
 Server CPU is user + system time of the server's process (all its threads) from
 /proc/<pid>/stat, read before and after a batch of requests; a batch is long enough that the
@@ -295,9 +296,10 @@ def escapes(refs, url, root):
 # ---------------------------------------------------------------- timings
 
 
-def perf(ref_js, url, rp_pid, data, rounds):
+def perf(ref_js, url, rp_pid, data, rounds, floor_url, floor_pid):
     ref = StdioServer(ref_js, data)
     mcp = HttpMcp(url)
+    floor = HttpMcp(floor_url)
     stateless = StatelessMcp(url)
     ref_pid = ref.pid
     files = f"{url}/resources/files"
@@ -330,8 +332,8 @@ def perf(ref_js, url, rp_pid, data, rounds):
             assert served and len(text) >= size, (tool, name, len(text))
         return run
 
-    def rp_mcp_read(name, size, client=mcp):
-        uri = file_uri(url, name)
+    def rp_mcp_read(name, size, client=mcp, base=url):
+        uri = file_uri(base, name)
 
         def run():
             served, got = client.read(uri)
@@ -402,6 +404,13 @@ def perf(ref_js, url, rp_pid, data, rounds):
             (rp_pid, rp_mcp_read("4k.txt", KiB, stateless), 2000),
         f"4k/rp mcp {STATELESS} resources/templates/list (floor)":
             (rp_pid, rp_mcp_floor("resources/templates/list", stateless), 2000),
+        # The least MCP server D-18 allows (bench/floors, mcp_floor): the SDK, a session, the
+        # operator read, the answer and its trace line, and nothing else.
+        "4k/floor mcp resources/read 4k.bin (blob)":
+            (floor_pid, rp_mcp_read("4k.bin", KiB, floor, floor_url), 2000),
+        "4k/floor mcp resources/read 4k.txt (text)":
+            (floor_pid, rp_mcp_read("4k.txt", KiB, floor, floor_url), 2000),
+        "4k/floor mcp ping": (floor_pid, rp_mcp_floor("ping", floor), 2000),
     }
     names = list(cases)
     # A warm-up round, not recorded: page cache, the servers' caches, the JIT.
@@ -435,6 +444,7 @@ if __name__ == "__main__":
         refs = [tuple(arg.split("=", 1)) for arg in sys.argv[2:split]]
         escapes(refs, sys.argv[split + 1], sys.argv[split + 2])
     elif sys.argv[1] == "perf":
-        perf(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
+        perf(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6]),
+             sys.argv[7], int(sys.argv[8]))
     else:
         sys.exit(__doc__)

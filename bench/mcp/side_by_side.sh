@@ -9,7 +9,9 @@
 #     refuse all: the script fails if it serves one.
 #  2. timings on one tree of 10,000 files plus 4 KiB and 1 MiB files: listing, reading 1 MiB,
 #     reading 4 KiB, through the reference server's tools, resource-plane's MCP resources and
-#     resource-plane's plain HTTP; server CPU (user + system, /proc/<pid>/stat) and wall time per
+#     resource-plane's plain HTTP, and reading 4 KiB through the least MCP server D-18 allows
+#     (`mcp_floor` of the crate bench/floors: the SDK, a session, the operator read, the answer,
+#     its trace line); server CPU (user + system, /proc/<pid>/stat) and wall time per
 #     operation, medians over rounds that alternate the cases; printed as a table of ratios.
 #
 #   bench/mcp/side_by_side.sh [rounds]       (default 7)
@@ -24,6 +26,10 @@ if [ -z "${RP_BIN:-}" ]; then
   cargo build --release --quiet --bin resource-plane
   RP_BIN="$PWD/target/release/resource-plane"
 fi
+# The floors are a crate of their own (see bench/floors/Cargo.toml for why).
+cargo build --release --quiet --manifest-path bench/floors/Cargo.toml --target-dir target/floors \
+  --bin mcp_floor
+MCP_FLOOR_BIN="$PWD/target/floors/release/mcp_floor"
 stamp="$here/node_modules/.lock-sha256"
 want="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
@@ -85,7 +91,13 @@ open(os.path.join(root, "1m.bin"), "wb").write(rng.randbytes(1 << 20))
 open(os.path.join(root, "4k.bin"), "wb").write(rng.randbytes(4096))
 PY
 serve "$perf"
-python3 "$here/mcpbench.py" perf "$ref_new" "$url" "$pid" "$perf/data" "$ROUNDS" > "$work/perf.jsonl"
+"$MCP_FLOOR_BIN" "$perf/data" 127.0.0.1:0 "$perf.floor-trace.jsonl" >"$perf.floor-ready" &
+floor_pid=$!
+pids+=("$floor_pid")
+for _ in $(seq 100); do [ -s "$perf.floor-ready" ] && break; sleep 0.1; done
+floor_url="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$perf.floor-ready")"
+python3 "$here/mcpbench.py" perf "$ref_new" "$url" "$pid" "$perf/data" "$ROUNDS" \
+  "$floor_url" "$floor_pid" > "$work/perf.jsonl"
 
 echo "# side_by_side.sh, $(date -u +%Y-%m-%d), $ROUNDS rounds, $(nproc) cores"
 echo "# resource-plane: $("$RP_BIN" --version 2>/dev/null || echo "?") ($(git rev-parse --short HEAD 2>/dev/null || echo "?")); reference server: $v_new (escapes also $v_old); node $(node --version)"

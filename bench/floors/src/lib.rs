@@ -91,6 +91,26 @@ pub fn read_opened(
     Ok((start, resource_plane::hex::encode(&digest), meta.mtime_ms))
 }
 
+/// The trace line of one read (D-6), at its least: the event, the path and the outcome, from
+/// the bytes read and their sha256, or the refusal.
+pub fn read_trace_line(raw: &str, outcome: Result<(usize, &str), &Refusal>) -> Vec<u8> {
+    let (outcome, bytes, sha256) = match outcome {
+        Ok((bytes, sha256)) => ("ok", bytes, Some(sha256)),
+        Err(refusal) => (refusal.code.as_str(), 0, None),
+    };
+    let mut line = serde_json::to_vec(&serde_json::json!({
+        "event_type": "resource_read",
+        "path": raw,
+        "outcome": outcome,
+        "bytes": bytes,
+        "sha256": sha256,
+        "reason": null,
+    }))
+    .expect("a JSON value serialises");
+    line.push(b'\n');
+    line
+}
+
 /// A response of `status` with no body.
 pub fn status_only(status: u16) -> Vec<u8> {
     format!("HTTP/1.1 {status} \r\ncontent-length: 0\r\nconnection: close\r\n\r\n").into_bytes()

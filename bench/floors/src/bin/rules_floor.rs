@@ -33,7 +33,9 @@ use resource_plane::backends::{JsonlTraceSink, OsFilesystem, TraceSink};
 use resource_plane::http::INLINE_READ_LIMIT;
 use resource_plane::path::strip_query;
 use resource_plane::scope::RootPath;
-use resource_plane_floors::{PREFIX, open, read_opened, request_target, status_only};
+use resource_plane_floors::{
+    PREFIX, open, read_opened, read_trace_line, request_target, status_only,
+};
 use std::io::IoSlice;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -140,21 +142,10 @@ async fn answer(shared: Arc<Shared>, mut stream: TcpStream) -> std::io::Result<(
     let work = move || {
         let mut buffer = reading.buffers.lock().unwrap().pop().unwrap_or_default();
         let result = opened.and_then(|file| read_opened(file, &mut buffer));
-        // The trace line's shape (D-6), at its least: the event, the path and the outcome.
-        let (outcome, bytes, sha256) = match &result {
-            Ok((start, sha256, _)) => ("ok", buffer.len() - start, Some(sha256.as_str())),
-            Err(refusal) => (refusal.code.as_str(), 0, None),
+        let line = match &result {
+            Ok((start, sha256, _)) => read_trace_line(&raw, Ok((buffer.len() - start, sha256))),
+            Err(refusal) => read_trace_line(&raw, Err(refusal)),
         };
-        let mut line = serde_json::to_vec(&serde_json::json!({
-            "event_type": "resource_read",
-            "path": raw,
-            "outcome": outcome,
-            "bytes": bytes,
-            "sha256": sha256,
-            "reason": null,
-        }))
-        .expect("a JSON value serialises");
-        line.push(b'\n');
         let traced = if reading.parts.trace {
             reading.trace.append_line(&line)
         } else {

@@ -1,0 +1,202 @@
+//! The least MCP server D-18 allows for a `resources/read`, for `bench/mcp/side_by_side.sh`
+//! only: the floor the 4 KiB `resources/read` of `resource-plane`'s `/mcp` is measured against.
+//!
+//! What D-18 makes every read through `/mcp` pay, each at its least:
+//!
+//! - the official SDK (D-18.1): `rmcp`'s Streamable HTTP service, its local session manager
+//!   (D-18.2 asks for sessions), no keep-alive and no retry events (the least it allows);
+//! - one request per connection with `connection: close` (D-18.2, as the operator plane), on one
+//!   single-threaded tokio runtime, as one `serve` shard (the default on two cores);
+//! - the operator read (D-18.2: every rule of D-2): D-2.6's probe and reopen through the crate's
+//!   `OsFilesystem`, one read into a page-aligned buffer and its sha256, on the async thread (a
+//!   4 KiB file is under the router's inline limit, so the router reads it there too);
+//! - the answer D-18.2 describes: `text` for a `.txt` file that is UTF-8, else `blob` (base64),
+//!   with its `mimeType` and `_meta.sha256`; a refusal as a JSON-RPC error carrying its code;
+//! - one `resource_read` trace line per read (D-18.2, D-6), appended by the crate's own
+//!   `JsonlTraceSink`.
+//!
+//! And nothing else: no listing, no subscriptions, no `Origin` allow list of its own (the SDK's
+//! default host check stands), no session cap, no byte budget, no router, no stall guard.
+//!
+//! ```sh
+//! cargo run --release --manifest-path bench/floors/Cargo.toml --bin mcp_floor -- \
+//!     <root> 127.0.0.1:18084 <trace.jsonl>
+//! ```
+//! Prints `{"url": "http://<address>"}` once listening; resources are
+//! `<url>/resources/files/<path>`, the endpoint is any path (`/mcp` for the bench).
+#![allow(clippy::disallowed_methods)] // a bench floor: it binds its own socket and reads argv
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use resource_plane::Refusal;
+use resource_plane::backends::{JsonlTraceSink, OsFilesystem, TraceSink};
+use resource_plane::scope::RootPath;
+use resource_plane_floors::{PREFIX, read, read_trace_line};
+use rmcp::model::{
+    ErrorCode, ErrorData, MetaObject, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::json;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tokio::net::TcpListener;
+
+/// What every session's handler reads through.
+struct Shared {
+    fs: OsFilesystem,
+    export: RootPath,
+    trace: JsonlTraceSink,
+    /// `<url>/resources/files/`: what a resource's uri starts with.
+    uri_prefix: String,
+    buffers: Mutex<Vec<Vec<u8>>>,
+}
+
+/// A session's handler: resources, read only.
+#[derive(Clone)]
+struct Floor(Arc<Shared>);
+
+impl ServerHandler for Floor {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_resources().build())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.read(&request.uri).map(ReadResourceResponse::from)
+    }
+}
+
+impl Floor {
+    /// Reads the file `uri` names and answers it as D-18.2 describes, with its trace line.
+    fn read(&self, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+        let shared = &self.0;
+        let Some(raw) = uri.strip_prefix(shared.uri_prefix.as_str()) else {
+            return Err(ErrorData::new(
+                ErrorCode::RESOURCE_NOT_FOUND,
+                "not a resource of this server",
+                Some(json!({"error": "not_found"})),
+            ));
+        };
+        let mut buffer = shared.buffers.lock().unwrap().pop().unwrap_or_default();
+        let result = read(&shared.fs, &shared.export, raw, &mut buffer);
+        let line = match &result {
+            Ok((start, sha256, _)) => read_trace_line(raw, Ok((buffer.len() - start, sha256))),
+            Err(refusal) => read_trace_line(raw, Err(refusal)),
+        };
+        let traced = shared.trace.append_line(&line);
+        let answer = match (result, traced) {
+            (Ok((start, sha256, _)), Ok(())) => Ok(contents(uri, &buffer[start..], sha256)),
+            (Err(refusal), _) => Err(refused(&refusal)),
+            (_, Err(e)) => Err(ErrorData::internal_error(
+                format!("trace failed: {e}"),
+                Some(json!({"error": "io_error"})),
+            )),
+        };
+        shared.buffers.lock().unwrap().push(buffer);
+        answer
+    }
+}
+
+/// The answer for `body`: `text` for a `.txt` file that is UTF-8, else `blob`.
+fn contents(uri: &str, body: &[u8], sha256: String) -> ReadResourceResult {
+    let mut meta = MetaObject::default();
+    meta.0.insert("sha256".into(), sha256.into());
+    let text = uri
+        .ends_with(".txt")
+        .then(|| std::str::from_utf8(body).ok())
+        .flatten();
+    let contents = match text {
+        Some(text) => ResourceContents::TextResourceContents {
+            uri: uri.to_owned(),
+            mime_type: Some("text/plain".into()),
+            text: text.to_owned(),
+            meta: Some(meta),
+        },
+        None => ResourceContents::BlobResourceContents {
+            uri: uri.to_owned(),
+            mime_type: Some("application/octet-stream".into()),
+            blob: STANDARD.encode(body),
+            meta: Some(meta),
+        },
+    };
+    ReadResourceResult::new(vec![contents])
+}
+
+/// A refusal as a JSON-RPC error carrying its code (`not_found` is `-32002`).
+fn refused(refusal: &Refusal) -> ErrorData {
+    let code = if refusal.code.as_str() == "not_found" {
+        ErrorCode::RESOURCE_NOT_FOUND
+    } else {
+        ErrorCode::INVALID_PARAMS
+    };
+    ErrorData::new(
+        code,
+        refusal.reason.clone(),
+        Some(json!({"error": refusal.code.as_str()})),
+    )
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, root, addr, trace] = args.as_slice() else {
+        eprintln!("usage: mcp_floor <root> <addr> <trace.jsonl>");
+        std::process::exit(2);
+    };
+    let fs = OsFilesystem::open(Path::new(root)).unwrap_or_else(|e| {
+        eprintln!("error: cannot open {root}: {e}");
+        std::process::exit(1);
+    });
+    let trace = JsonlTraceSink::open(Path::new(trace)).unwrap_or_else(|e| {
+        eprintln!("error: cannot open {trace}: {e}");
+        std::process::exit(1);
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async move {
+        let listener = TcpListener::bind(addr.as_str()).await.unwrap_or_else(|e| {
+            eprintln!("error: cannot listen on {addr}: {e}");
+            std::process::exit(1);
+        });
+        let url = format!("http://{}", listener.local_addr().expect("bound"));
+        let shared = Arc::new(Shared {
+            fs,
+            export: RootPath::parse(".").expect("`.` is a valid root"),
+            trace,
+            uri_prefix: format!("{url}{PREFIX}"),
+            buffers: Mutex::new(Vec::new()),
+        });
+        let config = StreamableHttpServerConfig::default()
+            .with_sse_keep_alive(None)
+            .with_sse_retry(None);
+        let service = StreamableHttpService::new(
+            move || Ok(Floor(shared.clone())),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        println!("{}", json!({ "url": url }));
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let service = TowerToHyperService::new(service.clone());
+            tokio::spawn(async move {
+                // A client that vanished mid-answer is no concern of the floor.
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(false)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+}
