@@ -42,9 +42,10 @@ for name, p in cases.items():
           f"{p['cpu_ms'] / b['cpu_ms']:.2f}x | {p['wall_ms'] / b['wall_ms']:.2f}x | {b['case']} |")
 
 print("\n## Targets of issue 23 (server CPU; MCP over HTTP of the same resource-plane)\n")
-print("A 4 KiB read's target is 1.5x the HTTP read, or, where the least MCP server D-18 allows "
-      "(`mcp_floor`, measured in the same run) already costs more than that, that floor: the "
-      "last two columns give the floor's own ratio and resource-plane's ratio to the floor.\n")
+print("A 4 KiB read's target is 1.5x the HTTP read; where the least MCP server D-18 allows "
+      "(`mcp_floor`, measured in the same run) already costs more than that, the target moves "
+      "to that floor, held as the bench's other floors are: at most 1.05x it. The last two "
+      "columns give the floor's own ratio and resource-plane's ratio to the floor.\n")
 print("| target | ratio | limit | met | floor / HTTP GET | ratio to the floor |")
 print("| --- | ---: | ---: | --- | ---: | ---: |")
 for label, num, den, least in [
@@ -64,7 +65,7 @@ for label, num, den, least in [
         print(f"| {label} | {r:.2f}x | 1.5x | {'yes' if r <= 1.5 else '**no**'} | — | — |")
         continue
     f = cases[least]["cpu_ms"] / cases[den]["cpu_ms"]
-    limit = max(1.5, f)
+    limit = 1.5 if f <= 1.5 else 1.05 * f
     print(f"| {label} | {r:.2f}x | {limit:.2f}x | {'yes' if r <= limit else '**no**'} | "
           f"{f:.2f}x | {r / f:.2f}x |")
 

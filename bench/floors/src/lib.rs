@@ -1,6 +1,7 @@
-//! What both floors share: the request head they accept, the read every conforming server
-//! makes, and the answers they write. See `src/bin/read_floor.rs` (the read rules alone) and
-//! `src/bin/rules_floor.rs` (the read rules and the project's own) for what each floor is.
+//! What the read floors share: the request head they accept, the read every conforming server
+//! makes, its trace line, and the answers they write. See `src/bin/read_floor.rs` (the read
+//! rules alone), `src/bin/rules_floor.rs` (the read rules and the project's own) and
+//! `src/bin/mcp_floor.rs` (the least MCP server D-18 allows for a read) for what each floor is.
 #![allow(clippy::disallowed_methods)] // bench floors: they bind sockets and read argv
 
 use resource_plane::backends::{Filesystem, OpenFile, OsFilesystem};

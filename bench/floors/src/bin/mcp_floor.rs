@@ -4,9 +4,14 @@
 //! What D-18 makes every read through `/mcp` pay, each at its least:
 //!
 //! - the official SDK (D-18.1): `rmcp`'s Streamable HTTP service, its local session manager
-//!   (D-18.2 asks for sessions), no keep-alive and no retry events (the least it allows);
-//! - one request per connection with `connection: close` (D-18.2, as the operator plane), on one
-//!   single-threaded tokio runtime, as one `serve` shard (the default on two cores);
+//!   (D-18.2 asks for sessions, idle 10 min), no keep-alive comments and no priming or retry
+//!   events (the least it allows);
+//! - the hardening D-18.2 names, each at its least: one request per connection with
+//!   `connection: close`, a 16 KiB head limit, a connection cap and an in-flight byte budget
+//!   (a semaphore each, taken without waiting), the listener's own `Origin` allowed and request
+//!   bodies capped at 256 KiB (the SDK's checks); the 256-session cap is left out, as it costs a
+//!   read nothing (it is checked when a session opens);
+//! - one single-threaded tokio runtime, as one `serve` shard (the default on two cores);
 //! - the operator read (D-18.2: every rule of D-2): D-2.6's probe and reopen through the crate's
 //!   `OsFilesystem`, one read into a page-aligned buffer and its sha256, on the async thread (a
 //!   4 KiB file is under the router's inline limit, so the router reads it there too);
@@ -15,8 +20,8 @@
 //! - one `resource_read` trace line per read (D-18.2, D-6), appended by the crate's own
 //!   `JsonlTraceSink`.
 //!
-//! And nothing else: no listing, no subscriptions, no `Origin` allow list of its own (the SDK's
-//! default host check stands), no session cap, no byte budget, no router, no stall guard.
+//! And nothing else: no listing, no subscriptions, no router, no hash cache, no stall guard, no
+//! request timeouts, no `date` of its own.
 //!
 //! ```sh
 //! cargo run --release --manifest-path bench/floors/Cargo.toml --bin mcp_floor -- \
@@ -33,19 +38,27 @@ use hyper_util::service::TowerToHyperService;
 use resource_plane::Refusal;
 use resource_plane::backends::{JsonlTraceSink, OsFilesystem, TraceSink};
 use resource_plane::scope::RootPath;
-use resource_plane_floors::{PREFIX, read, read_trace_line};
+use resource_plane_floors::{MAX_HEAD, PREFIX, open, read_opened, read_trace_line};
 use rmcp::model::{
     ErrorCode, ErrorData, MetaObject, ReadResourceRequestParams, ReadResourceResponse,
     ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::json;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// The largest JSON-RPC request body (D-18.2).
+const MAX_BODY: usize = 256 * 1024;
+/// The connection cap and the in-flight byte budget: the crate's defaults.
+const MAX_CONNECTIONS: usize = 2048;
+const BUDGET_BYTES: usize = 256 << 20;
 
 /// What every session's handler reads through.
 struct Shared {
@@ -55,6 +68,8 @@ struct Shared {
     /// `<url>/resources/files/`: what a resource's uri starts with.
     uri_prefix: String,
     buffers: Mutex<Vec<Vec<u8>>>,
+    /// The in-flight byte budget: a read holds its file's size while it reads.
+    budget: Semaphore,
 }
 
 /// A session's handler: resources, read only.
@@ -86,8 +101,18 @@ impl Floor {
                 Some(json!({"error": "not_found"})),
             ));
         };
+        let opened = open(&shared.fs, &shared.export, raw);
+        // The read holds its file's size in the budget while it reads (sizes are capped by
+        // `max_bytes`, far under `u32::MAX`).
+        let size = opened.as_ref().map_or(0, |file| file.meta().size) as u32;
+        let Ok(_held) = shared.budget.try_acquire_many(size) else {
+            return Err(ErrorData::internal_error(
+                "over the in-flight budget",
+                Some(json!({"error": "io_error"})),
+            ));
+        };
         let mut buffer = shared.buffers.lock().unwrap().pop().unwrap_or_default();
-        let result = read(&shared.fs, &shared.export, raw, &mut buffer);
+        let result = opened.and_then(|file| read_opened(file, &mut buffer));
         let line = match &result {
             Ok((start, sha256, _)) => read_trace_line(raw, Ok((buffer.len() - start, sha256))),
             Err(refusal) => read_trace_line(raw, Err(refusal)),
@@ -175,18 +200,30 @@ fn main() {
             trace,
             uri_prefix: format!("{url}{PREFIX}"),
             buffers: Mutex::new(Vec::new()),
+            budget: Semaphore::new(BUDGET_BYTES),
         });
         let config = StreamableHttpServerConfig::default()
             .with_sse_keep_alive(None)
-            .with_sse_retry(None);
+            .with_sse_retry(None)
+            .with_allowed_origins([url.clone()])
+            .with_max_request_body_bytes(MAX_BODY);
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config = SessionConfig::default();
+        sessions.session_config.keep_alive = Some(Duration::from_secs(600));
+        sessions.session_config.sse_retry = None;
         let service = StreamableHttpService::new(
             move || Ok(Floor(shared.clone())),
-            Arc::new(LocalSessionManager::default()),
+            Arc::new(sessions),
             config,
         );
+        let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         println!("{}", json!({ "url": url }));
         loop {
             let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            // Over the cap, the connection is closed unanswered.
+            let Ok(held) = connections.clone().try_acquire_owned() else {
                 continue;
             };
             let service = TowerToHyperService::new(service.clone());
@@ -194,8 +231,10 @@ fn main() {
                 // A client that vanished mid-answer is no concern of the floor.
                 let _ = hyper::server::conn::http1::Builder::new()
                     .keep_alive(false)
+                    .max_buf_size(MAX_HEAD)
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
+                drop(held);
             });
         }
     });
