@@ -21,7 +21,10 @@
 //!   `JsonlTraceSink`.
 //!
 //! And nothing else: no listing, no subscriptions, no router, no hash cache, no stall guard, no
-//! request timeouts, no `date` of its own.
+//! request timeouts, no `date` of its own. One thing it pays that `resource-plane` does not:
+//! the SDK writes an answer's head before its event (two `writev`s per request, seen with
+//! strace), where `resource-plane`'s endpoint holds the head until the first event and sends
+//! both in one; so this floor sits a little above the least.
 //!
 //! ```sh
 //! cargo run --release --manifest-path bench/floors/Cargo.toml --bin mcp_floor -- \
