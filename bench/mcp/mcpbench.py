@@ -8,6 +8,8 @@ measured is the server's and the transport's, not a client library's parsing.
   mcpbench.py escapes  REF_JS_LABEL=REF_JS ... -- RP_URL ROOT   (path-escape checks, JSON lines)
   mcpbench.py perf     REF_JS RP_URL RP_PID DATA_DIR ROUNDS FLOOR_URL FLOOR_PID
                                                                 (timings, JSON lines)
+  mcpbench.py ab       RP_URL RP_PID FLOOR_URL FLOOR_PID ROUNDS BATCH
+                                      (4 KiB reads only: resource-plane and the floor, a table)
 
 Server CPU is user + system time of the server's process (all its threads) from
 /proc/<pid>/stat, read before and after a batch of requests; a batch is long enough that the
@@ -438,6 +440,52 @@ def perf(ref_js, url, rp_pid, data, rounds, floor_url, floor_pid):
     ref.close()
 
 
+def ab(url, rp_pid, floor_url, floor_pid, rounds, batch):
+    """resource-plane's HTTP read, its `resources/read` and the least MCP server's of the same
+    4 KiB file, alternating, nothing else running between them: server CPU per request, medians
+    over rounds, as a markdown table."""
+    mcp, floor = HttpMcp(url), HttpMcp(floor_url)
+    target = f"{url}/resources/files/4k.bin"
+
+    def read(client, base):
+        uri = file_uri(base, "4k.bin")
+
+        def run():
+            served, got = client.read(uri)
+            assert served and len(got) == 4096, got if not served else len(got)
+        return run
+
+    def get():
+        assert len(http_get(target)) == 4096
+
+    cases = {
+        "rp http GET 4k.bin": (rp_pid, get),
+        "rp mcp resources/read 4k.bin": (rp_pid, read(mcp, url)),
+        "floor mcp resources/read 4k.bin": (floor_pid, read(floor, floor_url)),
+    }
+    names = list(cases)
+    for _, op in cases.values():
+        for _ in range(100):
+            op()
+    cpu = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            pid, op = cases[name]
+            c0 = cpu_seconds(pid)
+            for _ in range(batch):
+                op()
+            cpu[name].append((cpu_seconds(pid) - c0) / batch)
+        print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    med = {name: statistics.median(cpu[name]) * 1e3 for name in names}
+    http, ours, least = med[names[0]], med[names[1]], med[names[2]]
+    print(f"| {rounds} rounds of {batch} | server CPU ms | / HTTP GET |")
+    print("| --- | ---: | ---: |")
+    for name in names:
+        print(f"| {name} | {med[name]:.4f} | {med[name] / http:.2f}x |")
+    print(f"\nresource-plane / the least MCP server: **{ours / least:.2f}x**")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "escapes":
         split = sys.argv.index("--")
@@ -446,5 +494,8 @@ if __name__ == "__main__":
     elif sys.argv[1] == "perf":
         perf(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6]),
              sys.argv[7], int(sys.argv[8]))
+    elif sys.argv[1] == "ab":
+        ab(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6]),
+           int(sys.argv[7]))
     else:
         sys.exit(__doc__)

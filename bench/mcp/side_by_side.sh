@@ -91,7 +91,7 @@ open(os.path.join(root, "1m.bin"), "wb").write(rng.randbytes(1 << 20))
 open(os.path.join(root, "4k.bin"), "wb").write(rng.randbytes(4096))
 PY
 serve "$perf"
-"$MCP_FLOOR_BIN" "$perf/data" 127.0.0.1:0 "$perf.floor-trace.jsonl" >"$perf.floor-ready" &
+"$MCP_FLOOR_BIN" "$perf" "$perf.yaml" 127.0.0.1:0 "$perf.floor-trace.jsonl" >"$perf.floor-ready" &
 floor_pid=$!
 pids+=("$floor_pid")
 for _ in $(seq 100); do [ -s "$perf.floor-ready" ] && break; sleep 0.1; done

@@ -11,6 +11,10 @@
 //!   (a semaphore each, taken without waiting), the listener's own `Origin` allowed and request
 //!   bodies capped at 256 KiB (the SDK's checks); the 256-session cap is left out, as it costs a
 //!   read nothing (it is checked when a session opens);
+//! - the Landlock wall D-19 puts up: the crate's own [`Confinement`] for the manifest and
+//!   workdir, the very call `serve` makes, put up as `serve` does it (after the socket is bound
+//!   and the trace file opened, before the runtime starts); `MCP_FLOOR_WALL=none` leaves it
+//!   down, to measure what it costs;
 //! - one single-threaded tokio runtime, as one `serve` shard (the default on two cores);
 //! - the operator read (D-18.2: every rule of D-2): D-2.6's probe and reopen through the crate's
 //!   `OsFilesystem`, one read into a page-aligned buffer and its sha256, on the async thread (a
@@ -28,8 +32,10 @@
 //!
 //! ```sh
 //! cargo run --release --manifest-path bench/floors/Cargo.toml --bin mcp_floor -- \
-//!     <root> 127.0.0.1:18084 <trace.jsonl>
+//!     <workdir> <manifest.yaml> 127.0.0.1:18084 <trace.jsonl>
 //! ```
+//! The export is the manifest's `exports.files.root` beneath the workdir; the trace file must
+//! lie outside the workdir, as `serve` requires.
 //! Prints `{"url": "http://<address>"}` once listening; resources are
 //! `<url>/resources/files/<path>`, the endpoint is any path (`/mcp` for the bench).
 #![allow(clippy::disallowed_methods)] // a bench floor: it binds its own socket and reads argv
@@ -38,9 +44,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
-use resource_plane::Refusal;
 use resource_plane::backends::{JsonlTraceSink, OsFilesystem, TraceSink};
+use resource_plane::confine::Confinement;
 use resource_plane::scope::RootPath;
+use resource_plane::{Manifest, Refusal};
 use resource_plane_floors::{MAX_HEAD, PREFIX, open, read_opened, read_trace_line};
 use rmcp::model::{
     ErrorCode, ErrorData, MetaObject, ReadResourceRequestParams, ReadResourceResponse,
@@ -175,31 +182,45 @@ fn refused(refusal: &Refusal) -> ErrorData {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, root, addr, trace] = args.as_slice() else {
-        eprintln!("usage: mcp_floor <root> <addr> <trace.jsonl>");
+    let [_, workdir, manifest, addr, trace] = args.as_slice() else {
+        eprintln!("usage: mcp_floor <workdir> <manifest.yaml> <addr> <trace.jsonl>");
         std::process::exit(2);
     };
-    let fs = OsFilesystem::open(Path::new(root)).unwrap_or_else(|e| {
-        eprintln!("error: cannot open {root}: {e}");
+    let fail = |what: &str| -> ! {
+        eprintln!("error: {what}");
         std::process::exit(1);
-    });
-    let trace = JsonlTraceSink::open(Path::new(trace)).unwrap_or_else(|e| {
-        eprintln!("error: cannot open {trace}: {e}");
-        std::process::exit(1);
-    });
+    };
+    let manifest = std::fs::read_to_string(manifest)
+        .map_err(|e| e.to_string())
+        .and_then(|text| Manifest::from_yaml(&text).map_err(|e| e.to_string()))
+        .unwrap_or_else(|e| fail(&format!("manifest {manifest}: {e}")))
+        .manifest;
+    let export = match &manifest.files {
+        Some(files) => files.root.clone(),
+        None => fail("the manifest exports no files"),
+    };
+    let fs = OsFilesystem::open(Path::new(workdir))
+        .unwrap_or_else(|e| fail(&format!("workdir {workdir}: {e}")));
+    let listener = std::net::TcpListener::bind(addr.as_str())
+        .unwrap_or_else(|e| fail(&format!("cannot listen on {addr}: {e}")));
+    listener.set_nonblocking(true).expect("a listening socket");
+    let trace = JsonlTraceSink::open(Path::new(trace))
+        .unwrap_or_else(|e| fail(&format!("trace {trace}: {e}")));
+    if std::env::var("MCP_FLOOR_WALL").as_deref() != Ok("none") {
+        Confinement::new(&manifest, workdir)
+            .apply()
+            .unwrap_or_else(|e| fail(&format!("confinement: {e}")));
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     runtime.block_on(async move {
-        let listener = TcpListener::bind(addr.as_str()).await.unwrap_or_else(|e| {
-            eprintln!("error: cannot listen on {addr}: {e}");
-            std::process::exit(1);
-        });
+        let listener = TcpListener::from_std(listener).expect("a listening socket");
         let url = format!("http://{}", listener.local_addr().expect("bound"));
         let shared = Arc::new(Shared {
             fs,
-            export: RootPath::parse(".").expect("`.` is a valid root"),
+            export,
             trace,
             uri_prefix: format!("{url}{PREFIX}"),
             buffers: Mutex::new(Vec::new()),
