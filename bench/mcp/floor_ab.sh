@@ -16,12 +16,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../.."
 ROUNDS=${1:-8}
 BATCH=${2:-3000}
-if [ -z "${RP_BIN:-}" ]; then
-  cargo build --release --quiet --bin resource-plane
-  RP_BIN="$PWD/target/release/resource-plane"
-fi
-cargo build --release --quiet --manifest-path bench/floors/Cargo.toml --target-dir target/floors \
-  --bin mcp_floor
+source "$here/servers.sh"
 work="$(mktemp -d)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -43,7 +38,7 @@ printf 'name: floor-ab\nexports:\n  files: { root: data/, mode: read-only }\n' >
   ${NO_WALL:+--no-confine} >"$work/rp.ready" 2>"$work/rp.log" &
 rp_pid=$!
 pids+=("$rp_pid")
-MCP_FLOOR_WALL=${NO_WALL:+none} "$PWD/target/floors/release/mcp_floor" "$work/w" "$work/m.yaml" \
+MCP_FLOOR_WALL=${NO_WALL:+none} "$MCP_FLOOR_BIN" "$work/w" "$work/m.yaml" \
   127.0.0.1:0 "$work/floor.jsonl" >"$work/floor.ready" &
 floor_pid=$!
 pids+=("$floor_pid")

@@ -106,9 +106,9 @@ print("\n## The least MCP server D-18 allows, in the same run (server CPU)\n")
 print("`mcp_floor` (bench/floors): the SDK's Streamable HTTP service with its local sessions, "
       "the hardening D-18.2 names each at its least (one request per connection, head limit, "
       "connection cap, in-flight budget, Origin, body cap), serve's Landlock wall (D-19), one "
-      "single-threaded runtime, the "
-      "operator read (D-2.6's probe and reopen, one read, sha256), the answer D-18.2 describes "
-      "and one trace line; no router, hash cache, stall guard, listing or change feed.\n")
+      "single-threaded runtime, the operator read (D-2.6's probe and reopen, one read, sha256), "
+      "the answer D-18.2 describes and one trace line; no router, hash cache, stall guard, "
+      "listing or change feed.\n")
 print("| request | floor CPU ms | resource-plane CPU ms | resource-plane / floor | floor / HTTP GET |")
 print("| --- | ---: | ---: | ---: | ---: |")
 for least, ours, den in [

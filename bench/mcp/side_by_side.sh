@@ -22,14 +22,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../.."
 ROUNDS=${1:-7}
-if [ -z "${RP_BIN:-}" ]; then
-  cargo build --release --quiet --bin resource-plane
-  RP_BIN="$PWD/target/release/resource-plane"
-fi
-# The floors are a crate of their own (see bench/floors/Cargo.toml for why).
-cargo build --release --quiet --manifest-path bench/floors/Cargo.toml --target-dir target/floors \
-  --bin mcp_floor
-MCP_FLOOR_BIN="$PWD/target/floors/release/mcp_floor"
+source "$here/servers.sh"
 stamp="$here/node_modules/.lock-sha256"
 want="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
