@@ -347,6 +347,147 @@ async fn reads_are_text_or_blob_with_the_etags_sha256_and_one_read_line_each() {
     assert_eq!(reads[0]["sha256"], reads[1]["sha256"]);
 }
 
+/// A file past the inline limit is read on the blocking pool and handed to the MCP face from
+/// the `GET`'s response: every byte, the etag's sha256, one read line like the `GET`'s.
+#[tokio::test]
+async fn a_read_past_the_inline_limit_is_whole_and_traced_once() {
+    use base64::Engine as _;
+    let w =
+        world("name: r\nexports: { files: { root: out/, mode: read-only, max_bytes: 1048576 } }");
+    let size = usize::try_from(resource_plane::http::INLINE_READ_LIMIT).unwrap() + 3;
+    let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    w.fs.add_file("out/large.bin", bytes.clone(), 1_700_000_000_000);
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    let session = open(&mcp, "2025-11-25").await;
+    let before = w.trace.events().len();
+    let read = call(
+        &mcp,
+        &session,
+        "resources/read",
+        json!({"uri": format!("{FILES}large.bin")}),
+    )
+    .await;
+    let content = &read["result"]["contents"][0];
+    let blob = base64::engine::general_purpose::STANDARD
+        .decode(content["blob"].as_str().unwrap())
+        .unwrap();
+    assert!(
+        blob == bytes,
+        "the blob is not the file ({} bytes)",
+        blob.len()
+    );
+    let http = http_get(&w, "/resources/files/large.bin").await;
+    let etag = http.headers()["etag"].to_str().unwrap();
+    assert_eq!(
+        format!(
+            "\"sha256:{}\"",
+            content["_meta"]["sha256"].as_str().unwrap()
+        ),
+        etag
+    );
+    let events = w.trace.events();
+    assert_eq!(
+        events.len(),
+        before + 2,
+        "one line for the MCP read, one for the GET"
+    );
+    assert_eq!(events[before]["event_type"], "resource_read");
+    assert_eq!(events[before]["bytes"], size);
+    assert_eq!(events[before]["sha256"], events[before + 1]["sha256"]);
+}
+
+/// A runtime's own plane that streams its files: the MCP face reads the stream whole, and a
+/// stream that fails part way is an internal error, never a short file.
+#[tokio::test]
+async fn a_runtime_planes_streamed_file_is_read_whole_and_a_broken_one_is_refused() {
+    use resource_plane::Refusal;
+    use resource_plane::path::RelPath;
+    use resource_plane::planes::{
+        Cancel, ExportScope, IfNoneMatch, Listing, ReadOutcome, ResourcePlane, StreamedFile,
+    };
+    use resource_plane::scope::{Containment, RootPath};
+    const TEXT: &[u8] = b"streamed, chunk by chunk, to the end\n";
+    #[derive(Debug)]
+    struct Streaming(ExportScope);
+    #[async_trait::async_trait]
+    impl ResourcePlane for Streaming {
+        fn scope(&self) -> &ExportScope {
+            &self.0
+        }
+        async fn list(&self, _: &Cancel) -> Result<Listing, Refusal> {
+            Ok(Listing::from_entries(Vec::new()))
+        }
+        async fn read(&self, path: &RelPath, _: &IfNoneMatch) -> Result<ReadOutcome, Refusal> {
+            let broken = path.as_str() == "broken.txt";
+            let chunks = TEXT.chunks(5).enumerate().map(move |(i, chunk)| {
+                if broken && i == 2 {
+                    return Err(std::io::Error::other("the store went away"));
+                }
+                Ok(bytes::Bytes::copy_from_slice(chunk))
+            });
+            Ok(ReadOutcome::Stream(StreamedFile::new(
+                futures::stream::iter(chunks),
+                sha256_hex(TEXT),
+                TEXT.len() as u64,
+                1_700_000_000_000,
+            )))
+        }
+    }
+    let manifest =
+        Manifest::from_yaml("name: r\nexports: { files: { root: out/, mode: read-only } }")
+            .unwrap()
+            .manifest;
+    let trace = Arc::new(RecordingTraceSink::new());
+    let plane = Streaming(ExportScope {
+        root: RootPath::parse("out/").unwrap(),
+        max_bytes: 1024,
+        containment: Containment::Advisory,
+    });
+    let capsule = Capsule::builder(&manifest)
+        .filesystem(Arc::new(MemoryFilesystem::new()))
+        .clock(Arc::new(ManualClock::new(1_700_000_000_000)))
+        .trace(trace.clone())
+        .advertised_url(URL)
+        .resource_plane(Arc::new(plane))
+        .launch()
+        .unwrap();
+    let mcp = McpService::new(&capsule, McpConfig::default());
+    let session = open(&mcp, "2025-11-25").await;
+    let read = call(
+        &mcp,
+        &session,
+        "resources/read",
+        json!({"uri": format!("{FILES}whole.txt")}),
+    )
+    .await;
+    let content = &read["result"]["contents"][0];
+    assert_eq!(content["text"].as_str().map(str::as_bytes), Some(TEXT));
+    assert_eq!(content["_meta"]["sha256"], sha256_hex(TEXT));
+    let broken = call(
+        &mcp,
+        &session,
+        "resources/read",
+        json!({"uri": format!("{FILES}broken.txt")}),
+    )
+    .await;
+    assert_eq!(broken["error"]["code"], -32603, "{broken}");
+    assert_eq!(broken["error"]["data"]["error"], "io_error");
+    let reads = trace
+        .events()
+        .into_iter()
+        .filter(|e| e["event_type"] == "resource_read")
+        .count();
+    assert_eq!(reads, 2, "one read line each");
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Every hostile target the operator plane refuses is refused by `resources/read` with the
 /// same code, and leaves the same trace line (but its ids and time).
 #[tokio::test]

@@ -6,7 +6,7 @@ use super::changes::{ChangeNotice, ExportChanges};
 use super::cursor::Cursors;
 use super::mime;
 use crate::http::Router;
-use crate::http::router::LentListing;
+use crate::http::router::{LentFile, LentListing};
 use crate::planes::listing::RawEntry;
 use crate::refusal::Code;
 use base64::Engine as _;
@@ -19,7 +19,6 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{Peer, RoleServer, ServerHandler};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -127,7 +126,7 @@ impl ResourceServer {
             .router
             .lend_listing()
             .await
-            .map_err(|refusal| rpc_error(refusal.code.as_str(), refusal.code.message()))?;
+            .map_err(|refusal| rpc_error(refusal.code))?;
         if let Ok(mut kept) = self.shared.lent.lock() {
             *kept = Some(lent.clone());
         }
@@ -144,7 +143,7 @@ impl ResourceServer {
                 self.shared
                     .router
                     .trace_relent(&kept)
-                    .map_err(|refusal| rpc_error(refusal.code.as_str(), refusal.code.message()))?;
+                    .map_err(|refusal| rpc_error(refusal.code))?;
                 Ok(kept)
             }
             _ => self.listing_afresh().await,
@@ -171,24 +170,6 @@ impl ResourceServer {
         uri
     }
 
-    /// A synthesized `GET` of `target` through the router: status, etag and body.
-    async fn get(&self, target: &str) -> Result<(u16, Option<String>, bytes::Bytes), ErrorData> {
-        let request = http::Request::get(target).body(()).map_err(|_| {
-            ErrorData::invalid_params(
-                "the uri is not a valid URI path",
-                Some(json!({"error": Code::InvalidRequest.as_str()})),
-            )
-        })?;
-        let response = self.shared.router.handle(request).await;
-        let etag = response
-            .headers()
-            .get(http::header::ETAG)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|etag| crate::wire::etag::hex_of(crate::wire::etag::opaque_of(etag)))
-            .map(str::to_owned);
-        Ok((response.status().as_u16(), etag, response.body().bytes()))
-    }
-
     /// `resources/read`: the operator read of the uri's path.
     ///
     /// # Errors
@@ -208,28 +189,33 @@ impl ResourceServer {
             crate::wire::route::LISTING
         );
         escape_target(raw, &mut target);
-        let (status, etag, body) = self.get(&target).await?;
-        if status != 200 {
-            return Err(refusal(&body));
-        }
+        let target = http::uri::PathAndQuery::try_from(target).map_err(|_| {
+            ErrorData::invalid_params(
+                "the uri is not a valid URI path",
+                Some(json!({"error": Code::InvalidRequest.as_str()})),
+            )
+        })?;
+        let LentFile { bytes, sha256 } = self
+            .shared
+            .router
+            .lend_read(&target)
+            .await
+            .map_err(rpc_error)?;
         let name =
             crate::path::percent_decode_strict(crate::path::strip_query(raw)).unwrap_or_default();
         let mime = mime::of(&name);
-        let meta = Some(meta(json!({"sha256": etag})));
-        let text = mime::is_text(mime)
-            .then(|| std::str::from_utf8(&body).ok())
-            .flatten();
-        let contents = match text {
-            Some(text) => ResourceContents::TextResourceContents {
+        let meta = Some(meta(json!({"sha256": sha256})));
+        let contents = match mime::is_text(mime).then(|| String::from_utf8(bytes.to_vec())) {
+            Some(Ok(text)) => ResourceContents::TextResourceContents {
                 uri: uri.to_owned(),
                 mime_type: Some(mime.to_owned()),
-                text: text.to_owned(),
+                text,
                 meta,
             },
-            None => ResourceContents::BlobResourceContents {
+            _ => ResourceContents::BlobResourceContents {
                 uri: uri.to_owned(),
                 mime_type: Some(mime.to_owned()),
-                blob: STANDARD.encode(&body),
+                blob: STANDARD.encode(&bytes),
                 meta,
             },
         };
@@ -335,32 +321,21 @@ fn meta(value: Value) -> MetaObject {
     }
 }
 
-/// The JSON-RPC error for an operator-plane refusal whose JSON body is `body` ([`rpc_error`]
-/// of its code, with the plane's own message).
-fn refusal(body: &[u8]) -> ErrorData {
-    #[derive(Deserialize)]
-    struct Body {
-        error: String,
-        #[serde(default)]
-        message: String,
-    }
-    let Ok(Body { error, message }) = serde_json::from_slice::<Body>(body) else {
-        return ErrorData::internal_error("the operator plane's answer did not parse", None);
-    };
-    rpc_error(&error, &message)
-}
-
-/// The JSON-RPC error for the operator plane's refusal `code` (its wire name) with `message`:
-/// `not_found` is `-32002` (MCP's resource-not-found), `io_error` and `client_gone` `-32603`,
-/// every other code `-32602` (the request names something the plane will not serve); `data`
-/// is `{"error":"<code>"}`.
-fn rpc_error(code: &str, message: &str) -> ErrorData {
-    let rpc_code = match Code::from_wire(code) {
-        Some(Code::NotFound) => ErrorCode::RESOURCE_NOT_FOUND,
-        Some(Code::IoError | Code::ClientGone) => ErrorCode::INTERNAL_ERROR,
+/// The JSON-RPC error for the operator plane's refusal `code`, with the message its HTTP body
+/// carries: `not_found` is `-32002` (MCP's resource-not-found), `io_error` and `client_gone`
+/// `-32603`, every other code `-32602` (the request names something the plane will not serve);
+/// `data` is `{"error":"<code>"}`.
+fn rpc_error(code: Code) -> ErrorData {
+    let rpc_code = match code {
+        Code::NotFound => ErrorCode::RESOURCE_NOT_FOUND,
+        Code::IoError | Code::ClientGone => ErrorCode::INTERNAL_ERROR,
         _ => ErrorCode::INVALID_PARAMS,
     };
-    ErrorData::new(rpc_code, message.to_owned(), Some(json!({"error": code})))
+    ErrorData::new(
+        rpc_code,
+        code.message(),
+        Some(json!({"error": code.as_str()})),
+    )
 }
 
 /// Appends `path` percent-encoded: every byte but the unreserved ones and `/`.

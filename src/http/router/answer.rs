@@ -62,8 +62,8 @@ impl Router {
             call => call,
         };
         let mut call = match self.answer_inline(call, generation) {
-            Inline::Answered(response) => return self.finish(response, &method, &raw_path),
-            Inline::Deferred(call) => call,
+            AtOnce::Answered(response) => return self.finish(response, &method, &raw_path),
+            AtOnce::Deferred(call) => call,
         };
         let cancel = Cancel::default();
         let claim = Claim::shared(cancel.clone());
@@ -110,37 +110,12 @@ impl Router {
     /// read and nothing traced: a listing always, a read or redeem unless its plane answers it
     /// inline. A read or redeem the plane started goes back with the file it opened, for the
     /// blocking pool to read from there.
-    fn answer_inline(&self, call: Call, generation: u64) -> Inline {
+    fn answer_inline(&self, call: Call, generation: u64) -> AtOnce<Response<PlaneBody>> {
+        let call = match self.settle_at_once(call, |outcome| self.render(outcome, generation)) {
+            AtOnce::Answered(response) => return AtOnce::Answered(response),
+            AtOnce::Deferred(call) => call,
+        };
         match call {
-            Call::Answered(outcome) => Inline::Answered(self.render(outcome, generation)),
-            Call::List(..) => Inline::Deferred(call),
-            Call::Read {
-                files,
-                path,
-                recorded,
-                if_none_match,
-                rest,
-            } => {
-                let attempt = match &files.inline {
-                    Some(inline) => inline.read_inline(&path, &if_none_match, INLINE_READ_LIMIT),
-                    None => Attempt::Deferred,
-                };
-                let rest = match attempt {
-                    Attempt::Answered(result) => {
-                        let outcome = read_outcome(&files, recorded, result, &if_none_match);
-                        return Inline::Answered(self.render(outcome, generation));
-                    }
-                    Attempt::Deferred => rest,
-                    Attempt::Resume(rest) => Some(rest),
-                };
-                Inline::Deferred(Call::Read {
-                    files,
-                    path,
-                    recorded,
-                    if_none_match,
-                    rest,
-                })
-            }
             Call::Redeem {
                 peer,
                 asked,
@@ -154,20 +129,68 @@ impl Router {
                 };
                 let rest = match attempt {
                     Attempt::Answered(outcome) => {
-                        return Inline::Answered(
+                        return AtOnce::Answered(
                             self.render(Outcome::Redeem { facts, outcome }, generation),
                         );
                     }
                     Attempt::Deferred => rest,
                     Attempt::Resume(rest) => Some(rest),
                 };
-                Inline::Deferred(Call::Redeem {
+                AtOnce::Deferred(Call::Redeem {
                     peer,
                     asked,
                     facts,
                     rest,
                 })
             }
+            call => AtOnce::Deferred(call),
+        }
+    }
+
+    /// `call`'s outcome, handed to `settle` while the plane it borrows is in hand, when it is
+    /// known on this thread without a lane: a call answered without a plane, or a read the
+    /// crate's own plane answers inline. Anything else is deferred, nothing read and nothing
+    /// traced (a read with the file its inline attempt opened, for the blocking pool to read
+    /// from there).
+    pub(super) fn settle_at_once<R>(
+        &self,
+        call: Call,
+        settle: impl FnOnce(Outcome<'_>) -> R,
+    ) -> AtOnce<R> {
+        match call {
+            Call::Answered(outcome) => AtOnce::Answered(settle(outcome)),
+            Call::Read {
+                files,
+                path,
+                recorded,
+                if_none_match,
+                rest: None,
+            } => {
+                let attempt = match &files.inline {
+                    Some(inline) => inline.read_inline(&path, &if_none_match, INLINE_READ_LIMIT),
+                    None => Attempt::Deferred,
+                };
+                let rest = match attempt {
+                    Attempt::Answered(result) => {
+                        return AtOnce::Answered(settle(read_outcome(
+                            &files,
+                            recorded,
+                            result,
+                            &if_none_match,
+                        )));
+                    }
+                    Attempt::Deferred => None,
+                    Attempt::Resume(rest) => Some(rest),
+                };
+                AtOnce::Deferred(Call::Read {
+                    files,
+                    path,
+                    recorded,
+                    if_none_match,
+                    rest,
+                })
+            }
+            call => AtOnce::Deferred(call),
         }
     }
 
@@ -315,21 +338,30 @@ impl Router {
         method: &Method,
         raw_path: &str,
     ) -> Response<PlaneBody> {
+        self.count_answered(method, raw_path, response.status().as_u16());
+        response
+    }
+
+    /// Counts one answered request for [`stats`](Self::stats), and logs it at debug level
+    /// with its path's tokens redacted.
+    pub(super) fn count_answered(&self, method: &Method, raw_path: &str, status: u16) {
         self.answered.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(
             method = %method,
             path = %crate::redact::redact_tokens(&crate::redact::revealing_tokens(raw_path)),
-            status = response.status().as_u16(),
+            status,
             "answered"
         );
-        response
     }
 }
 
-/// What [`Router::answer_inline`] did with a call.
-enum Inline {
-    /// Answered on the async worker.
-    Answered(Response<PlaneBody>),
+/// What [`Router::answer_inline`] and [`Router::settle_at_once`] did with a call.
+// Matched once where it is made, never stored: boxing the call would cost an allocation per
+// request for nothing.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum AtOnce<R> {
+    /// Answered on this thread.
+    Answered(R),
     /// Left for the blocking pool, nothing read, nothing traced: untouched, or with the file an
     /// inline attempt opened.
     Deferred(Call),

@@ -44,7 +44,7 @@ pub use answer::INLINE_READ_LIMIT;
 pub use base::InvalidBasePath;
 pub use fallback::WithFallback;
 #[cfg(feature = "mcp")]
-pub(crate) use lend::LentListing;
+pub(crate) use lend::{LentFile, LentListing};
 pub use mount::Router;
 pub(crate) use mount::{FilesMount, Mount, Mounted, PeerMount};
 

@@ -2,6 +2,8 @@
 //! written before the response is returned; a failed write turns any answer into
 //! `500 io_error` (D-6.4). Every answer of the router's comes through here.
 
+#[cfg(feature = "mcp")]
+use super::lend::{Lent, LentFile};
 use super::listing::{ListAnswer, ListExtra, Listed};
 use super::mount::Router;
 use super::outcome::{Outcome, RedeemFacts};
@@ -56,6 +58,36 @@ impl Router {
             return response::refusal(Code::IoError, Some(generation), handle_id);
         }
         body.into_response(generation, self.containment(), handle_id)
+    }
+
+    /// A read's outcome rendered for the MCP face without an HTTP response: its
+    /// `resource_read` line written as [`render`](Self::render) writes it, then the file or the
+    /// refusal's code (`io_error` when the line cannot be written, D-6.4). Any other outcome
+    /// (a streamed file or a `304`, which an unconditional read of the crate's own plane never
+    /// gives) is rendered as for HTTP.
+    #[cfg(feature = "mcp")]
+    pub(super) fn render_lent(&self, outcome: Outcome<'_>, generation: u64) -> Lent {
+        let (path, result) = match outcome {
+            Outcome::Read {
+                path,
+                result: result @ (Ok((_, ReadOutcome::File(_))) | Err(_)),
+            } => (path, result),
+            other => return Lent::Rendered(self.render(other, generation)),
+        };
+        let (line, body) = self.read_reply(path, result, generation);
+        if let Err(e) = line.emit(&self.mounted.tracer) {
+            tracing::error!("trace write failed, refusing the request: {e}");
+            return Lent::Read(Err(Code::IoError));
+        }
+        Lent::Read(match body {
+            Body::File(file, _) => Ok(LentFile {
+                bytes: file.bytes,
+                sha256: file.sha256,
+            }),
+            Body::Refused(code) => Err(code),
+            // Not reached: `read_reply` makes a file of a file and a refusal of a refusal.
+            _ => Err(Code::IoError),
+        })
     }
 
     /// The listing route's line and body: `resource_list` (with `waited_ms` or `watch` as
