@@ -1,6 +1,7 @@
-//! A capsule's operator plane as MCP resources (D-18.2). Every list and read is a request to
-//! the capsule's own [`Router`], synthesized as the HTTP `GET` it stands for, so every rule of
-//! D-2 and D-3, every refusal code and every trace line is the operator plane's own.
+//! A capsule's operator plane as MCP resources (D-18.2). Every list and read is answered by the
+//! capsule's own [`Router`] as the HTTP `GET` it stands for would be (the router lends the
+//! listing, or the read's file, instead of rendering a response), so every rule of D-2 and
+//! D-3, every refusal code and every trace line is the operator plane's own.
 
 use super::changes::{ChangeNotice, ExportChanges};
 use super::cursor::Cursors;
@@ -32,7 +33,8 @@ pub(crate) struct Shared {
     pub(crate) router: Router,
     /// `<advertised url>/resources/files/`: every resource's uri starts with it.
     pub(crate) uri_prefix: String,
-    /// The router's base path (empty for none): a synthesized request's path starts with it.
+    /// The router's base path (empty for none): the path of every read asked of the router
+    /// starts with it.
     pub(crate) request_prefix: String,
     pub(crate) cursors: Cursors,
     pub(crate) changes: Option<Arc<dyn ExportChanges>>,

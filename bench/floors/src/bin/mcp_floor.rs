@@ -11,6 +11,11 @@
 //!   (a semaphore each, taken without waiting), the listener's own `Origin` allowed and request
 //!   bodies capped at 256 KiB (the SDK's checks); the 256-session cap is left out, as it costs a
 //!   read nothing (it is checked when a session opens);
+//! - with `MCP_FLOOR_EDGE=crate`, the listener's other rules too (the version gate of D-4.1 and
+//!   D-4.5, the send timeout of D-4.6, the client-gone watch of D-4.6.1, request timeouts, a
+//!   `date` on every answer), as the crate's own edge (`serve_with`, at `ListenerConfig`'s
+//!   defaults) keeps them for `serve`: the floor of what `/mcp` adds to the capsule's
+//!   listener, where the default measures the floor of what it adds to hyper;
 //! - the Landlock wall D-19 puts up: the crate's own [`Confinement`] for the manifest and
 //!   workdir, the very call `serve` makes, put up as `serve` does it (after the socket is bound
 //!   and the trace file opened, before the runtime starts); `MCP_FLOOR_WALL=none` leaves it
@@ -46,6 +51,7 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use resource_plane::backends::{JsonlTraceSink, OsFilesystem, TraceSink};
 use resource_plane::confine::Confinement;
+use resource_plane::http::{ListenerConfig, serve_with};
 use resource_plane::scope::RootPath;
 use resource_plane::{Manifest, Refusal};
 use resource_plane_floors::{MAX_HEAD, PREFIX, open, read_opened, read_trace_line};
@@ -240,8 +246,16 @@ fn main() {
             Arc::new(sessions),
             config,
         );
-        let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         println!("{}", json!({ "url": url }));
+        if std::env::var("MCP_FLOOR_EDGE").as_deref() == Ok("crate") {
+            // Every rule of the capsule's listener, as the crate's own edge keeps them.
+            let never = std::future::pending::<()>();
+            if let Err(e) = serve_with(listener, service, ListenerConfig::default(), never).await {
+                fail(&format!("listener: {e}"));
+            }
+            return;
+        }
+        let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
