@@ -9,8 +9,9 @@
 #
 # Both servers put up the Landlock wall D-19 asks for. MANY=1 exports 10,000 more files beside
 # the one read; NO_WALL=1 runs both without the wall (`--no-confine`, MCP_FLOOR_WALL=none);
-# EDGE=crate serves the floor through the crate's own listener, with every rule of the
-# capsule's listener (MCP_FLOOR_EDGE=crate; see mcp_floor's doc).
+# The floor sits on the crate's own listener, as `/mcp` does; EDGE=hyper puts it on a bare
+# hyper accept loop with only the hardening D-18.2 names (MCP_FLOOR_EDGE=hyper; see
+# mcp_floor's doc).
 # RP_BIN names the resource-plane binary (default: this tree's release build, built when
 # missing). Needs python3.
 set -euo pipefail
@@ -40,12 +41,12 @@ printf 'name: floor-ab\nexports:\n  files: { root: data/, mode: read-only }\n' >
   ${NO_WALL:+--no-confine} >"$work/rp.ready" 2>"$work/rp.log" &
 rp_pid=$!
 pids+=("$rp_pid")
-MCP_FLOOR_WALL=${NO_WALL:+none} MCP_FLOOR_EDGE=${EDGE:-hyper} "$MCP_FLOOR_BIN" "$work/w" "$work/m.yaml" \
+MCP_FLOOR_WALL=${NO_WALL:+none} MCP_FLOOR_EDGE=${EDGE:-crate} "$MCP_FLOOR_BIN" "$work/w" "$work/m.yaml" \
   127.0.0.1:0 "$work/floor.jsonl" >"$work/floor.ready" &
 floor_pid=$!
 pids+=("$floor_pid")
 for _ in $(seq 100); do [ -s "$work/rp.ready" ] && [ -s "$work/floor.ready" ] && break; sleep 0.1; done
 url_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$1"; }
-echo "# floor_ab.sh, $(date -u +%Y-%m-%d), $(nproc) cores, resource-plane $(git rev-parse --short HEAD 2>/dev/null || echo "?")${MANY:+, 10,000 more files exported}${NO_WALL:+, no Landlock wall}${EDGE:+, the floor behind the $EDGE listener}"
+echo "# floor_ab.sh, $(date -u +%Y-%m-%d), $(nproc) cores, resource-plane $(git rev-parse --short HEAD 2>/dev/null || echo "?")${MANY:+, 10,000 more files exported}${NO_WALL:+, no Landlock wall}${EDGE:+, the floor on the $EDGE listener}"
 python3 "$here/mcpbench.py" ab "$(url_of "$work/rp.ready")" "$rp_pid" \
   "$(url_of "$work/floor.ready")" "$floor_pid" "$ROUNDS" "$BATCH"

@@ -28,7 +28,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-TICK = os.sysconf("SC_CLK_TCK")
 PROTOCOL = "2025-06-18"
 # The newest protocol the SDK speaks: no sessions, every request carries its own version.
 STATELESS = "2026-07-28"
@@ -36,12 +35,13 @@ STATELESS = "2026-07-28"
 
 def cpu_seconds(pid):
     """User + system CPU seconds of the process `pid`, all its threads, the ones that have
-    ended included (a listing's pool threads come and go). The kernel keeps the sum exact and
-    shows it in clock ticks, so a batch must hold enough ticks to round off little."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # After the ")" closing comm: fields[11] is utime, fields[12] stime (stat fields 14, 15).
-    return (int(fields[11]) + int(fields[12])) / TICK
+    ended included, exact to the nanosecond: the process's CPU-time clock (what
+    `clock_getcpuclockid(3)` names for a pid, read with `clock_gettime`). `/proc/<pid>/stat`
+    holds the same sum in clock ticks, but the kernel charges a tick to whichever thread runs
+    when the timer fires, so over a batch of 50 ticks it varies by about 14%."""
+    # Linux's clock id for a process's CPU time: the pid complemented, shifted past the three
+    # clock bits, CPUCLOCK_SCHED (2) in them.
+    return time.clock_gettime(((~pid) << 3) | 2)
 
 
 class StdioServer:
@@ -303,6 +303,7 @@ def perf(ref_js, url, rp_pid, data, rounds, floor_url, floor_pid):
     mcp = HttpMcp(url)
     floor = HttpMcp(floor_url)
     stateless = StatelessMcp(url)
+    floor_stateless = StatelessMcp(floor_url)
     ref_pid = ref.pid
     files = f"{url}/resources/files"
 
@@ -413,6 +414,10 @@ def perf(ref_js, url, rp_pid, data, rounds, floor_url, floor_pid):
         "4k/floor mcp resources/read 4k.txt (text)":
             (floor_pid, rp_mcp_read("4k.txt", KiB, floor, floor_url), 2000),
         "4k/floor mcp ping": (floor_pid, rp_mcp_floor("ping", floor), 2000),
+        f"4k/floor mcp {STATELESS} resources/read 4k.bin (blob)":
+            (floor_pid, rp_mcp_read("4k.bin", KiB, floor_stateless, floor_url), 2000),
+        f"4k/floor mcp {STATELESS} resources/read 4k.txt (text)":
+            (floor_pid, rp_mcp_read("4k.txt", KiB, floor_stateless, floor_url), 2000),
     }
     names = list(cases)
     # A warm-up round, not recorded: page cache, the servers' caches, the JIT.

@@ -54,9 +54,9 @@ for label, num, den, least in [
     ("4 KiB resources/read (text) / HTTP GET", "4k/rp mcp resources/read 4k.txt (text)", "4k/rp http GET 4k.txt",
      "4k/floor mcp resources/read 4k.txt (text)"),
     ("4 KiB resources/read (blob), 2026-07-28 / HTTP GET", "4k/rp mcp 2026-07-28 resources/read 4k.bin (blob)", "4k/rp http GET 4k.bin",
-     "4k/floor mcp resources/read 4k.bin (blob)"),
+     "4k/floor mcp 2026-07-28 resources/read 4k.bin (blob)"),
     ("4 KiB resources/read (text), 2026-07-28 / HTTP GET", "4k/rp mcp 2026-07-28 resources/read 4k.txt (text)", "4k/rp http GET 4k.txt",
-     "4k/floor mcp resources/read 4k.txt (text)"),
+     "4k/floor mcp 2026-07-28 resources/read 4k.txt (text)"),
     ("all pages of resources/list (10,000) / one HTTP listing", "list/rp mcp resources/list (all pages)", "list/rp http GET /resources/files",
      None),
 ]:
@@ -104,17 +104,21 @@ print(f"\nThe read itself over HTTP (GET 4k.bin - GET 404): {read:.3f} ms. "
 
 print("\n## The least MCP server D-18 allows, in the same run (server CPU)\n")
 print("`mcp_floor` (bench/floors): the SDK's Streamable HTTP service with its local sessions, "
-      "the hardening D-18.2 names each at its least (one request per connection, head limit, "
-      "connection cap, in-flight budget, Origin, body cap), serve's Landlock wall (D-19), one "
-      "single-threaded runtime, the operator read (D-2.6's probe and reopen, one read, sha256), "
-      "the answer D-18.2 describes and one trace line; no router, hash cache, stall guard, "
-      "listing or change feed.\n")
+      "on the capsule's listener as `/mcp` is (the crate's own edge and every rule it keeps), "
+      "the endpoint's Origin and body checks and an in-flight budget at their least, serve's "
+      "Landlock wall (D-19), one single-threaded runtime, the operator read (D-2.6's probe and "
+      "reopen, one read, sha256), the answer D-18.2 describes and one trace line; no router, "
+      "hash cache, listing or change feed.\n")
 print("| request | floor CPU ms | resource-plane CPU ms | resource-plane / floor | floor / HTTP GET |")
 print("| --- | ---: | ---: | ---: | ---: |")
 for least, ours, den in [
     ("4k/floor mcp resources/read 4k.bin (blob)", "4k/rp mcp resources/read 4k.bin (blob)", "4k/rp http GET 4k.bin"),
     ("4k/floor mcp resources/read 4k.txt (text)", "4k/rp mcp resources/read 4k.txt (text)", "4k/rp http GET 4k.txt"),
     ("4k/floor mcp ping", "4k/rp mcp ping (floor)", "4k/rp http GET 4k.bin"),
+    ("4k/floor mcp 2026-07-28 resources/read 4k.bin (blob)",
+     "4k/rp mcp 2026-07-28 resources/read 4k.bin (blob)", "4k/rp http GET 4k.bin"),
+    ("4k/floor mcp 2026-07-28 resources/read 4k.txt (text)",
+     "4k/rp mcp 2026-07-28 resources/read 4k.txt (text)", "4k/rp http GET 4k.txt"),
 ]:
     f, o, d = cases[least]["cpu_ms"], cases[ours]["cpu_ms"], cases[den]["cpu_ms"]
     print(f"| {least.split('/', 1)[1].replace('floor mcp ', '')} | {f:.3f} | {o:.3f} | "

@@ -6,16 +6,19 @@
 //! - the official SDK (D-18.1): `rmcp`'s Streamable HTTP service, its local session manager
 //!   (D-18.2 asks for sessions, idle 10 min), no keep-alive comments and no priming or retry
 //!   events (the least it allows);
-//! - the hardening D-18.2 names, each at its least: one request per connection with
-//!   `connection: close`, a 16 KiB head limit, a connection cap and an in-flight byte budget
-//!   (a semaphore each, taken without waiting), the listener's own `Origin` allowed and request
-//!   bodies capped at 256 KiB (the SDK's checks); the 256-session cap is left out, as it costs a
-//!   read nothing (it is checked when a session opens);
-//! - with `MCP_FLOOR_EDGE=crate`, the listener's other rules too (the version gate of D-4.1 and
-//!   D-4.5, the send timeout of D-4.6, the client-gone watch of D-4.6.1, request timeouts, a
-//!   `date` on every answer), as the crate's own edge (`serve_with`, at `ListenerConfig`'s
-//!   defaults) keeps them for `serve`: the floor of what `/mcp` adds to the capsule's
-//!   listener, where the default measures the floor of what it adds to hyper;
+//! - the capsule's listener, which D-18.2 puts `/mcp` on "behind the same hardening": the
+//!   crate's own edge (`serve_with` at `ListenerConfig`'s defaults, as `serve` runs it), which
+//!   keeps every rule of the listener: one request per connection with `connection: close`, the
+//!   head limit, the connection cap, request timeouts, the version gate (D-4.1, D-4.5), the send
+//!   timeout (D-4.6), the client-gone watch (D-4.6.1), a `date` on every answer; and the
+//!   endpoint's own checks at their least: the listener's own `Origin` allowed and request
+//!   bodies capped at 256 KiB (the SDK's checks), an in-flight byte budget (a semaphore taken
+//!   without waiting); the 256-session cap is left out, as it costs a read nothing (it is
+//!   checked when a session opens);
+//! - with `MCP_FLOOR_EDGE=hyper`, only the hardening D-18.2 names, each at its least, on a bare
+//!   hyper accept loop: `connection: close`, a 16 KiB head limit and a connection cap (a
+//!   semaphore) besides the checks above: the floor of what `/mcp` and the listener add to
+//!   hyper together;
 //! - the Landlock wall D-19 puts up: the crate's own [`Confinement`] for the manifest and
 //!   workdir, the very call `serve` makes, put up as `serve` does it (after the socket is bound
 //!   and the trace file opened, before the runtime starts); `MCP_FLOOR_WALL=none` leaves it
@@ -29,8 +32,8 @@
 //! - one `resource_read` trace line per read (D-18.2, D-6), appended by the crate's own
 //!   `JsonlTraceSink`.
 //!
-//! And nothing else: no listing, no subscriptions, no router, no hash cache, no stall guard, no
-//! request timeouts, no `date` of its own. One thing it pays that `resource-plane` does not:
+//! And nothing else: no listing, no subscriptions, no router, no hash cache, no change feed, no
+//! keep-alive clock of its own. One thing it pays that `resource-plane` does not:
 //! the SDK writes an answer's head before its event (two `writev`s per request, seen with
 //! strace), where `resource-plane`'s endpoint holds the head until the first event and sends
 //! both in one; so this floor sits a little above the least.
@@ -247,7 +250,7 @@ fn main() {
             config,
         );
         println!("{}", json!({ "url": url }));
-        if std::env::var("MCP_FLOOR_EDGE").as_deref() == Ok("crate") {
+        if std::env::var("MCP_FLOOR_EDGE").as_deref() != Ok("hyper") {
             // Every rule of the capsule's listener, as the crate's own edge keeps them.
             let never = std::future::pending::<()>();
             if let Err(e) = serve_with(listener, service, ListenerConfig::default(), never).await {
