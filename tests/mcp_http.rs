@@ -393,7 +393,53 @@ async fn a_read_past_the_inline_limit_is_whole_and_traced_once() {
     );
     assert_eq!(events[before]["event_type"], "resource_read");
     assert_eq!(events[before]["bytes"], size);
-    assert_eq!(events[before]["sha256"], events[before + 1]["sha256"]);
+    assert_eq!(
+        without_ids(events[before].clone()),
+        without_ids(events[before + 1].clone()),
+        "the MCP read's line is the GET's"
+    );
+}
+
+/// A trace line without what differs between any two lines by design.
+fn without_ids(mut line: Value) -> Value {
+    for key in ["event_id", "timestamp"] {
+        line.as_object_mut().unwrap().remove(key);
+    }
+    line
+}
+
+/// Every read through the face, served or refused, counts once among the router's answered
+/// requests; a read whose trace line cannot be written is refused (D-6.4), nothing served.
+#[tokio::test]
+async fn each_read_counts_once_and_an_unwritable_trace_refuses_the_read() {
+    let w = files_world();
+    w.fs.add_file("out/ok.txt", "fine", 1_700_000_000_000);
+    let mcp = McpService::new(&w.capsule, McpConfig::default());
+    let session = open(&mcp, "2025-11-25").await;
+    let answered = || w.capsule.router().stats().requests_answered;
+    for raw in ["ok.txt", "missing.txt", "../up.txt"] {
+        let before = answered();
+        let read = call(
+            &mcp,
+            &session,
+            "resources/read",
+            json!({"uri": format!("{FILES}{raw}")}),
+        )
+        .await;
+        assert_eq!(read.get("result").is_some(), raw == "ok.txt", "{read}");
+        assert_eq!(answered(), before + 1, "{raw}: counted once");
+    }
+    w.trace.fail_from_now();
+    let refused = call(
+        &mcp,
+        &session,
+        "resources/read",
+        json!({"uri": format!("{FILES}ok.txt")}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert_eq!(refused["error"]["data"]["error"], "io_error");
+    assert!(refused.get("result").is_none());
 }
 
 /// A runtime's own plane that streams its files: the MCP face reads the stream whole, and a
@@ -425,10 +471,19 @@ async fn a_runtime_planes_streamed_file_is_read_whole_and_a_broken_one_is_refuse
                 }
                 Ok(bytes::Bytes::copy_from_slice(chunk))
             });
+            // "huge.txt" vouches for more than max_bytes, "lying.txt" for another file's hash.
+            let size = match path.as_str() {
+                "huge.txt" => 4096,
+                _ => TEXT.len() as u64,
+            };
+            let sha256 = match path.as_str() {
+                "lying.txt" => sha256_hex(b"another file"),
+                _ => sha256_hex(TEXT),
+            };
             Ok(ReadOutcome::Stream(StreamedFile::new(
                 futures::stream::iter(chunks),
-                sha256_hex(TEXT),
-                TEXT.len() as u64,
+                sha256,
+                size,
                 1_700_000_000_000,
             )))
         }
@@ -472,12 +527,32 @@ async fn a_runtime_planes_streamed_file_is_read_whole_and_a_broken_one_is_refuse
     .await;
     assert_eq!(broken["error"]["code"], -32603, "{broken}");
     assert_eq!(broken["error"]["data"]["error"], "io_error");
-    let reads = trace
+    let reads: Vec<Value> = trace
         .events()
         .into_iter()
         .filter(|e| e["event_type"] == "resource_read")
-        .count();
-    assert_eq!(reads, 2, "one read line each");
+        .collect();
+    assert_eq!(reads.len(), 2, "one read line each");
+    // The line is written before the body is read, as over HTTP: it says what the plane
+    // vouched for.
+    assert_eq!(reads[1]["path"], "broken.txt");
+    assert_eq!(reads[1]["outcome"], "ok");
+    assert_eq!(reads[1]["bytes"], TEXT.len());
+    // Held whole by the face, a stream is bounded by max_bytes and checked against its hash.
+    for (name, rpc, code) in [
+        ("huge.txt", -32602, "too_large"),
+        ("lying.txt", -32603, "io_error"),
+    ] {
+        let refused = call(
+            &mcp,
+            &session,
+            "resources/read",
+            json!({"uri": format!("{FILES}{name}")}),
+        )
+        .await;
+        assert_eq!(refused["error"]["code"], rpc, "{name}: {refused}");
+        assert_eq!(refused["error"]["data"]["error"], code, "{name}");
+    }
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

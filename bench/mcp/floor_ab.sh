@@ -2,13 +2,13 @@
 # resource-plane's 4 KiB `resources/read` beside the least MCP server D-18 allows (`mcp_floor`,
 # the crate bench/floors) and beside resource-plane's own HTTP read of the same file, alone:
 # the three alternate and nothing else runs between them (side_by_side.sh runs the reference
-# server and 10,000-file listings in between). Server CPU per request from /proc/<pid>/stat,
-# medians over rounds; prints a markdown table and resource-plane's ratio to the floor.
+# server and 10,000-file listings in between). Server CPU per request from the process's CPU
+# clock, medians over rounds; prints a markdown table and resource-plane's ratio to the floor.
 #
 #   bench/mcp/floor_ab.sh [rounds] [batch]     (default 8 rounds of 3,000 requests)
 #
 # Both servers put up the Landlock wall D-19 asks for. MANY=1 exports 10,000 more files beside
-# the one read; NO_WALL=1 runs both without the wall (`--no-confine`, MCP_FLOOR_WALL=none);
+# the one read; NO_WALL=1 runs both without the wall (`--no-confine`, MCP_FLOOR_WALL=none).
 # The floor sits on the crate's own listener, as `/mcp` does; EDGE=hyper puts it on a bare
 # hyper accept loop with only the hardening D-18.2 names (MCP_FLOOR_EDGE=hyper; see
 # mcp_floor's doc).

@@ -11,15 +11,14 @@ measured is the server's and the transport's, not a client library's parsing.
   mcpbench.py ab       RP_URL RP_PID FLOOR_URL FLOOR_PID ROUNDS BATCH
                                       (4 KiB reads only: resource-plane and the floor, a table)
 
-Server CPU is user + system time of the server's process (all its threads) from
-/proc/<pid>/stat, read before and after a batch of requests; a batch is long enough that the
-10 ms tick is a small part of it. Each round runs every measurement once, in an order rotated
-from round to round, and the report takes medians over rounds.
+Server CPU is user + system time of the server's process (all its threads, the ended ones
+too), exact, from its CPU-time clock (`cpu_seconds`), read before and after a batch of
+requests. Each round runs every measurement once, in an order rotated from round to round,
+and the report takes medians over rounds.
 """
 
 import base64
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -197,8 +196,9 @@ class HttpMcp:
 
 
 class StatelessMcp(HttpMcp):
-    """resource-plane's /mcp at protocol 2026-07-28: no initialize, no session; each request
-    names its method (and, for a read, its uri) in headers and its version in `_meta`."""
+    """An MCP endpoint (resource-plane's /mcp, or the floor's) at protocol 2026-07-28: no
+    initialize, no session; each request names its method (and, for a read, its uri) in
+    headers and its version in `_meta`."""
 
     def __init__(self, url):
         self.endpoint = f"{url}/mcp"
@@ -380,8 +380,9 @@ def perf(ref_js, url, rp_pid, data, rounds, floor_url, floor_pid):
         return run
 
     MiB, KiB = 1 << 20, 4096
-    # name: (server pid, one operation, operations per batch). A batch holds 20 or more CPU
-    # ticks of the server on the machine this was written on, so the tick rounds off <= 5%.
+    # name: (server pid, one operation, operations per batch). A batch holds 0.2 s or more of
+    # the server's CPU on the machine this was written on (20 clock ticks, when CPU was read in
+    # ticks), so the rounds' medians are not a handful of requests.
     cases = {
         "list/ref directory_tree": (ref_pid, ref_tree, 6),
         "list/ref list_directory x51": (ref_pid, ref_list_dirs, 10),

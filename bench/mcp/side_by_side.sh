@@ -11,7 +11,7 @@
 #     reading 4 KiB, through the reference server's tools, resource-plane's MCP resources and
 #     resource-plane's plain HTTP, and reading 4 KiB through the least MCP server D-18 allows
 #     (`mcp_floor` of the crate bench/floors: the SDK, a session, the operator read, the answer,
-#     its trace line); server CPU (user + system, /proc/<pid>/stat) and wall time per
+#     its trace line); server CPU (user + system, the process's CPU clock) and wall time per
 #     operation, medians over rounds that alternate the cases; printed as a table of ratios.
 #
 #   bench/mcp/side_by_side.sh [rounds]       (default 7)

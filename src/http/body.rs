@@ -16,7 +16,8 @@ use std::task::{Context, Poll};
 /// ([`StreamedFile`](crate::planes::StreamedFile)). Its length is always known up front
 /// (`content-length`, never chunked), a watch stream's aside. It is an
 /// [`http_body::Body`](https://docs.rs/http-body/1/http_body/trait.Body.html), so hyper, tower and axum
-/// send it as it is; an in-process caller reads it whole with [`bytes`](Self::bytes).
+/// send it as it is; an in-process caller reads it with the `Body` trait (`collect`, as below),
+/// or, for any body but a streamed one, whole at once with [`bytes`](Self::bytes).
 ///
 /// ```
 /// use http_body::Body;
@@ -89,6 +90,12 @@ impl PlaneBody {
 }
 
 impl PlaneBody {
+    /// Whether this is a file a plane streams (its bytes not yet read).
+    #[cfg(feature = "mcp")]
+    pub(crate) fn is_streamed(&self) -> bool {
+        matches!(self.kind, Kind::Stream(_))
+    }
+
     /// A plane's streamed file.
     pub(crate) fn streamed(body: StreamedBody) -> Self {
         PlaneBody {

@@ -1,7 +1,7 @@
 //! A capsule's operator plane as MCP resources (D-18.2). Every list and read is answered by the
-//! capsule's own [`Router`] as the HTTP `GET` it stands for would be (the router lends the
-//! listing, or the read's file, instead of rendering a response), so every rule of D-2 and
-//! D-3, every refusal code and every trace line is the operator plane's own.
+//! capsule's own [`Router`] as the HTTP `GET` it stands for would be, and handed over as the
+//! listing or the file itself rather than as an HTTP response, so every rule of D-2 and D-3,
+//! every refusal code and every trace line is the operator plane's own.
 
 use super::changes::{ChangeNotice, ExportChanges};
 use super::cursor::Cursors;
@@ -207,14 +207,17 @@ impl ResourceServer {
             crate::path::percent_decode_strict(crate::path::strip_query(raw)).unwrap_or_default();
         let mime = mime::of(&name);
         let meta = Some(meta(json!({"sha256": sha256})));
-        let contents = match mime::is_text(mime).then(|| String::from_utf8(bytes.to_vec())) {
-            Some(Ok(text)) => ResourceContents::TextResourceContents {
+        let text = mime::is_text(mime)
+            .then(|| std::str::from_utf8(&bytes).ok())
+            .flatten();
+        let contents = match text {
+            Some(text) => ResourceContents::TextResourceContents {
                 uri: uri.to_owned(),
                 mime_type: Some(mime.to_owned()),
-                text,
+                text: text.to_owned(),
                 meta,
             },
-            _ => ResourceContents::BlobResourceContents {
+            None => ResourceContents::BlobResourceContents {
                 uri: uri.to_owned(),
                 mime_type: Some(mime.to_owned()),
                 blob: STANDARD.encode(&bytes),

@@ -358,12 +358,12 @@ impl Router {
 /// What [`Router::answer_inline`] and [`Router::settle_at_once`] did with a call.
 // Matched once where it is made, never stored: boxing the call would cost an allocation per
 // request for nothing.
-#[allow(clippy::large_enum_variant)]
+#[expect(clippy::large_enum_variant)]
 pub(super) enum AtOnce<R> {
     /// Answered on this thread.
     Answered(R),
-    /// Left for the blocking pool, nothing read, nothing traced: untouched, or with the file an
-    /// inline attempt opened.
+    /// Not answered here, nothing read, nothing traced: for the blocking pool (untouched, or
+    /// with the file an inline attempt opened), or a runtime's own plane to await.
     Deferred(Call),
 }
 

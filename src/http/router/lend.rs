@@ -36,7 +36,8 @@ pub(crate) struct LentListing {
 }
 
 impl Router {
-    /// Lists the export now, as a `GET /resources/files` would, and writes its line.
+    /// Lists the export now, as a `GET /resources/files` would, writes its line and counts it
+    /// among the requests answered.
     ///
     /// # Errors
     /// `no_resource_plane` without an operator plane; the listing's own refusal (its line
@@ -69,18 +70,24 @@ impl Router {
             Err(refusal) => (None, refusal.code.as_str(), Some(refusal.reason.clone())),
         };
         self.trace_listing(counts, generation, outcome, reason)?;
+        let status = lent
+            .as_ref()
+            .map_or_else(|refusal| refusal.code.status(), |_| 200);
+        self.count_answered(&Method::GET, crate::wire::route::LISTING, status);
         lent.map(Arc::new)
     }
 
-    /// Writes the line of a listing served again from `lent`: the line its first answer
-    /// wrote, at the current generation.
+    /// Writes the line of a listing served again from `lent` (the line its first answer
+    /// wrote, at the current generation), and counts it among the requests answered.
     ///
     /// # Errors
     /// `io_error` when the line cannot be written (D-6.4).
     pub(crate) fn trace_relent(&self, lent: &LentListing) -> Result<(), Refusal> {
         let counts = (lent.listing.len() as u64, lent.listing.total_bytes());
         let generation = self.mounted.generation.current();
-        self.trace_listing(Some(counts), generation, "ok", None)
+        self.trace_listing(Some(counts), generation, "ok", None)?;
+        self.count_answered(&Method::GET, crate::wire::route::LISTING, 200);
+        Ok(())
     }
 
     /// The etag of the listing the export's watcher holds now; `None` while no watcher runs,
@@ -163,19 +170,36 @@ impl Router {
         };
         match lent {
             Lent::Read(read) => read,
-            Lent::Rendered(response) => file_of(response).await,
+            Lent::Rendered(response) => {
+                let max_bytes = self
+                    .mounted
+                    .files
+                    .as_ref()
+                    .map(|f| f.plane.scope().max_bytes);
+                file_of(response, max_bytes.unwrap_or(0)).await
+            }
         }
     }
 }
 
-/// The file a `GET`'s response carries, its body read whole, or its refusal's code.
+/// The file a `GET`'s response carries, its body read whole, or its refusal's code. A file a
+/// runtime's plane streams is held whole here (the HTTP route passes it through), so it is
+/// refused when the plane vouches for more than the export's `max_bytes`, and its bytes are
+/// hashed against the etag the plane vouched for: the face promises the sha256 of the bytes it
+/// sends. Its trace line, written before the body was read, says what the plane vouched for, as
+/// over HTTP.
 ///
 /// # Errors
-/// The code the refusal's body names (`io_error` when it names none); `io_error` when a `200`
-/// lacks its etag or its body ends short of its size.
-async fn file_of(response: Response<PlaneBody>) -> Result<LentFile, Code> {
+/// The code the refusal's body names (`io_error` when it names none); `too_large` for a
+/// streamed file vouched larger than `max_bytes`; `io_error` when a `200` lacks its etag, its
+/// body ends short of its size, or a streamed body's sha256 is not its etag's.
+async fn file_of(response: Response<PlaneBody>, max_bytes: u64) -> Result<LentFile, Code> {
     let (head, body) = response.into_parts();
+    let streamed = body.is_streamed();
     let size = body.size_hint().exact();
+    if head.status == http::StatusCode::OK && streamed && size.is_none_or(|size| size > max_bytes) {
+        return Err(Code::TooLarge);
+    }
     let Ok(collected) = body.collect().await;
     let bytes = collected.to_bytes();
     if head.status != http::StatusCode::OK {
@@ -190,13 +214,19 @@ async fn file_of(response: Response<PlaneBody>) -> Result<LentFile, Code> {
         .and_then(|value| value.to_str().ok())
         .and_then(|etag| crate::wire::etag::hex_of(crate::wire::etag::opaque_of(etag)))
         .ok_or(Code::IoError)?;
+    if streamed {
+        use sha2::{Digest, Sha256};
+        if crate::hex::encode(&Sha256::digest(&bytes)) != sha256 {
+            return Err(Code::IoError);
+        }
+    }
     Ok(LentFile {
         sha256: sha256.to_owned(),
         bytes,
     })
 }
 
-/// The code a refusal's JSON body names (`{"error":"<code>",…}`, D-7.3); `io_error` for a body
+/// The code a refusal's JSON body names (`{"error":"<code>",…}`, D-4.4); `io_error` for a body
 /// that names none.
 fn refusal_code(body: &[u8]) -> Code {
     #[derive(serde::Deserialize)]

@@ -21,7 +21,7 @@
 //! * `base` and `fallback`: where the router is mounted and the paths it answers there, and
 //!   what answers the other paths beside it;
 //! * `mount`: the [`Router`] itself, and the planes, tracer and lanes it answers from;
-//! * `lend`: a listing lent whole to the MCP face.
+//! * `lend`: a listing lent whole, and a read's file handed over, to the MCP face.
 //!
 //! This file is the router's face: its entry points and its tower service.
 

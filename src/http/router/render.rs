@@ -67,27 +67,32 @@ impl Router {
     /// gives) is rendered as for HTTP.
     #[cfg(feature = "mcp")]
     pub(super) fn render_lent(&self, outcome: Outcome<'_>, generation: u64) -> Lent {
-        let (path, result) = match outcome {
+        let (path, result, lent) = match outcome {
             Outcome::Read {
                 path,
-                result: result @ (Ok((_, ReadOutcome::File(_))) | Err(_)),
-            } => (path, result),
+                result: Ok((scope, ReadOutcome::File(file))),
+            } => {
+                let lent = Ok(LentFile {
+                    bytes: file.bytes.clone(),
+                    sha256: file.sha256.clone(),
+                });
+                (path, Ok((scope, ReadOutcome::File(file))), lent)
+            }
+            Outcome::Read {
+                path,
+                result: Err(refusal),
+            } => {
+                let code = refusal.code;
+                (path, Err(refusal), Err(code))
+            }
             other => return Lent::Rendered(self.render(other, generation)),
         };
-        let (line, body) = self.read_reply(path, result, generation);
+        let (line, _) = self.read_reply(path, result, generation);
         if let Err(e) = line.emit(&self.mounted.tracer) {
             tracing::error!("trace write failed, refusing the request: {e}");
             return Lent::Read(Err(Code::IoError));
         }
-        Lent::Read(match body {
-            Body::File(file, _) => Ok(LentFile {
-                bytes: file.bytes,
-                sha256: file.sha256,
-            }),
-            Body::Refused(code) => Err(code),
-            // Not reached: `read_reply` makes a file of a file and a refusal of a refusal.
-            _ => Err(Code::IoError),
-        })
+        Lent::Read(lent)
     }
 
     /// The listing route's line and body: `resource_list` (with `waited_ms` or `watch` as

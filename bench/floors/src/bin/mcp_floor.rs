@@ -249,8 +249,14 @@ fn main() {
             Arc::new(sessions),
             config,
         );
+        let edge = std::env::var("MCP_FLOOR_EDGE").unwrap_or_default();
+        if !matches!(edge.as_str(), "" | "crate" | "hyper") {
+            fail(&format!(
+                "MCP_FLOOR_EDGE={edge}: expected crate (the default) or hyper"
+            ));
+        }
         println!("{}", json!({ "url": url }));
-        if std::env::var("MCP_FLOOR_EDGE").as_deref() != Ok("hyper") {
+        if edge != "hyper" {
             // Every rule of the capsule's listener, as the crate's own edge keeps them.
             let never = std::future::pending::<()>();
             if let Err(e) = serve_with(listener, service, ListenerConfig::default(), never).await {
