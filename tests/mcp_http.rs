@@ -130,6 +130,12 @@ async fn open(mcp: &McpService, version: &str) -> String {
     session
 }
 
+/// `resources/read` of the export's file `raw` (as it goes into the uri, unescaped).
+async fn read(mcp: &McpService, session: &str, raw: &str) -> Value {
+    let uri = format!("{FILES}{raw}");
+    call(mcp, session, "resources/read", json!({ "uri": uri })).await
+}
+
 async fn call(mcp: &McpService, session: &str, method: &str, params: Value) -> Value {
     let answer = send(
         mcp,
@@ -360,14 +366,8 @@ async fn a_read_past_the_inline_limit_is_whole_and_traced_once() {
     let mcp = McpService::new(&w.capsule, McpConfig::default());
     let session = open(&mcp, "2025-11-25").await;
     let before = w.trace.events().len();
-    let read = call(
-        &mcp,
-        &session,
-        "resources/read",
-        json!({"uri": format!("{FILES}large.bin")}),
-    )
-    .await;
-    let content = &read["result"]["contents"][0];
+    let answer = read(&mcp, &session, "large.bin").await;
+    let content = &answer["result"]["contents"][0];
     let blob = base64::engine::general_purpose::STANDARD
         .decode(content["blob"].as_str().unwrap())
         .unwrap();
@@ -419,24 +419,12 @@ async fn each_read_counts_once_and_an_unwritable_trace_refuses_the_read() {
     let answered = || w.capsule.router().stats().requests_answered;
     for raw in ["ok.txt", "missing.txt", "../up.txt"] {
         let before = answered();
-        let read = call(
-            &mcp,
-            &session,
-            "resources/read",
-            json!({"uri": format!("{FILES}{raw}")}),
-        )
-        .await;
-        assert_eq!(read.get("result").is_some(), raw == "ok.txt", "{read}");
+        let answer = read(&mcp, &session, raw).await;
+        assert_eq!(answer.get("result").is_some(), raw == "ok.txt", "{answer}");
         assert_eq!(answered(), before + 1, "{raw}: counted once");
     }
     w.trace.fail_from_now();
-    let refused = call(
-        &mcp,
-        &session,
-        "resources/read",
-        json!({"uri": format!("{FILES}ok.txt")}),
-    )
-    .await;
+    let refused = read(&mcp, &session, "ok.txt").await;
     assert_eq!(refused["error"]["code"], -32603, "{refused}");
     assert_eq!(refused["error"]["data"]["error"], "io_error");
     assert!(refused.get("result").is_none());
@@ -508,23 +496,11 @@ async fn a_runtime_planes_streamed_file_is_read_whole_and_a_broken_one_is_refuse
         .unwrap();
     let mcp = McpService::new(&capsule, McpConfig::default());
     let session = open(&mcp, "2025-11-25").await;
-    let read = call(
-        &mcp,
-        &session,
-        "resources/read",
-        json!({"uri": format!("{FILES}whole.txt")}),
-    )
-    .await;
-    let content = &read["result"]["contents"][0];
+    let answer = read(&mcp, &session, "whole.txt").await;
+    let content = &answer["result"]["contents"][0];
     assert_eq!(content["text"].as_str().map(str::as_bytes), Some(TEXT));
     assert_eq!(content["_meta"]["sha256"], sha256_hex(TEXT));
-    let broken = call(
-        &mcp,
-        &session,
-        "resources/read",
-        json!({"uri": format!("{FILES}broken.txt")}),
-    )
-    .await;
+    let broken = read(&mcp, &session, "broken.txt").await;
     assert_eq!(broken["error"]["code"], -32603, "{broken}");
     assert_eq!(broken["error"]["data"]["error"], "io_error");
     let reads: Vec<Value> = trace
@@ -543,13 +519,7 @@ async fn a_runtime_planes_streamed_file_is_read_whole_and_a_broken_one_is_refuse
         ("huge.txt", -32602, "too_large"),
         ("lying.txt", -32603, "io_error"),
     ] {
-        let refused = call(
-            &mcp,
-            &session,
-            "resources/read",
-            json!({"uri": format!("{FILES}{name}")}),
-        )
-        .await;
+        let refused = read(&mcp, &session, name).await;
         assert_eq!(refused["error"]["code"], rpc, "{name}: {refused}");
         assert_eq!(refused["error"]["data"]["error"], code, "{name}");
     }
@@ -598,13 +568,7 @@ async fn hostile_reads_get_the_operator_planes_codes_and_trace_lines() {
     ];
     for (raw, code, rpc) in table {
         let before = w.trace.events().len();
-        let refused = call(
-            &mcp,
-            &session,
-            "resources/read",
-            json!({"uri": format!("{FILES}{raw}")}),
-        )
-        .await;
+        let refused = read(&mcp, &session, raw).await;
         assert_eq!(refused["error"]["code"], rpc, "{raw}");
         assert_eq!(refused["error"]["data"]["error"], code, "{raw}");
         let http = http_get(&w, format!("/resources/files/{raw}")).await;
